@@ -1,0 +1,1 @@
+"""Backends: where the pods of runs execute (Argo Workflows + Kueue, or this machine)."""

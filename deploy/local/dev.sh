@@ -1,0 +1,67 @@
+#!/usr/bin/env bash
+# simrun on this machine: `dev.sh demo` runs the example workflow on the embedded default,
+# `dev.sh test` runs the test suite (needs PostgreSQL and Redis on 127.0.0.1; started if down).
+set -euo pipefail
+cd "$(dirname "$0")/../.."
+
+python_bin=${SIMRUN_BOOTSTRAP_PYTHON:-}
+if [ -z "$python_bin" ]; then
+  if command -v pyenv >/dev/null 2>&1; then python_bin=$(pyenv which python 2>/dev/null || true); fi
+  [ -n "$python_bin" ] || python_bin=$(command -v python3.13 || command -v python3)
+fi
+"$python_bin" -c 'import sys; assert sys.version_info >= (3, 13), sys.version' 2>/dev/null || {
+  echo "simrun needs Python 3.13 (found $("$python_bin" --version 2>&1)); install it (pyenv install 3.13)" >&2
+  exit 1
+}
+
+if [ ! -x .venv/bin/python ]; then
+  "$python_bin" -m pip install -q --disable-pip-version-check uv==0.13.9 >/dev/null 2>&1 || true
+  "$python_bin" -m uv venv -q .venv --python "$python_bin" 2>/dev/null || "$python_bin" -m venv .venv
+fi
+if ! .venv/bin/python -m uv --version >/dev/null 2>&1; then
+  .venv/bin/python -m pip install -q --disable-pip-version-check uv==0.13.9
+fi
+.venv/bin/python -m uv pip install -q --python .venv/bin/python -r requirements/dev.txt
+
+start_services() {
+  if ! pg_isready -q -h 127.0.0.1 -p 5432 2>/dev/null; then
+    pg_ctlcluster --skip-systemctl-redirect "$(ls /etc/postgresql)" main start
+  fi
+  if ! redis-cli -h 127.0.0.1 ping >/dev/null 2>&1; then
+    mkdir -p /var/lib/redis /var/log/redis
+    redis-server --daemonize yes --bind 127.0.0.1 -::1 --port 6379 --save "" --appendonly no \
+      --dir /var/lib/redis --logfile /var/log/redis/ci.log
+  fi
+  for _ in $(seq 1 100); do
+    pg_isready -q -h 127.0.0.1 -p 5432 && redis-cli -h 127.0.0.1 ping >/dev/null 2>&1 && return 0
+    sleep 0.2
+  done
+  echo "PostgreSQL or Redis did not come up on 127.0.0.1" >&2
+  return 1
+}
+
+case "${1:-}" in
+  setup)
+    exit 0
+    ;;
+  demo)
+    shift
+    exec .venv/bin/simrun demo "$@"
+    ;;
+  test)
+    shift
+    start_services
+    export DATABASE_URL=${SIMRUN_TEST_DATABASE_URL:-postgres://postgres@127.0.0.1:5432/postgres}
+    export SIMRUN_TEST_REDIS_URL=${SIMRUN_TEST_REDIS_URL:-redis://127.0.0.1:6379/15}
+    set +e
+    .venv/bin/python -m pytest -p no:cacheprovider "$@"
+    code=$?
+    set -e
+    if [ "$code" -eq 5 ]; then echo "pytest collected no tests: that is a failure" >&2; exit 1; fi
+    exit "$code"
+    ;;
+  *)
+    echo "usage: deploy/local/dev.sh setup | demo [--keep] | test [pytest args]" >&2
+    exit 2
+    ;;
+esac

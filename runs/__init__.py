@@ -1,0 +1,1 @@
+"""The simrun domain: workflows, runs, tasks, planning, resources, the controller, the surfaces."""

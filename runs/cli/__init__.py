@@ -1,0 +1,1 @@
+"""The `simrun` command: the same commands as `python manage.py simrun`."""

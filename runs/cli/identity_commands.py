@@ -1,0 +1,132 @@
+"""`simrun owner|person|agent create` and `simrun token create|list|revoke|import`."""
+
+from __future__ import annotations
+
+import argparse
+import getpass
+import os
+from pathlib import Path
+from typing import Any
+
+import yaml
+
+from runs.cli.main import CommandError, setup_django
+
+
+def register(sub: Any) -> None:
+    for kind in ("owner", "person", "agent"):
+        p = sub.add_parser(
+            kind, help=f"manage the {kind}" if kind == "owner" else f"manage {kind}s"
+        )
+        verbs = p.add_subparsers(dest="verb", required=True)
+        c = verbs.add_parser("create", help=f"create the {kind}")
+        c.add_argument("name")
+        if kind == "agent":
+            c.add_argument("--acts-for", required=True, help="the person the agent acts for")
+        else:
+            c.add_argument(
+                "--password-env",
+                metavar="VAR",
+                help="read the login password from this environment variable (else prompt, "
+                "or no password when there is no terminal)",
+            )
+        c.set_defaults(handler=create_identity, kind=kind)
+
+    token = sub.add_parser("token", help="manage bearer tokens")
+    verbs = token.add_subparsers(dest="verb", required=True)
+    c = verbs.add_parser("create", help="create a token; it is shown once")
+    c.add_argument("name", help="the identity")
+    c.add_argument("--label", default="")
+    c.set_defaults(handler=create_token)
+    ls = verbs.add_parser("list", help="list tokens (prefixes only)")
+    ls.set_defaults(handler=list_tokens)
+    rv = verbs.add_parser("revoke", help="revoke a token by its prefix or id")
+    rv.add_argument("token")
+    rv.set_defaults(handler=revoke_token)
+    im = verbs.add_parser("import", help="create identities and tokens from a YAML file")
+    im.add_argument("file", type=Path)
+    im.set_defaults(handler=import_tokens)
+
+
+def create_identity(args: argparse.Namespace) -> int:
+    setup_django()
+    from runs.services.identities import IdentityError
+    from runs.services.identities import create_identity as create
+
+    password = None
+    if args.kind != "agent":
+        if args.password_env:
+            password = os.environ.get(args.password_env)
+            if not password:
+                raise CommandError(f"--password-env {args.password_env}: the variable is empty")
+        elif os.isatty(0):
+            password = getpass.getpass(f"password for {args.name} (empty: none): ") or None
+    try:
+        identity = create(
+            name=args.name,
+            kind=args.kind,
+            acts_for=getattr(args, "acts_for", None),
+            password=password,
+        )
+    except IdentityError as exc:
+        raise CommandError(str(exc)) from None
+    print(f"created {identity.kind} {identity.name}")
+    return 0
+
+
+def create_token(args: argparse.Namespace) -> int:
+    setup_django()
+    from runs.models import Identity
+    from runs.services.identities import create_token as create
+
+    identity = Identity.objects.filter(name=args.name).first()
+    if identity is None:
+        raise CommandError(f"no identity named {args.name!r}")
+    new = create(identity=identity, label=args.label)
+    print(new.secret)
+    print(f"# token {new.token.prefix}… for {identity.name}: shown once, keep it now", flush=True)
+    return 0
+
+
+def list_tokens(args: argparse.Namespace) -> int:
+    setup_django()
+    from runs.models import Token
+
+    print(f"{'ID':>4}  {'PREFIX':10} {'IDENTITY':20} {'STATE':8} {'LAST USED':20} LABEL")
+    for t in Token.objects.select_related("identity").order_by("identity__name", "created_at"):
+        state = "revoked" if t.revoked_at else "active"
+        used = t.last_used_at.strftime("%Y-%m-%d %H:%M") if t.last_used_at else "never"
+        print(f"{t.pk:>4}  {t.prefix:10} {t.identity.name:20} {state:8} {used:20} {t.label}")
+    return 0
+
+
+def revoke_token(args: argparse.Namespace) -> int:
+    setup_django()
+    from runs.services.identities import IdentityError
+    from runs.services.identities import revoke_token as revoke
+
+    try:
+        token = revoke(prefix_or_id=args.token)
+    except IdentityError as exc:
+        raise CommandError(str(exc)) from None
+    print(f"revoked {token.prefix}… of {token.identity.name}")
+    return 0
+
+
+def import_tokens(args: argparse.Namespace) -> int:
+    setup_django()
+    from runs.services.identities import IdentityError
+    from runs.services.identities import import_tokens as load
+
+    try:
+        data = yaml.safe_load(args.file.read_text())
+    except OSError as exc:
+        raise CommandError(f"cannot read {args.file}: {exc.strerror}") from None
+    except yaml.YAMLError as exc:
+        raise CommandError(f"{args.file}: not valid YAML: {exc}") from None
+    try:
+        created = load(data=data)
+    except IdentityError as exc:
+        raise CommandError(f"{args.file}: {exc}") from None
+    print(f"imported: {created['identities']} identities, {created['tokens']} tokens")
+    return 0

@@ -1,0 +1,64 @@
+"""`simrun`: validate workflows, manage identities and tokens, submit and follow runs.
+
+Without SIMRUN_URL it works directly on this machine's simrun (the embedded default, or the
+database of DATABASE_URL); with SIMRUN_URL and SIMRUN_TOKEN it talks to the service's API.
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import sys
+from collections.abc import Callable, Sequence
+
+Handler = Callable[[argparse.Namespace], int]
+
+
+def setup_django() -> None:
+    """Configure Django for direct use (idempotent)."""
+    os.environ.setdefault("DJANGO_SETTINGS_MODULE", "simrun_site.settings")
+    import django
+    from django.apps import apps
+
+    if not apps.ready:
+        django.setup()
+
+
+def build_parser() -> argparse.ArgumentParser:
+    from runs.cli import identity_commands, workflow_commands
+
+    parser = argparse.ArgumentParser(prog="simrun", description=__doc__.split("\n")[0])
+    sub = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
+    workflow_commands.register(sub)
+    identity_commands.register(sub)
+    return parser
+
+
+class CommandError(Exception):
+    """A failure to report as one line on stderr with exit status 1 (or `code`)."""
+
+    def __init__(self, message: str, code: int = 1) -> None:
+        super().__init__(message)
+        self.code = code
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    parser = build_parser()
+    args = parser.parse_args(argv)
+    handler: Handler = args.handler
+    try:
+        return handler(args)
+    except CommandError as exc:
+        print(f"simrun: {exc}", file=sys.stderr)
+        return exc.code
+    except KeyboardInterrupt:
+        return 130
+
+
+if __name__ == "__main__":  # pragma: no cover
+    sys.exit(main())
+
+
+def entry() -> None:
+    """The console script."""
+    sys.exit(main())

@@ -1,0 +1,160 @@
+"""A run of a workflow and its tasks: the controller's state, written only if unchanged."""
+
+from __future__ import annotations
+
+import secrets
+import time
+
+from django.db import models
+from django.db.models import Q
+
+from runs.models.identity import Identity
+
+_ALPHABET = "0123456789abcdefghijklmnopqrstuvwxyz"
+
+
+def new_run_id() -> str:
+    """A short, time-ordered, lowercase id that is a valid Kubernetes name and label value."""
+    millis = int(time.time() * 1000)
+    stamp = ""
+    while millis:
+        millis, digit = divmod(millis, 36)
+        stamp = _ALPHABET[digit] + stamp
+    return stamp + "".join(secrets.choice(_ALPHABET) for _ in range(4))
+
+
+class RunState(models.TextChoices):
+    SUBMITTING = "submitting"
+    QUEUED = "queued"
+    RUNNING = "running"
+    SUCCEEDED = "succeeded"
+    FAILED = "failed"
+    CANCELLED = "cancelled"
+
+    @classmethod
+    def live(cls) -> tuple[str, ...]:
+        return (cls.SUBMITTING, cls.QUEUED, cls.RUNNING)
+
+    @classmethod
+    def ended(cls) -> tuple[str, ...]:
+        return (cls.SUCCEEDED, cls.FAILED, cls.CANCELLED)
+
+
+class TaskState(models.TextChoices):
+    WAITING = "waiting"
+    QUEUED = "queued"
+    RUNNING = "running"
+    PREEMPTED = "preempted"
+    RETRYING = "retrying"
+    DONE = "done"
+    FAILED = "failed"
+    SKIPPED = "skipped"
+
+    @classmethod
+    def final(cls) -> tuple[str, ...]:
+        return (cls.DONE, cls.FAILED, cls.SKIPPED)
+
+
+class Run(models.Model):
+    """One submission of a workflow, with everything the controller needs to continue it."""
+
+    id = models.CharField(primary_key=True, max_length=24, default=new_run_id, editable=False)
+    name = models.CharField(max_length=128, help_text="The workflow's name.")
+    owner = models.ForeignKey(Identity, on_delete=models.PROTECT, related_name="runs")
+    principal = models.ForeignKey(
+        Identity,
+        on_delete=models.PROTECT,
+        related_name="+",
+        help_text="Whose run it counts as (an agent's person): who may cancel or delete it.",
+    )
+    tier = models.CharField(max_length=8, help_text="Priority tier: owner, person or agent.")
+    group = models.CharField(max_length=128, blank=True, default="")
+    state = models.CharField(max_length=12, choices=RunState.choices, default=RunState.SUBMITTING)
+    message = models.TextField(blank=True, default="")
+    workflow = models.JSONField(help_text="The workflow as validated (normalised JSON).")
+    workflow_name = models.CharField(max_length=64, unique=True)
+    sources = models.JSONField(default=list, help_text="Snapshot digests, the model first.")
+    environment = models.JSONField(default=dict, blank=True)
+    plans = models.JSONField(default=dict, blank=True, help_text="Task id → TaskPlan JSON.")
+    reserve = models.CharField(max_length=253, blank=True, default="")
+    reserved = models.BooleanField(default=False, help_text="The node reservation was made.")
+    oom_kills = models.JSONField(
+        default=dict, blank=True, help_text="Worker → attempts killed for memory."
+    )
+    merge_pending = models.JSONField(
+        default=dict, blank=True, help_text="Task → when its merge marker began to be awaited."
+    )
+    pending_release = models.BooleanField(default=False)
+    pending_cancel = models.BooleanField(default=False)
+    pending_logs = models.BooleanField(default=False)
+    # NULL, not "": runs without a key must not collide in the unique constraint below.
+    idempotency_key = models.CharField(max_length=128, null=True, blank=True)  # noqa: DJ001
+    version = models.PositiveIntegerField(default=0, help_text="Bumped by every write.")
+    created_at = models.DateTimeField(auto_now_add=True)
+    submitted_at = models.DateTimeField(null=True, blank=True)
+    started_at = models.DateTimeField(null=True, blank=True)
+    ended_at = models.DateTimeField(null=True, blank=True)
+    updated_at = models.DateTimeField(auto_now=True)
+
+    class Meta:
+        ordering = ["-created_at", "-id"]
+        indexes = [
+            models.Index(
+                fields=["state"],
+                name="run_followed",
+                condition=Q(state__in=RunState.live())
+                | Q(pending_release=True)
+                | Q(pending_cancel=True)
+                | Q(pending_logs=True),
+            ),
+            models.Index(fields=["-created_at", "-id"], name="run_newest"),
+            models.Index(fields=["owner", "-created_at"], name="run_owner_newest"),
+            models.Index(fields=["principal", "-created_at"], name="run_principal_newest"),
+            models.Index(fields=["group", "-created_at"], name="run_group_newest"),
+            models.Index(fields=["state", "-created_at"], name="run_state_newest"),
+        ]
+        constraints = [
+            models.UniqueConstraint(
+                fields=["owner", "idempotency_key"],
+                condition=Q(idempotency_key__isnull=False),
+                name="run_idempotency_key_per_owner",
+            ),
+        ]
+
+    def __str__(self) -> str:
+        return f"{self.id} {self.name} ({self.state})"
+
+    @property
+    def ended(self) -> bool:
+        return self.state in RunState.ended()
+
+
+class Task(models.Model):
+    """One task of a run: its settings, plan and the state the controller last derived."""
+
+    run = models.ForeignKey(Run, on_delete=models.CASCADE, related_name="tasks")
+    task_id = models.CharField(max_length=128)
+    position = models.PositiveIntegerField(help_text="Index in the run's topological order.")
+    type = models.CharField(max_length=128)
+    splittable = models.BooleanField(default=False)
+    settings = models.JSONField(default=dict)
+    inputs = models.JSONField(default=dict)
+    dependencies = models.JSONField(default=list)
+    resources = models.JSONField(default=dict, blank=True)
+    plan = models.JSONField(default=dict, blank=True)
+    state = models.CharField(max_length=12, choices=TaskState.choices, default=TaskState.WAITING)
+    message = models.TextField(blank=True, default="")
+    units_total = models.PositiveIntegerField(null=True, blank=True)
+    observed = models.BooleanField(default=False, help_text="Reports recorded as observations.")
+    logs_kept = models.BooleanField(default=False)
+    started_at = models.DateTimeField(null=True, blank=True)
+    ended_at = models.DateTimeField(null=True, blank=True)
+
+    class Meta:
+        ordering = ["run", "position"]
+        constraints = [
+            models.UniqueConstraint(fields=["run", "task_id"], name="task_unique_per_run"),
+        ]
+
+    def __str__(self) -> str:
+        return f"{self.run_id}/{self.task_id} ({self.state})"

@@ -1,0 +1,1 @@
+"""Reads of the domain: what pages, the API and the controller query."""

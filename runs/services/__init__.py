@@ -1,0 +1,1 @@
+"""Writes of the domain: every change of state goes through these functions."""

@@ -1,0 +1,171 @@
+"""simrun's settings: every value comes from an environment variable (see docs/configuration.md).
+
+With no variable set at all this is the embedded default: SQLite and a file-system Celery
+broker under `SIMRUN_DATA_DIR` (./.simrun), the run store below it, the local backend.
+"""
+
+from __future__ import annotations
+
+import secrets
+from pathlib import Path
+
+from django.core.exceptions import ImproperlyConfigured
+
+from simrun_site import env
+
+BASE_DIR = Path(__file__).resolve().parent.parent
+
+DATA_DIR = env.path("SIMRUN_DATA_DIR", (Path.cwd() / ".simrun").resolve())
+try:
+    DATA_DIR.mkdir(parents=True, exist_ok=True)
+except OSError as exc:
+    raise ImproperlyConfigured(f"SIMRUN_DATA_DIR={str(DATA_DIR)!r}: cannot create: {exc}") from exc
+
+
+def _secret_key() -> str:
+    """The configured key, else one generated once and kept in the data directory."""
+    configured = env.raw("SIMRUN_SECRET_KEY")
+    if configured:
+        return configured
+    file = DATA_DIR / "secret_key"
+    if not file.exists():
+        file.write_text(secrets.token_urlsafe(50))
+        file.chmod(0o600)
+    return file.read_text().strip()
+
+
+SECRET_KEY = _secret_key()
+DEBUG = env.boolean("SIMRUN_DEBUG", False)
+ALLOWED_HOSTS = env.strings(
+    "SIMRUN_ALLOWED_HOSTS", ["localhost", "127.0.0.1", "[::1]", "testserver"]
+)
+CSRF_TRUSTED_ORIGINS = env.strings("SIMRUN_CSRF_TRUSTED_ORIGINS", [])
+
+INSTALLED_APPS = [
+    "django.contrib.admin",
+    "django.contrib.auth",
+    "django.contrib.contenttypes",
+    "django.contrib.sessions",
+    "django.contrib.messages",
+    "django.contrib.staticfiles",
+    "rest_framework",
+    "drf_spectacular",
+    "django_htmx",
+    "runs",
+]
+
+MIDDLEWARE = [
+    "django.middleware.security.SecurityMiddleware",
+    "whitenoise.middleware.WhiteNoiseMiddleware",
+    "django.contrib.sessions.middleware.SessionMiddleware",
+    "django.middleware.common.CommonMiddleware",
+    "django.middleware.csrf.CsrfViewMiddleware",
+    "django.contrib.auth.middleware.AuthenticationMiddleware",
+    "django.contrib.messages.middleware.MessageMiddleware",
+    "django.middleware.clickjacking.XFrameOptionsMiddleware",
+    "django_htmx.middleware.HtmxMiddleware",
+]
+
+ROOT_URLCONF = "simrun_site.urls"
+WSGI_APPLICATION = "simrun_site.wsgi.application"
+ASGI_APPLICATION = "simrun_site.asgi.application"
+
+TEMPLATES = [
+    {
+        "BACKEND": "django.template.backends.django.DjangoTemplates",
+        "DIRS": [BASE_DIR / "templates"],
+        "APP_DIRS": True,
+        "OPTIONS": {
+            "context_processors": [
+                "django.template.context_processors.request",
+                "django.contrib.auth.context_processors.auth",
+                "django.contrib.messages.context_processors.messages",
+            ],
+        },
+    },
+]
+
+DATABASES = {"default": env.database("DATABASE_URL", DATA_DIR / "simrun.sqlite3")}
+DEFAULT_AUTO_FIELD = "django.db.models.BigAutoField"
+
+AUTH_PASSWORD_VALIDATORS = [
+    {"NAME": "django.contrib.auth.password_validation.MinimumLengthValidator"},
+]
+LOGIN_URL = "/login/"
+LOGIN_REDIRECT_URL = "/"
+
+LANGUAGE_CODE = "en-us"
+TIME_ZONE = "UTC"
+USE_I18N = True
+USE_TZ = True
+
+STATIC_URL = "/static/"
+STATIC_ROOT = env.path("SIMRUN_STATIC_ROOT", DATA_DIR / "static")
+STATICFILES_DIRS = [BASE_DIR / "runs" / "static"]
+
+# --- Celery: Redis in production, a file-system broker under the data dir by default -------
+CELERY_BROKER_URL = env.string("CELERY_BROKER_URL", "filesystem://")
+if CELERY_BROKER_URL.startswith("filesystem://"):
+    _queue = DATA_DIR / "broker"
+    for _sub in ("in", "processed"):
+        (_queue / _sub).mkdir(parents=True, exist_ok=True)
+    CELERY_BROKER_TRANSPORT_OPTIONS: dict[str, object] = {
+        "data_folder_in": str(_queue / "in"),
+        "data_folder_out": str(_queue / "in"),
+        "data_folder_processed": str(_queue / "processed"),
+        "store_processed": False,
+    }
+elif not CELERY_BROKER_URL.startswith(("redis://", "rediss://", "memory://")):
+    raise ImproperlyConfigured(
+        f"CELERY_BROKER_URL={CELERY_BROKER_URL!r}: use redis://, rediss:// or filesystem://"
+    )
+else:
+    CELERY_BROKER_TRANSPORT_OPTIONS = {"visibility_timeout": 3600}
+CELERY_TASK_ALWAYS_EAGER = env.boolean("CELERY_TASK_ALWAYS_EAGER", False)
+CELERY_TASK_ACKS_LATE = True
+CELERY_TASK_REJECT_ON_WORKER_LOST = True
+CELERY_WORKER_PREFETCH_MULTIPLIER = 1
+CELERY_TASK_IGNORE_RESULT = True
+CELERY_BEAT_SCHEDULE_FILENAME = str(DATA_DIR / "celerybeat-schedule")
+
+# --- simrun ---------------------------------------------------------------------------------
+SIMRUN_STORE = env.path("SIMRUN_STORE", DATA_DIR / "store")
+SIMRUN_BACKEND = env.choice("SIMRUN_BACKEND", "local", ("local", "argo"))
+SIMRUN_POLL_S = env.number("SIMRUN_POLL_S", 2.0, minimum=0.05)
+SIMRUN_GRACE_S = env.integer("SIMRUN_GRACE_S", 30, minimum=1)
+SIMRUN_MERGE_MARKER_GRACE_S = env.number("SIMRUN_MERGE_MARKER_GRACE_S", 120.0, minimum=0)
+SIMRUN_EVENTS_POLL_S = env.number("SIMRUN_EVENTS_POLL_S", 1.0, minimum=0.05)
+SIMRUN_EVENTS_MAX_S = env.number("SIMRUN_EVENTS_MAX_S", 300.0, minimum=1)
+SIMRUN_MAX_UPLOAD_BYTES = env.integer("SIMRUN_MAX_UPLOAD_BYTES", 2 * 1024**3, minimum=1)
+SIMRUN_UPLOAD_MAX_FILES = env.integer("SIMRUN_UPLOAD_MAX_FILES", 100_000, minimum=1)
+SIMRUN_UPLOAD_MAX_UNPACKED_BYTES = env.integer(
+    "SIMRUN_UPLOAD_MAX_UNPACKED_BYTES", 8 * 1024**3, minimum=1
+)
+SIMRUN_RATE_LIMIT_PER_MINUTE = env.integer("SIMRUN_RATE_LIMIT_PER_MINUTE", 600, minimum=1)
+SIMRUN_REDIS_URL = env.string(
+    "SIMRUN_REDIS_URL",
+    CELERY_BROKER_URL if CELERY_BROKER_URL.startswith("redis") else "",
+)
+SIMRUN_LOCAL_CORES = env.number("SIMRUN_LOCAL_CORES", 0.0, minimum=0)
+SIMRUN_LOCAL_MEMORY_GB = env.number("SIMRUN_LOCAL_MEMORY_GB", 0.0, minimum=0)
+SIMRUN_PYTHON = env.string("SIMRUN_PYTHON", "3.13")
+
+REST_FRAMEWORK = {
+    "DEFAULT_AUTHENTICATION_CLASSES": ["runs.api.auth.BearerTokenAuthentication"],
+    "DEFAULT_PERMISSION_CLASSES": ["rest_framework.permissions.IsAuthenticated"],
+    "DEFAULT_SCHEMA_CLASS": "drf_spectacular.openapi.AutoSchema",
+    "UNAUTHENTICATED_USER": None,
+}
+SPECTACULAR_SETTINGS = {
+    "TITLE": "simrun API",
+    "DESCRIPTION": "Submit, follow and compare simulation runs.",
+    "VERSION": "0.4.0",
+    "SERVE_INCLUDE_SCHEMA": False,
+}
+
+LOGGING = {
+    "version": 1,
+    "disable_existing_loggers": False,
+    "handlers": {"console": {"class": "logging.StreamHandler"}},
+    "root": {"handlers": ["console"], "level": env.string("SIMRUN_LOG_LEVEL", "INFO")},
+}
