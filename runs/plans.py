@@ -6,6 +6,7 @@ record and read back by the controller after a restart.
 
 from __future__ import annotations
 
+import math
 from dataclasses import asdict, dataclass, field
 from typing import Any
 
@@ -61,6 +62,7 @@ class PodShape:
     per_worker_gb: float = 0.5
     retry_memory_gb: float = 0.0
     retry_per_worker_gb: float = 0.0
+    memory_base_gb: float = 0.0
 
     def to_json(self) -> dict[str, Any]:
         return asdict(self)
@@ -68,6 +70,24 @@ class PodShape:
     @classmethod
     def from_json(cls, data: dict[str, Any]) -> PodShape:
         return cls(**data)
+
+    @property
+    def retry_processes(self) -> int:
+        """M9: the processes an attempt at the retry memory runs (the harness sizes its pool by
+        (limit - base) ÷ memory per worker, so a retry capped by the node runs fewer)."""
+        if self.retry_per_worker_gb <= 0:
+            return self.processes
+        room = (self.retry_memory_gb - self.memory_base_gb) / self.retry_per_worker_gb
+        return max(1, min(self.processes, math.floor(room + 1e-9)))
+
+    def fits(self, node: Node) -> bool:
+        """Whether one pod of this shape, at its first and at its retry memory, fits `node`."""
+        return (
+            self.cores <= node.cores
+            and self.memory_gb <= node.memory_gb
+            and self.retry_memory_gb <= node.memory_gb
+            and self.gpus <= node.gpus
+        )
 
 
 @dataclass(frozen=True)
@@ -93,3 +113,33 @@ class TaskPlan:
         values["nodes"] = tuple(values.get("nodes", ()))
         values.setdefault("coordinator_merges", False)
         return cls(**values)
+
+
+@dataclass(frozen=True)
+class ObservationValue:
+    """One recorded attempt, as the resolution and the estimate read it (no database needed).
+
+    `peak_memory_gb` is the pod's peak (anonymous memory of its cgroup); for a kill for memory
+    without a report it is the pod's limit (C11). `memory_per_worker_gb` is what the attempt
+    was given per process.
+    """
+
+    run_id: str | None = None
+    worker: str = ""
+    attempt: int = 0
+    processes: int = 1
+    units_done: int = 0
+    unit_seconds_median: float | None = None
+    peak_memory_per_process_gb: float | None = None
+    peak_memory_gb: float | None = None
+    memory_limit_gb: float | None = None
+    memory_per_worker_gb: float | None = None
+    oom_killed: bool = False
+    from_report: bool = True
+
+    def to_json(self) -> dict[str, Any]:
+        return asdict(self)
+
+    @classmethod
+    def from_json(cls, data: dict[str, Any]) -> ObservationValue:
+        return cls(**data)

@@ -121,6 +121,7 @@ elif not CELERY_BROKER_URL.startswith(("redis://", "rediss://", "memory://")):
     )
 else:
     CELERY_BROKER_TRANSPORT_OPTIONS = {"visibility_timeout": 3600}
+CELERY_TASK_DEFAULT_QUEUE = env.string("SIMRUN_CELERY_QUEUE", "simrun")
 CELERY_TASK_ALWAYS_EAGER = env.boolean("CELERY_TASK_ALWAYS_EAGER", False)
 CELERY_TASK_ACKS_LATE = True
 CELERY_TASK_REJECT_ON_WORKER_LOST = True
@@ -132,6 +133,7 @@ CELERY_BEAT_SCHEDULE_FILENAME = str(DATA_DIR / "celerybeat-schedule")
 SIMRUN_STORE = env.path("SIMRUN_STORE", DATA_DIR / "store")
 SIMRUN_BACKEND = env.choice("SIMRUN_BACKEND", "local", ("local", "argo"))
 SIMRUN_POLL_S = env.number("SIMRUN_POLL_S", 2.0, minimum=0.05)
+SIMRUN_SUBMIT_LEASE_S = env.number("SIMRUN_SUBMIT_LEASE_S", 30.0, minimum=1)
 SIMRUN_GRACE_S = env.integer("SIMRUN_GRACE_S", 30, minimum=1)
 SIMRUN_MERGE_MARKER_GRACE_S = env.number("SIMRUN_MERGE_MARKER_GRACE_S", 120.0, minimum=0)
 SIMRUN_EVENTS_POLL_S = env.number("SIMRUN_EVENTS_POLL_S", 1.0, minimum=0.05)
@@ -168,4 +170,8 @@ LOGGING = {
     "disable_existing_loggers": False,
     "handlers": {"console": {"class": "logging.StreamHandler"}},
     "root": {"handlers": ["console"], "level": env.string("SIMRUN_LOG_LEVEL", "INFO")},
+}
+
+CELERY_BEAT_SCHEDULE = {
+    "reconcile": {"task": "runs.tasks.reconcile", "schedule": SIMRUN_POLL_S},
 }

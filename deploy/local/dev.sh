@@ -53,6 +53,8 @@ case "${1:-}" in
     start_services
     export DATABASE_URL=${SIMRUN_TEST_DATABASE_URL:-postgres://postgres@127.0.0.1:5432/postgres}
     export SIMRUN_TEST_REDIS_URL=${SIMRUN_TEST_REDIS_URL:-redis://127.0.0.1:6379/15}
+    export CELERY_BROKER_URL=${CELERY_BROKER_URL:-$SIMRUN_TEST_REDIS_URL}
+    export SIMRUN_CELERY_QUEUE=simrun-test-$$
     set +e
     .venv/bin/python -m pytest -p no:cacheprovider "$@"
     code=$?

@@ -25,12 +25,14 @@ def setup_django() -> None:
 
 
 def build_parser() -> argparse.ArgumentParser:
-    from runs.cli import identity_commands, workflow_commands
+    from runs.cli import identity_commands, run_commands, service_commands, workflow_commands
 
     parser = argparse.ArgumentParser(prog="simrun", description=__doc__.split("\n")[0])
     sub = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
     workflow_commands.register(sub)
     identity_commands.register(sub)
+    run_commands.register(sub)
+    service_commands.register(sub)
     return parser
 
 

@@ -81,6 +81,9 @@ class Run(models.Model):
     oom_kills = models.JSONField(
         default=dict, blank=True, help_text="Worker → attempts killed for memory."
     )
+    pods = models.JSONField(
+        default=dict, blank=True, help_text="Pod → phase, attempts, node: stored at every poll."
+    )
     merge_pending = models.JSONField(
         default=dict, blank=True, help_text="Task → when its merge marker began to be awaited."
     )
@@ -88,6 +91,9 @@ class Run(models.Model):
     pending_cancel = models.BooleanField(default=False)
     pending_logs = models.BooleanField(default=False)
     # NULL, not "": runs without a key must not collide in the unique constraint below.
+    submit_lease_until = models.DateTimeField(
+        null=True, blank=True, help_text="A worker is submitting the run until then."
+    )
     idempotency_key = models.CharField(max_length=128, null=True, blank=True)  # noqa: DJ001
     version = models.PositiveIntegerField(default=0, help_text="Bumped by every write.")
     created_at = models.DateTimeField(auto_now_add=True)

@@ -1,0 +1,168 @@
+"""The `simrun` command's view of this machine's simrun: the database and the store directly."""
+
+from __future__ import annotations
+
+import getpass
+from pathlib import Path
+from typing import Any
+
+from runs.cli.main import CommandError
+
+
+def _identity() -> Any:
+    """Who acts on this machine: SIMRUN_IDENTITY, else the owner (made for you if none)."""
+    import os
+
+    from runs.models import Identity, IdentityKind
+    from runs.services.identities import create_identity
+
+    name = os.environ.get("SIMRUN_IDENTITY")
+    if name:
+        found = Identity.objects.filter(name=name).first()
+        if found is None:
+            raise CommandError(f"SIMRUN_IDENTITY={name!r}: no such identity")
+        return found
+    owner = Identity.objects.filter(kind=IdentityKind.OWNER).first()
+    return owner or create_identity(name=getpass.getuser(), kind=IdentityKind.OWNER)
+
+
+def run_view(run: Any) -> dict[str, Any]:
+    """What `show` and `follow` print: the run and its tasks' progress."""
+    from runs.selectors.progress import run_progress, task_progress
+
+    progress = [task_progress(t) for t in run.tasks.all()]
+    return {
+        "id": run.pk,
+        "name": run.name,
+        "state": run.state,
+        "message": run.message,
+        "group": run.group,
+        "owner": run.owner.name,
+        "created_at": run.created_at.isoformat(),
+        "ended_at": run.ended_at.isoformat() if run.ended_at else None,
+        "progress": 1.0 if run.state == "succeeded" else run_progress(progress),
+        "tasks": [
+            {
+                "id": p.task_id,
+                "state": p.state,
+                "done": p.counts.done if p.counts else (1 if p.state == "done" else 0),
+                "total": p.counts.total if p.counts else 1,
+            }
+            for p in progress
+        ],
+    }
+
+
+class DirectLab:
+    """Submit, list, follow and cancel runs of this machine's simrun."""
+
+    def submit(self, *, workflow_text: str, sources: list[Path], group: str) -> dict[str, Any]:
+        from runs.backends import backend
+        from runs.models import Snapshot
+        from runs.planner import PlanRefused
+        from runs.services.submission import SubmissionRefused, create_run
+        from runs.snapshots import SnapshotRefused, snapshot_directory
+        from runs.store import store
+        from runs.validation import load
+        from runs.workflow import WorkflowInvalid
+
+        try:
+            workflow = load(workflow_text)
+        except WorkflowInvalid as exc:
+            raise CommandError("the workflow is invalid:\n" + str(exc)) from None
+        identity = _identity()
+        digests = []
+        for source in sources:
+            try:
+                info = snapshot_directory(store(), source)
+            except SnapshotRefused as exc:
+                raise CommandError(f"--source {source}: {exc}") from None
+            Snapshot.objects.get_or_create(
+                digest=info.digest,
+                defaults={
+                    "name": source.resolve().name,
+                    "source_path": info.provenance.source_path,
+                    "git_remote": info.provenance.git_remote,
+                    "git_commit": info.provenance.git_commit,
+                    "git_dirty": info.provenance.git_dirty,
+                    "files": info.files,
+                    "bytes": info.bytes,
+                    "created_by": identity,
+                },
+            )
+            digests.append(info.digest)
+        try:
+            run = create_run(
+                identity=identity,
+                workflow=workflow,
+                sources=digests,
+                nodes=backend().nodes(),
+                group=group,
+            )
+        except (SubmissionRefused, PlanRefused) as exc:
+            raise CommandError(str(exc)) from None
+        return run_view(run)
+
+    def runs(self, *, limit: int = 20) -> list[dict[str, Any]]:
+        from runs.models import Run
+
+        return [run_view(r) for r in Run.objects.select_related("owner")[:limit]]
+
+    def show(self, run_id: str) -> dict[str, Any]:
+        return run_view(self._run(run_id))
+
+    def cancel(self, run_id: str) -> dict[str, Any]:
+        from runs.backends import backend
+        from runs.services.runs import NotAllowed, RunConflict, RunNotFound, cancel_run
+
+        try:
+            run = cancel_run(run_id=run_id, identity=_identity(), backend=backend())
+        except (RunNotFound, RunConflict, NotAllowed) as exc:
+            raise CommandError(str(exc)) from None
+        return run_view(run)
+
+    def logs(self, run_id: str, task_id: str, *, tail: int | None = None) -> str:
+        from runs.backends import backend
+        from runs.store import task_paths
+
+        run = self._run(run_id)
+        if not run.tasks.filter(task_id=task_id).exists():
+            raise CommandError(f"run {run_id} has no task {task_id!r}")
+        kept = task_paths(run.pk, task_id).logs
+        if kept.is_dir() and any(kept.iterdir()):
+            parts = [
+                f"==> {p.name} <==\n{p.read_text(errors='replace')}" for p in sorted(kept.iterdir())
+            ]
+        else:
+            try:
+                entries = backend().logs(run.workflow_name, task_id, tail_lines=tail)
+            except KeyError:
+                return ""
+            parts = [
+                f"==> {e.pod}-{e.attempt} <==\n{e.text if e.error is None else e.error}"
+                for e in entries
+            ]
+        text = "\n".join(parts)
+        if tail is not None:
+            text = "\n".join(text.splitlines()[-tail:])
+        return text
+
+    def outputs(self, run_id: str) -> list[str]:
+        from runs.store import run_paths, store
+
+        run = self._run(run_id)
+        root = store().root
+        found = []
+        for task in run.tasks.all():
+            out = run_paths(run.pk).task(task.task_id).out
+            if out.is_dir():
+                found += [str(p.relative_to(root)) for p in sorted(out.rglob("*")) if p.is_file()]
+        return found
+
+    def _run(self, run_id: str) -> Any:
+        from runs.models import Run
+
+        run = Run.objects.filter(pk=run_id).select_related("owner").first()
+        if run is None:
+            raise CommandError(f"no run {run_id!r}")
+        return run

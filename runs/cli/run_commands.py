@@ -1,0 +1,173 @@
+"""`simrun submit|runs|show|follow|logs|cancel|outputs`: the same verbs here or over the API."""
+
+from __future__ import annotations
+
+import argparse
+import os
+import sys
+import time
+from pathlib import Path
+from typing import Any, Protocol
+
+from runs.cli.main import CommandError, setup_django
+
+ENDED = {"succeeded", "failed", "cancelled"}
+
+
+class Lab(Protocol):
+    def submit(self, *, workflow_text: str, sources: list[Path], group: str) -> dict[str, Any]: ...
+    def runs(self, *, limit: int = 20) -> list[dict[str, Any]]: ...
+    def show(self, run_id: str) -> dict[str, Any]: ...
+    def cancel(self, run_id: str) -> dict[str, Any]: ...
+    def logs(self, run_id: str, task_id: str, *, tail: int | None = None) -> str: ...
+    def outputs(self, run_id: str) -> list[str]: ...
+
+
+def lab() -> Lab:
+    """The API when SIMRUN_URL is set, else this machine's simrun directly."""
+    if os.environ.get("SIMRUN_URL"):
+        from runs.cli.api_client import ApiLab
+
+        return ApiLab.from_environment()
+    setup_django()
+    from runs.cli.direct_lab import DirectLab
+
+    return DirectLab()
+
+
+def register(sub: Any) -> None:
+    p = sub.add_parser("submit", help="submit a workflow")
+    p.add_argument("workflow", type=Path)
+    p.add_argument(
+        "--source",
+        action="append",
+        type=Path,
+        default=[],
+        metavar="DIR",
+        help="a source directory to snapshot; the first is the model",
+    )
+    p.add_argument("--group", default="")
+    p.add_argument("--follow", action="store_true", help="follow the run until it ends")
+    p.set_defaults(handler=submit)
+    p = sub.add_parser("runs", help="list recent runs")
+    p.add_argument("--limit", type=int, default=20)
+    p.set_defaults(handler=list_runs)
+    for name, handler, text in (
+        ("show", show, "show a run and its tasks"),
+        ("follow", follow, "follow a run with live progress bars until it ends"),
+        ("cancel", cancel, "cancel a run"),
+        ("outputs", outputs, "list a run's output files"),
+    ):
+        p = sub.add_parser(name, help=text)
+        p.add_argument("run")
+        p.set_defaults(handler=handler)
+    p = sub.add_parser("logs", help="print the logs of a task's pods")
+    p.add_argument("run")
+    p.add_argument("task")
+    p.add_argument("--tail", type=int, default=None)
+    p.add_argument("--follow", action="store_true", help="keep printing until the run ends")
+    p.set_defaults(handler=logs)
+
+
+def submit(args: argparse.Namespace) -> int:
+    try:
+        text = args.workflow.read_text()
+    except OSError as exc:
+        raise CommandError(f"cannot read {args.workflow}: {exc.strerror}") from None
+    the_lab = lab()
+    run = the_lab.submit(workflow_text=text, sources=args.source, group=args.group)
+    print(f"submitted run {run['id']} ({run['name']})")
+    if args.follow:
+        return follow_run(the_lab, run["id"])
+    return 0
+
+
+def list_runs(args: argparse.Namespace) -> int:
+    print(f"{'RUN':16} {'NAME':24} {'STATE':11} {'PROGRESS':>8}  {'OWNER':12} CREATED")
+    for run in lab().runs(limit=args.limit):
+        progress = f"{run['progress'] * 100:.0f}%" if run.get("progress") is not None else ""
+        print(
+            f"{run['id']:16} {run['name'][:24]:24} {run['state']:11} {progress:>8}  "
+            f"{run['owner'][:12]:12} {run['created_at'][:19]}"
+        )
+    return 0
+
+
+def show(args: argparse.Namespace) -> int:
+    run = lab().show(args.run)
+    print(f"run {run['id']}  {run['name']}  {run['state']}  owner {run['owner']}")
+    if run["message"]:
+        print(f"  {run['message']}")
+    for task in run["tasks"]:
+        print(f"  {task['id']:24} {task['state']:10} {task['done']}/{task['total']}")
+    return 0
+
+
+def follow(args: argparse.Namespace) -> int:
+    return follow_run(lab(), args.run)
+
+
+def follow_run(the_lab: Lab, run_id: str, *, interval: float = 0.5) -> int:
+    """Live progress bars per task until the run ends; exit 0 only if it succeeded."""
+    from rich.console import Console
+    from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
+
+    console = Console(stderr=False)
+    started = time.monotonic()
+    columns = (
+        TextColumn("{task.description}"),
+        BarColumn(),
+        MofNCompleteColumn(),
+        TextColumn("{task.fields[state]}"),
+        TimeElapsedColumn(),
+    )
+    bars: dict[str, Any] = {}
+    with Progress(*columns, console=console, transient=False) as progress:
+        while True:
+            run = the_lab.show(run_id)
+            for task in run["tasks"]:
+                if task["id"] not in bars:
+                    bars[task["id"]] = progress.add_task(
+                        f"{task['id']:>16}", total=task["total"], state=task["state"]
+                    )
+                progress.update(
+                    bars[task["id"]],
+                    total=task["total"],
+                    completed=task["done"],
+                    state=task["state"],
+                )
+            if run["state"] in ENDED:
+                break
+            time.sleep(interval)
+    seconds = time.monotonic() - started
+    console.print(f"run {run['id']} {run['state']} after {seconds:.1f}s")
+    if run["message"]:
+        console.print(f"  {run['message']}")
+    return 0 if run["state"] == "succeeded" else 1
+
+
+def cancel(args: argparse.Namespace) -> int:
+    run = lab().cancel(args.run)
+    print(f"run {run['id']} {run['state']}")
+    return 0
+
+
+def outputs(args: argparse.Namespace) -> int:
+    for path in lab().outputs(args.run):
+        print(path)
+    return 0
+
+
+def logs(args: argparse.Namespace) -> int:
+    the_lab = lab()
+    printed = 0
+    while True:
+        text = the_lab.logs(args.run, args.task, tail=args.tail)
+        lines = text.splitlines()
+        for line in lines[printed:]:
+            print(line)
+        printed = len(lines)
+        sys.stdout.flush()
+        if not args.follow or the_lab.show(args.run)["state"] in ENDED:
+            return 0
+        time.sleep(1.0)

@@ -1,0 +1,219 @@
+"""`simrun watch|serve|demo`: the processes of the embedded default, and the main job."""
+
+from __future__ import annotations
+
+import argparse
+import logging
+import os
+import signal
+import socket
+import subprocess
+import sys
+import threading
+import time
+import urllib.request
+from pathlib import Path
+from typing import Any
+
+from runs.cli.main import CommandError, setup_django
+
+log = logging.getLogger("simrun.watch")
+ROOT = Path(__file__).resolve().parents[2]
+EXAMPLE_WORKFLOW = ROOT / "examples" / "workflows" / "repressilator.yaml"
+EXAMPLE_MODEL = ROOT / "examples" / "models" / "repressilator"
+
+
+def register(sub: Any) -> None:
+    p = sub.add_parser("watch", help="the controller loop: reconcile on every change of a run")
+    p.set_defaults(handler=watch)
+    p = sub.add_parser("serve", help="run web, Celery worker (with beat) and the watcher")
+    p.add_argument("--port", type=int, default=int(os.environ.get("SIMRUN_PORT", "8000")))
+    p.set_defaults(handler=serve)
+    p = sub.add_parser("demo", help="the main job: run the example workflow on this machine")
+    p.add_argument("--keep", action="store_true", help="leave the services running at the end")
+    p.add_argument("--port", type=int, default=int(os.environ.get("SIMRUN_PORT", "8000")))
+    p.add_argument("--workflow", type=Path, default=EXAMPLE_WORKFLOW)
+    p.add_argument("--source", type=Path, default=EXAMPLE_MODEL)
+    p.set_defaults(handler=demo)
+
+
+def watch(args: argparse.Namespace) -> int:
+    """Reconcile whenever the backend reports a change, and at least every poll interval."""
+    setup_django()
+    from django.conf import settings
+    from django.db import close_old_connections
+
+    from runs.backends import backend
+    from runs.controller.tick import tick
+
+    logging.basicConfig(level=logging.INFO, format="%(asctime)s %(name)s %(message)s")
+    the_backend = backend()
+    wake = threading.Event()
+    stopping = threading.Event()
+
+    def stop(*_: object) -> None:
+        stopping.set()
+        wake.set()
+
+    signal.signal(signal.SIGTERM, stop)
+    signal.signal(signal.SIGINT, stop)
+    the_backend.subscribe(wake.set)
+    log.info("watching runs (backend %s)", settings.SIMRUN_BACKEND)
+    while not stopping.is_set():
+        wake.wait(settings.SIMRUN_POLL_S)
+        wake.clear()
+        if stopping.is_set():
+            break
+        try:
+            close_old_connections()
+            tick(the_backend)
+        except Exception:  # the database restarting, say: try again at the next wake
+            log.exception("reconcile failed; retrying")
+            stopping.wait(1.0)
+    the_backend.close()
+    return 0
+
+
+def _free_port(preferred: int) -> int:
+    with socket.socket() as s:
+        try:
+            s.bind(("127.0.0.1", preferred))
+            return preferred
+        except OSError:
+            s.bind(("127.0.0.1", 0))
+            return int(s.getsockname()[1])
+
+
+def start_services(*, port: int, data_dir: Path) -> list[subprocess.Popen[bytes]]:
+    """Start web, a Celery worker with beat, and the watcher, each logging into data_dir/logs."""
+    logs = data_dir / "logs"
+    logs.mkdir(parents=True, exist_ok=True)
+    bin_dir = Path(sys.executable).parent
+    commands = {
+        "web": [
+            str(bin_dir / "uvicorn"),
+            "simrun_site.asgi:application",
+            "--host",
+            "127.0.0.1",
+            "--port",
+            str(port),
+            "--log-level",
+            "warning",
+        ],
+        "worker": [
+            str(bin_dir / "celery"),
+            "-A",
+            "simrun_site",
+            "worker",
+            "-B",
+            "--concurrency",
+            "2",
+            "--loglevel",
+            "INFO",
+            "--schedule",
+            str(data_dir / "celerybeat-schedule"),
+        ],
+        "watcher": [sys.executable, str(ROOT / "manage.py"), "simrun", "watch"],
+    }
+    env = {**os.environ, "SIMRUN_DATA_DIR": str(data_dir), "PYTHONUNBUFFERED": "1"}
+    procs = []
+    for name, command in commands.items():
+        with (logs / f"{name}.log").open("ab") as out:
+            procs.append(
+                subprocess.Popen(
+                    command,
+                    cwd=ROOT,
+                    env=env,
+                    stdout=out,
+                    stderr=subprocess.STDOUT,
+                    start_new_session=True,
+                )
+            )
+    return procs
+
+
+def stop_services(procs: list[subprocess.Popen[bytes]], *, grace: float = 20.0) -> None:
+    for proc in procs:
+        if proc.poll() is None:
+            os.killpg(proc.pid, signal.SIGTERM)
+    deadline = time.monotonic() + grace
+    for proc in procs:
+        try:
+            proc.wait(timeout=max(0.1, deadline - time.monotonic()))
+        except subprocess.TimeoutExpired:
+            os.killpg(proc.pid, signal.SIGKILL)
+            proc.wait()
+
+
+def _wait_for_web(port: int, procs: list[subprocess.Popen[bytes]], timeout: float = 60) -> None:
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        if any(p.poll() is not None for p in procs):
+            raise CommandError("a service process exited at start; see .simrun/logs/")
+        try:
+            with urllib.request.urlopen(f"http://127.0.0.1:{port}/healthz", timeout=2) as reply:
+                if reply.status == 200:
+                    return
+        except OSError:
+            time.sleep(0.2)
+    raise CommandError(f"the web process did not answer on port {port} within {timeout:.0f}s")
+
+
+def serve(args: argparse.Namespace) -> int:
+    setup_django()
+    from django.conf import settings
+    from django.core.management import call_command
+
+    call_command("migrate", verbosity=0)
+    port = _free_port(args.port)
+    procs = start_services(port=port, data_dir=Path(settings.DATA_DIR))
+    _wait_for_web(port, procs)
+    print(f"simrun is serving on http://127.0.0.1:{port}/ (Ctrl-C stops it)")
+    try:
+        while all(p.poll() is None for p in procs):
+            time.sleep(1)
+    except KeyboardInterrupt:
+        pass
+    stop_services(procs)
+    return 0
+
+
+def demo(args: argparse.Namespace) -> int:
+    """Install → start the embedded default → submit the example → follow → report."""
+    setup_django()
+    from django.conf import settings
+    from django.core.management import call_command
+
+    from runs.cli.direct_lab import DirectLab
+    from runs.cli.run_commands import follow_run
+
+    print("simrun demo: preparing the database and the store", flush=True)
+    call_command("migrate", verbosity=0)
+    data_dir = Path(settings.DATA_DIR)
+    port = _free_port(args.port)
+    procs = start_services(port=port, data_dir=data_dir)
+    code = 1
+    try:
+        _wait_for_web(port, procs)
+        lab = DirectLab()
+        started = time.monotonic()
+        run = lab.submit(
+            workflow_text=args.workflow.read_text(), sources=[args.source], group="demo"
+        )
+        print(f"submitted run {run['id']} ({run['name']}); following it", flush=True)
+        code = follow_run(lab, run["id"])
+        final = lab.show(run["id"])
+        print()
+        print(f"state:    {final['state']}")
+        print(f"time:     {time.monotonic() - started:.1f}s from submission to the end")
+        print(f"outputs:  {Path(settings.SIMRUN_STORE) / 'runs' / run['id'] / 'tasks'}/<task>/out/")
+        for path in lab.outputs(run["id"])[:10]:
+            print(f"          {path}")
+        print(f"pages:    http://127.0.0.1:{port}/runs/{run['id']}/")
+        if args.keep:
+            print(f"services left running (web on port {port}); logs in {data_dir / 'logs'}")
+            return code
+    finally:
+        if not args.keep:
+            stop_services(procs)
+    return code

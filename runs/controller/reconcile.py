@@ -1,0 +1,210 @@
+"""Reconcile: bring the records of the live runs up to date with the backend.
+
+Nothing is kept in memory between ticks (C15): every tick reads the live runs from the
+database. The backend is asked with no lock held (C14), and a record is written only if its
+version is still the one read (C22), so a cancel racing a reconcile wins.
+"""
+
+from __future__ import annotations
+
+import logging
+from dataclasses import dataclass, field
+from datetime import datetime, timedelta
+from typing import Any
+
+from django.conf import settings
+from django.db import transaction
+from django.db.models import F, Q
+from django.utils import timezone
+
+from cluster.backend import Backend, BackendStatus, PodPhase, WorkflowPhase
+from runs.controller import rules
+from runs.models import Run, RunState, Task
+from runs.plans import TaskPlan
+from runs.store import has_merge_marker, reports, task_paths
+
+log = logging.getLogger(__name__)
+
+
+@dataclass
+class Observed:
+    """What one reconcile derived for a run: the fields to write and the tasks' changes."""
+
+    run: dict[str, Any] = field(default_factory=dict)
+    tasks: dict[int, dict[str, Any]] = field(default_factory=dict)
+    outcome: str | None = None
+
+
+def followed_runs() -> list[Run]:
+    """The runs the controller follows: live ones and ended ones with work pending."""
+    return list(
+        Run.objects.filter(
+            Q(state__in=RunState.live())
+            | Q(pending_release=True)
+            | Q(pending_cancel=True)
+            | Q(pending_logs=True)
+        ).prefetch_related("tasks")
+    )
+
+
+def write_if_unchanged(run: Run, observed: Observed) -> bool:
+    """C22: write the run's fields and its tasks' only if the run's version is unchanged."""
+    with transaction.atomic():
+        updated = Run.objects.filter(pk=run.pk, version=run.version).update(
+            **observed.run, version=F("version") + 1, updated_at=timezone.now()
+        )
+        if not updated:
+            return False
+        for pk, values in observed.tasks.items():
+            Task.objects.filter(pk=pk).update(**values)
+    return True
+
+
+def observe(run: Run, tasks: list[Task], status: BackendStatus | None, now: datetime) -> Observed:
+    """Derive the run's new state from the backend's status and the store (no writes)."""
+    grace = timedelta(seconds=settings.SIMRUN_MERGE_MARKER_GRACE_S)
+    merge_pending = dict(run.merge_pending)
+    oom_kills = {k: list(v) for k, v in run.oom_kills.items()}
+    states: dict[str, str] = {}
+    messages: list[str] = []
+    awaiting: dict[str, bool] = {}
+    markers: dict[str, bool] = {}
+    for task in tasks:
+        plan = TaskPlan.from_json(task.plan) if task.plan else None
+        merges_self = bool(plan and plan.coordinator_merges)
+        paths = task_paths(run.id, task.task_id)
+        if task.splittable:
+            markers[task.task_id] = has_merge_marker(paths)
+        if status is None:
+            continue
+        kills = _reported_kills(task)
+        names = rules.pod_names(
+            task.task_id,
+            splittable=task.splittable,
+            pods=plan.pods if plan else 1,
+            coordinator_merges=merges_self,
+        )
+        for name in names:
+            found = rules.oom_attempts(status.failures.get(name, []), kills.get(name, {}))
+            if found:
+                oom_kills[name] = sorted(set(oom_kills.get(name, [])) | found)
+        pods = {n: p for n, p in status.pods.items() if n in names}
+        if task.splittable:
+            w0 = pods.get(f"{task.task_id}-w0")
+            waiting_marker = bool(
+                merges_self and w0 and w0.phase == PodPhase.SUCCEEDED and not markers[task.task_id]
+            )
+            if waiting_marker:
+                merge_pending.setdefault(task.task_id, now.isoformat())
+            since = merge_pending.get(task.task_id)
+            over = bool(since and now - datetime.fromisoformat(since) > grace)
+            awaiting[task.task_id] = waiting_marker and not over
+            state = rules.split_task_state(
+                task.task_id,
+                pods,
+                coordinator_merges=merges_self,
+                marker=markers[task.task_id],
+                marker_wait_over=over,
+            )
+            if state == rules.FAILED and over and waiting_marker:
+                messages.append(
+                    f"task '{task.task_id}': the coordinator ended but no merge marker appeared"
+                )
+        else:
+            state = rules.unsplit_task_state(pods.get(task.task_id))
+        retry_gb = plan.shape.retry_memory_gb if plan else 0.0
+        for name in rules.base_pods(
+            task.task_id, splittable=task.splittable, coordinator_merges=merges_self
+        ):
+            verdict = rules.fatal_failure(
+                name,
+                status.failures.get(name, []),
+                oom_attempts=frozenset(oom_kills.get(name, [])),
+                retry_memory_gb=retry_gb,
+            )
+            if verdict and state not in (rules.DONE,):
+                state = rules.FAILED
+                messages.append(f"task '{task.task_id}': {verdict.message}")
+        if state == rules.FAILED and not any(
+            m.startswith(f"task '{task.task_id}'") for m in messages
+        ):
+            messages.append(f"task '{task.task_id}': {_failure_text(task.task_id, status)}")
+        states[task.task_id] = state
+    if status is None:
+        stored = {t.task_id: t.state for t in tasks}
+        states = rules.resolve_gone(stored, markers=markers, awaiting_marker=awaiting)
+        for task_id, state in states.items():
+            if state == rules.FAILED and stored[task_id] != rules.FAILED:
+                messages.append(f"task '{task_id}': its workflow is gone and its end was not seen")
+    elif status.phase in (WorkflowPhase.SUCCEEDED, WorkflowPhase.FAILED, WorkflowPhase.STOPPED):
+        for task_id, state in states.items():
+            if state not in rules.FINAL and not awaiting.get(task_id):
+                states[task_id] = rules.FAILED  # C6: only a task awaiting its marker keeps it open
+                messages.append(f"task '{task_id}': the workflow ended before the task did")
+    outcome = rules.run_outcome(states)
+    observed = Observed(outcome=outcome)
+    observed.run = {"oom_kills": oom_kills, "merge_pending": merge_pending}
+    if status is not None:
+        observed.run["pods"] = {
+            name: {
+                "phase": str(pod.phase),
+                "attempts": pod.attempts,
+                "node": pod.node,
+                "exit_code": pod.exit_code,
+            }
+            for name, pod in status.pods.items()
+        }
+    for task in tasks:
+        new = states.get(task.task_id, task.state)
+        if new != task.state:
+            change: dict[str, Any] = {"state": new}
+            if new not in (rules.WAITING, rules.QUEUED) and task.started_at is None:
+                change["started_at"] = now
+            if new in rules.FINAL:
+                change["ended_at"] = now
+            observed.tasks[task.pk] = change
+    if outcome is not None:
+        observed.run.update(
+            state=outcome,
+            message="; ".join(messages),
+            ended_at=now,
+            pending_cancel=status is not None,
+            pending_logs=status is not None,
+            pending_release=run.reserved,
+        )
+    else:
+        live = rules.live_run_state(states)
+        observed.run["state"] = live
+        if live == RunState.RUNNING and run.started_at is None:
+            observed.run["started_at"] = now
+    return observed
+
+
+def _reported_kills(task: Task) -> dict[str, dict[int, int]]:
+    """Kills of the OOM killer counted in reports, per pod and attempt (C8)."""
+    found: dict[str, dict[int, int]] = {}
+    for _, report in reports(task_paths(task.run_id, task.task_id)):
+        if report.oom_kills:
+            found.setdefault(report.worker, {})[report.attempt] = report.oom_kills
+    return found
+
+
+def _failure_text(task_id: str, status: BackendStatus) -> str:
+    for name, failures in sorted(status.failures.items()):
+        if name == task_id or name.startswith(f"{task_id}-"):
+            last = failures[-1]
+            code = "no exit code" if last.exit_code is None else f"exit code {last.exit_code}"
+            return f"pod {name} failed ({code}){': ' + last.message if last.message else ''}"
+    return "failed"
+
+
+def reconcile_run(run: Run, backend: Backend, *, now: datetime | None = None) -> bool:
+    """One run: ask the backend (no lock held), derive, write if unchanged; True if written."""
+    now = now or timezone.now()
+    tasks = list(run.tasks.all())
+    try:
+        status: BackendStatus | None = backend.status(run.workflow_name)
+    except KeyError:
+        status = None
+    observed = observe(run, tasks, status, now)
+    return write_if_unchanged(run, observed)

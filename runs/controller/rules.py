@@ -1,0 +1,187 @@
+"""The controller's rules (DESIGN §5), each a plain function of plain values."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+
+from simrun_harness.exits import EXIT_POOL_BROKEN, EXIT_TERMINATED
+
+from cluster.backend import AttemptFailure, PodPhase, PodStatus
+
+STOPPED_EXITS = frozenset({None, EXIT_POOL_BROKEN, EXIT_TERMINATED})
+
+WAITING, QUEUED, RUNNING, PREEMPTED, RETRYING, DONE, FAILED, SKIPPED = (
+    "waiting",
+    "queued",
+    "running",
+    "preempted",
+    "retrying",
+    "done",
+    "failed",
+    "skipped",
+)
+FINAL = frozenset({DONE, FAILED, SKIPPED})
+
+
+def pod_names(task_id: str, *, splittable: bool, pods: int, coordinator_merges: bool) -> list[str]:
+    """The pods of a task: `<task>`, or `<task>-w0..` and `<task>-merge`."""
+    if not splittable:
+        return [task_id]
+    names = [f"{task_id}-w{i}" for i in range(pods)]
+    if not coordinator_merges:
+        names.append(f"{task_id}-merge")
+    return names
+
+
+def base_pods(task_id: str, *, splittable: bool, coordinator_merges: bool) -> list[str]:
+    """The pods whose failure fails the task (C3): never an extra worker."""
+    if not splittable:
+        return [task_id]
+    return [f"{task_id}-w0"] + ([] if coordinator_merges else [f"{task_id}-merge"])
+
+
+def is_oom(failure: AttemptFailure, reported_kills: int = 0) -> bool:
+    """C8: only the OOM killer's evidence counts: the backend's OOMKilled or killed counted."""
+    return failure.oom_killed or (failure.exit_code == EXIT_POOL_BROKEN and reported_kills > 0)
+
+
+@dataclass(frozen=True)
+class Verdict:
+    """Why a pod's attempts fail its task now, whatever retries the engine would still make."""
+
+    pod: str
+    message: str
+
+
+def fatal_failure(
+    pod: str,
+    failures: Sequence[AttemptFailure],
+    *,
+    oom_attempts: frozenset[int],
+    retry_memory_gb: float,
+) -> Verdict | None:
+    """C7, K7, K9: the failure of a base pod's attempts that ends its task, if any.
+
+    - an exit other than a stop (no code, 137, 143) fails at once;
+    - a kill for memory in an attempt that ran with the retry memory (its previous attempt
+      exited 137) fails; one after a preemption ran with the first memory and is retried.
+    """
+    by_attempt = {f.attempt: f for f in failures}
+    for failure in sorted(failures, key=lambda f: f.attempt):
+        if failure.exit_code not in STOPPED_EXITS:
+            return Verdict(pod, f"pod {pod} failed with exit code {failure.exit_code}")
+        if failure.attempt in oom_attempts:
+            previous = by_attempt.get(failure.attempt - 1)
+            if previous is not None and previous.exit_code == EXIT_POOL_BROKEN:
+                return Verdict(
+                    pod,
+                    f"pod {pod} was killed for memory again at the retry memory of "
+                    f"{retry_memory_gb:g} GiB",
+                )
+    return None
+
+
+def oom_attempts(
+    failures: Sequence[AttemptFailure], reported_kills: Mapping[int, int]
+) -> frozenset[int]:
+    """The attempts of one pod killed for memory (C8), from failures and reports' kill counts."""
+    return frozenset(f.attempt for f in failures if is_oom(f, reported_kills.get(f.attempt, 0)))
+
+
+def split_task_state(
+    task_id: str,
+    pods: Mapping[str, PodStatus],
+    *,
+    coordinator_merges: bool,
+    marker: bool,
+    marker_wait_over: bool,
+) -> str:
+    """C1, C2, C3, C18: a split task's state from its pods' phases and the merge marker."""
+    w0 = pods.get(f"{task_id}-w0")
+    merge = pods.get(f"{task_id}-merge")
+    w0_phase = w0.phase if w0 else PodPhase.WAITING
+    if w0_phase == PodPhase.FAILED:
+        return FAILED
+    if coordinator_merges:
+        if w0_phase == PodPhase.SUCCEEDED:
+            if marker:
+                return DONE
+            return FAILED if marker_wait_over else RUNNING
+    else:
+        if merge is not None and merge.phase == PodPhase.SUCCEEDED:
+            return DONE
+        if merge is not None and merge.phase == PodPhase.FAILED:
+            return FAILED
+        if w0_phase == PodPhase.SUCCEEDED:
+            if merge is not None and merge.phase == PodPhase.SKIPPED:
+                return SKIPPED
+            return _live_state([merge] if merge else [], coordinator_done=True)
+    if w0_phase == PodPhase.SKIPPED:
+        return SKIPPED
+    mine = [p for name, p in pods.items() if name.startswith(f"{task_id}-w")]
+    return _live_state(mine, coordinator_done=False)
+
+
+def unsplit_task_state(pod: PodStatus | None) -> str:
+    """C4: an unsplit task's state is its single pod's."""
+    if pod is None:
+        return WAITING
+    return {
+        PodPhase.SUCCEEDED: DONE,
+        PodPhase.FAILED: FAILED,
+        PodPhase.SKIPPED: SKIPPED,
+    }.get(pod.phase) or _live_state([pod], coordinator_done=False)
+
+
+def _live_state(pods: Sequence[PodStatus], *, coordinator_done: bool) -> str:
+    """C18: running > preempted > retrying > queued > waiting, over the pods not ended."""
+    phases = {p.phase for p in pods}
+    if coordinator_done or PodPhase.RUNNING in phases:
+        return RUNNING
+    if PodPhase.PREEMPTED in phases:
+        return PREEMPTED
+    if PodPhase.RETRYING in phases:
+        return RETRYING
+    if PodPhase.QUEUED in phases:
+        return QUEUED
+    return WAITING
+
+
+def run_outcome(task_states: Mapping[str, str]) -> str | None:
+    """C5: 'failed' when a task failed, 'succeeded' when every task is over, else None."""
+    states = set(task_states.values())
+    if FAILED in states:
+        return "failed"
+    if states and states <= {DONE, SKIPPED}:
+        return "succeeded"
+    return None
+
+
+def live_run_state(task_states: Mapping[str, str]) -> str:
+    """The state of a run still going: running once any task runs or has run, else queued."""
+    states = set(task_states.values())
+    if states & {RUNNING, PREEMPTED, RETRYING, DONE}:
+        return "running"
+    return "queued"
+
+
+def resolve_gone(
+    stored: Mapping[str, str],
+    *,
+    markers: Mapping[str, bool],
+    awaiting_marker: Mapping[str, bool],
+) -> dict[str, str]:
+    """C10: a workflow gone before its end was seen: final states stay, a split task with its
+    marker is done, one still awaiting its marker stays running; only the rest fail."""
+    resolved: dict[str, str] = {}
+    for task_id, state in stored.items():
+        if state in FINAL:
+            resolved[task_id] = state
+        elif markers.get(task_id):
+            resolved[task_id] = DONE
+        elif awaiting_marker.get(task_id):
+            resolved[task_id] = RUNNING
+        else:
+            resolved[task_id] = FAILED
+    return resolved

@@ -1,0 +1,71 @@
+"""After the end: keep logs, stop the workflow, release the node (C12, C13, C19).
+
+The terminal record is written first; each step that fails stays pending in the row and is
+retried by later ticks, which do nothing else for an ended run.
+"""
+
+from __future__ import annotations
+
+import logging
+
+from cluster.backend import Backend
+from runs.models import Run, Task
+from runs.store import task_paths
+
+log = logging.getLogger(__name__)
+
+
+def keep_task_logs(run: Run, task: Task, backend: Backend) -> bool:
+    """Write the logs of a task's pods into the store; False when a pod has not ended."""
+    try:
+        logs = backend.logs(run.workflow_name, task.task_id)
+    except KeyError:
+        return True  # the workflow is gone: there is nothing left to keep
+    if any(not entry.ended and entry.error is None for entry in logs):
+        return False
+    folder = task_paths(run.id, task.task_id).logs
+    folder.mkdir(parents=True, exist_ok=True)
+    for entry in logs:
+        text = entry.text if entry.error is None else f"[log not available: {entry.error}]\n"
+        (folder / f"{entry.pod}-{entry.attempt}.log").write_text(text)
+    return True
+
+
+def settle(run_id: str, backend: Backend) -> None:
+    """Retry what an ended run still has pending, in order: logs, then stop, then release."""
+    run = Run.objects.filter(pk=run_id).first()
+    if run is None or not run.ended:
+        return  # C19: a deleted run is ignored
+    if run.pending_logs:
+        try:
+            kept = all(
+                keep_task_logs(run, task, backend) for task in run.tasks.filter(logs_kept=False)
+            )
+        except Exception:
+            log.exception("keeping the logs of run %s failed; retried later", run.id)
+            kept = False
+        if kept:
+            Task.objects.filter(run=run).update(logs_kept=True)
+            Run.objects.filter(pk=run.pk, pending_logs=True).update(pending_logs=False)
+    if run.pending_cancel:
+        try:
+            if run.state == "cancelled":
+                backend.cancel(run.workflow_name)
+            else:
+                backend.stop(run.workflow_name)
+        except KeyError:
+            pass  # an unknown workflow counts as cancelled
+        except Exception:
+            log.exception("stopping the workflow of run %s failed; retried later", run.id)
+        else:
+            Run.objects.filter(pk=run.pk, pending_cancel=True).update(pending_cancel=False)
+    if run.pending_release:
+        try:
+            if run.reserve:
+                backend.unreserve(run.reserve, run.id)
+        except KeyError:
+            pass  # an unknown node counts as released
+        except Exception:
+            log.exception("releasing the node of run %s failed; retried later", run.id)
+        else:
+            Run.objects.filter(pk=run.pk, pending_release=True).update(pending_release=False)

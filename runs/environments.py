@@ -1,0 +1,98 @@
+"""The identity and the build context of a model's environment.
+
+A model snapshot with a `pyproject.toml` runs in an environment of its own: its dependencies
+from its `uv.lock`, or, without a lock, resolved under the pinned versions of the harness's
+dependencies (`constraints.txt` of the context), plus the harness. The environment is named
+by a digest of its context (so of the lock), the Python version and the harness version: two
+runs of the same model share it, and it is built once. A model without a `pyproject.toml`
+runs in the service's own environment (`SERVICE_ENVIRONMENT`) locally, the default image on
+the cluster.
+
+No Django here: the backends and the command-line client use it too.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import re
+import sys
+from collections.abc import Mapping
+from importlib.metadata import PackageNotFoundError, requires, version
+from pathlib import Path
+
+SERVICE_ENVIRONMENT = "service"
+HARNESS = "simrun-harness"
+PROJECT_FILE = "pyproject.toml"
+LOCK_FILE = "uv.lock"
+CONSTRAINTS_FILE = "constraints.txt"
+_REQUIREMENT_NAME = re.compile(r"^\s*([A-Za-z0-9][A-Za-z0-9._-]*)")
+
+
+def python_version() -> str:
+    """The Python of the environments built here: the service's, as `major.minor`."""
+    return f"{sys.version_info.major}.{sys.version_info.minor}"
+
+
+def harness_version() -> str:
+    """The version of the installed harness, which every environment gets."""
+    return version(HARNESS)
+
+
+def harness_constraints() -> bytes:
+    """The pins of the harness's dependencies, as installed with the service.
+
+    A model without a lock is resolved under them, so its environment agrees with the
+    service about the harness's own libraries (pydantic, psutil).
+    """
+    lines = []
+    for requirement in requires(HARNESS) or []:
+        if ";" in requirement and "extra ==" in requirement:
+            continue
+        match = _REQUIREMENT_NAME.match(requirement)
+        if match is None:
+            continue
+        name = match.group(1)
+        try:
+            lines.append(f"{name}=={version(name)}")
+        except PackageNotFoundError:
+            continue
+    return "".join(f"{line}\n" for line in sorted(lines)).encode()
+
+
+def environment_context(model_dir: Path) -> dict[str, bytes]:
+    """The flat build context of a model's environment; empty when it has no pyproject.toml.
+
+    The context holds the model's `pyproject.toml` and its `uv.lock`, or, without a lock,
+    the pinned constraints it is resolved under. Only the dependencies are installed, not the
+    model project itself (its files are in the snapshot every pod reads).
+    """
+    project = model_dir / PROJECT_FILE
+    if not project.is_file():
+        return {}
+    context = {PROJECT_FILE: project.read_bytes()}
+    lock = model_dir / LOCK_FILE
+    if lock.is_file():
+        context[LOCK_FILE] = lock.read_bytes()
+    else:
+        context[CONSTRAINTS_FILE] = harness_constraints()
+    return context
+
+
+def environment_digest(context: Mapping[str, bytes], python: str, harness: str) -> str:
+    """The name of an environment: a SHA-256 of its context, Python version and harness."""
+    digest = hashlib.sha256()
+    for part in (b"simrun-environment/1", python.encode(), harness.encode()):
+        digest.update(len(part).to_bytes(8, "big") + part)
+    for name in sorted(context):
+        for part in (name.encode(), context[name]):
+            digest.update(len(part).to_bytes(8, "big") + part)
+    return digest.hexdigest()
+
+
+def model_environment(model_dir: Path) -> tuple[str, dict[str, bytes]]:
+    """The environment a model runs in and its context: (`SERVICE_ENVIRONMENT`, {}) without
+    a pyproject.toml, else (its digest for this Python and harness, its context)."""
+    context = environment_context(model_dir)
+    if not context:
+        return SERVICE_ENVIRONMENT, {}
+    return environment_digest(context, python_version(), harness_version()), context

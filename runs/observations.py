@@ -1,0 +1,182 @@
+"""Resource observations in the database: recorded from reports once, and read back as history.
+
+C11: once a task is final its reports become observations, each exactly once. A marker
+`tasks/<task>/recorded/<worker>-<attempt>.json` is written after the row; the row itself is
+unique per (run, task, worker, attempt), so a crash between the two, or two controllers at
+once, still yields one row. A kill for memory without a report is an observation at the pod's
+limit, under the same marker name. Merge reports are marked but not recorded: a merge is no
+unit process, its memory would only blur the type's history.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import os
+from collections.abc import Iterable, Mapping
+from pathlib import Path
+
+from simrun_harness.layout import TaskPaths, report_name
+from simrun_harness.report import read_report
+
+from runs.models import ResourceObservation, Run, Task
+from runs.plans import ObservationValue, TaskPlan
+from runs.resources import observation_at_limit, observation_of_report
+
+log = logging.getLogger(__name__)
+
+HISTORY_LIMIT = 200
+"""How many of the newest observations the resolution and the estimate look at."""
+
+
+def history(
+    *, task_type: str, model_digest: str = "", limit: int = HISTORY_LIMIT
+) -> list[ObservationValue]:
+    """The newest observations of a type (of one model when `model_digest` is given)."""
+    rows = ResourceObservation.objects.filter(task_type=task_type)
+    if model_digest:
+        rows = rows.filter(model_digest=model_digest)
+    return [_value(row) for row in rows.order_by("-created_at", "-id")[:limit]]
+
+
+def model_of(run: Run) -> str:
+    """The model a run's observations are kept under: its first source's digest, else ''."""
+    sources = run.sources or []
+    if not sources:
+        return ""
+    first = sources[0]
+    return str(first.get("digest", "")) if isinstance(first, dict) else str(first)
+
+
+def record_task(
+    *,
+    task: Task,
+    paths: TaskPaths,
+    kills: Mapping[str, Iterable[int]] | None = None,
+    model_digest: str | None = None,
+) -> int:
+    """C11: record every report of a final task, and every kill for memory without one.
+
+    Args:
+        task: The task (its run, type and plan).
+        paths: The task's directory in the run store.
+        kills: The attempts of this task's pods killed for memory, by worker.
+        model_digest: The model the observations are kept under, the run's by default.
+
+    Returns:
+        How many observations were recorded now (0 when everything was recorded before).
+    """
+    model = model_of(task.run) if model_digest is None else model_digest
+    recorded = 0
+    names = sorted(os.listdir(paths.reports)) if paths.reports.is_dir() else []
+    for name in names:
+        if name.endswith(".json") and not name.startswith("."):
+            recorded += record_report(task=task, paths=paths, name=name, model_digest=model)
+    for worker, attempts in (kills or {}).items():
+        killed = set(attempts)
+        for attempt in sorted(killed):
+            recorded += record_kill(
+                task=task,
+                paths=paths,
+                worker=worker,
+                attempt=attempt,
+                retried=attempt - 1 in killed,
+                model_digest=model,
+            )
+    return recorded
+
+
+def record_report(*, task: Task, paths: TaskPaths, name: str, model_digest: str) -> bool:
+    """Record the report `reports/<name>` once; True when an observation was recorded now."""
+    marker = paths.recorded / name
+    if marker.exists():
+        return False
+    try:
+        report = read_report(paths.reports / name)
+    except (OSError, ValueError) as exc:
+        log.warning("report %s of %s cannot be read: %s", name, task, exc)
+        return False
+    if report.role == "merge":
+        _mark(marker, None)
+        return False
+    value = observation_of_report(report, run_id=task.run_id)
+    return _save(task=task, marker=marker, value=value, node=report.node, model=model_digest)
+
+
+def record_kill(
+    *,
+    task: Task,
+    paths: TaskPaths,
+    worker: str,
+    attempt: int,
+    retried: bool,
+    model_digest: str,
+) -> bool:
+    """C11: a kill for memory without a report, recorded once as an observation at the limit.
+
+    `retried`: the attempt ran at the retry memory (the one before it was killed for memory).
+    Nothing is recorded when the attempt has a report (that is the better evidence), for a
+    merge, or for a task without a plan.
+    """
+    name = report_name(worker, attempt)
+    marker = paths.recorded / name
+    if marker.exists() or (paths.reports / name).exists():
+        return False
+    if worker == f"{task.task_id}-merge" or not task.plan:
+        return False
+    shape = TaskPlan.from_json(task.plan).shape
+    value = observation_at_limit(
+        shape=shape, retried=retried, worker=worker, attempt=attempt, run_id=task.run_id
+    )
+    return _save(task=task, marker=marker, value=value, node="", model=model_digest)
+
+
+def _save(*, task: Task, marker: Path, value: ObservationValue, node: str, model: str) -> bool:
+    """The row (unique per run, task, worker and attempt), then the marker."""
+    row, created = ResourceObservation.objects.get_or_create(
+        run_id=task.run_id,
+        task_id=task.task_id,
+        worker=value.worker,
+        attempt=value.attempt,
+        defaults={
+            "task_type": task.type,
+            "model_digest": model,
+            "node": node,
+            "processes": value.processes,
+            "units_done": value.units_done,
+            "unit_seconds_median": value.unit_seconds_median,
+            "peak_memory_per_process_gb": value.peak_memory_per_process_gb,
+            "peak_memory_gb": value.peak_memory_gb,
+            "memory_limit_gb": value.memory_limit_gb,
+            "memory_per_worker_gb": value.memory_per_worker_gb,
+            "oom_killed": value.oom_killed,
+            "from_report": value.from_report,
+        },
+    )
+    _mark(marker, row.pk)
+    return created
+
+
+def _mark(marker: Path, observation: int | None) -> None:
+    """Write the marker atomically (a temporary name, then a rename)."""
+    marker.parent.mkdir(parents=True, exist_ok=True)
+    tmp = marker.with_name(f".{marker.name}.{os.getpid()}.tmp")
+    tmp.write_text(json.dumps({"observation": observation}) + "\n")
+    os.replace(tmp, marker)
+
+
+def _value(row: ResourceObservation) -> ObservationValue:
+    return ObservationValue(
+        run_id=row.run_id,
+        worker=row.worker,
+        attempt=row.attempt,
+        processes=row.processes,
+        units_done=row.units_done,
+        unit_seconds_median=row.unit_seconds_median,
+        peak_memory_per_process_gb=row.peak_memory_per_process_gb,
+        peak_memory_gb=row.peak_memory_gb,
+        memory_limit_gb=row.memory_limit_gb,
+        memory_per_worker_gb=row.memory_per_worker_gb,
+        oom_killed=row.oom_killed,
+        from_report=row.from_report,
+    )

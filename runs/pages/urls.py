@@ -1,0 +1,21 @@
+"""The people's pages. Each view serves its page and, asked by htmx, the partial it refreshes."""
+
+from django.urls import path
+
+from runs.pages import compare, lab, run_files, run_list, run_page, servers, submit
+
+app_name = "pages"
+
+urlpatterns = [
+    path("", run_list.runs, name="runs"),
+    path("runs/<str:run_id>/", run_page.run, name="run"),
+    path("runs/<str:run_id>/cancel/", run_page.cancel, name="cancel"),
+    path("runs/<str:run_id>/tasks/<str:task_id>/logs/<str:pod>/", run_files.log, name="log"),
+    path("runs/<str:run_id>/files/<path:path>", run_files.download, name="download"),
+    path("servers/", servers.servers, name="servers"),
+    path("compare/", compare.compare, name="compare"),
+    path("submit/", submit.submit, name="submit"),
+    path("submit/types/<str:name>/", submit.task_type, name="task-type"),
+    path("cleanup/", lab.cleanup, name="cleanup"),
+    path("usage/", lab.usage, name="usage"),
+]

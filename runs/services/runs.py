@@ -1,0 +1,81 @@
+"""Cancel and delete runs: who may, and in which order things happen."""
+
+from __future__ import annotations
+
+import shutil
+
+from django.db.models import F
+from django.utils import timezone
+
+from cluster.backend import Backend
+from runs.models import Identity, IdentityKind, Run, RunState
+from runs.store import run_paths
+
+
+class RunNotFound(LookupError):
+    """No such run (or not one this identity may see)."""
+
+
+class RunConflict(ValueError):
+    """The run is in a state that does not allow this."""
+
+
+class NotAllowed(PermissionError):
+    """The identity may read the run but not change it."""
+
+
+def may_change(identity: Identity, run: Run) -> bool:
+    """The owner changes every run; a person their own; an agent its person's."""
+    if identity.kind == IdentityKind.OWNER:
+        return True
+    return run.principal_id == identity.principal.pk
+
+
+def cancel_run(*, run_id: str, identity: Identity, backend: Backend) -> Run:
+    """C16: write the run cancelled, then cancel its workflow and release its node."""
+    run = Run.objects.filter(pk=run_id).first()
+    if run is None:
+        raise RunNotFound(f"no run {run_id!r}")
+    if not may_change(identity, run):
+        raise NotAllowed(
+            f"run {run_id} belongs to {run.principal.name}; only they or the owner may cancel it"
+        )
+    if run.ended:
+        raise RunConflict(f"run {run_id} has ended ({run.state}); there is nothing to cancel")
+    updated = Run.objects.filter(pk=run.pk, state__in=RunState.live()).update(
+        state=RunState.CANCELLED,
+        message=f"cancelled by {identity.name}",
+        ended_at=timezone.now(),
+        pending_cancel=True,
+        pending_logs=True,
+        pending_release=F("reserved"),
+        version=F("version") + 1,
+    )
+    if not updated:
+        run.refresh_from_db()
+        raise RunConflict(f"run {run_id} ended meanwhile ({run.state})")
+    from runs.controller.settle import settle
+
+    settle(run.pk, backend)
+    run.refresh_from_db()
+    return run
+
+
+def delete_run(*, run_id: str, identity: Identity) -> list[str]:
+    """Delete an ended run's record and its files; the paths removed, relative to the store."""
+    run = Run.objects.filter(pk=run_id).first()
+    if run is None:
+        raise RunNotFound(f"no run {run_id!r}")
+    if not may_change(identity, run):
+        raise NotAllowed(
+            f"run {run_id} belongs to {run.principal.name}; only they or the owner may delete it"
+        )
+    if not run.ended:
+        raise RunConflict(f"run {run_id} is {run.state}; cancel it before deleting it")
+    if run.pending_cancel or run.pending_release:
+        raise RunConflict(f"run {run_id} still has its workflow or node to release; try again soon")
+    paths = run_paths(run.pk)
+    removed = [f"runs/{run.pk}"] if paths.root.exists() else []
+    run.delete()
+    shutil.rmtree(paths.root, ignore_errors=True)
+    return removed

@@ -1,0 +1,325 @@
+"""Submitting a run: validate, resolve, plan and record at once; the rest in the background.
+
+`create_run` answers at once with the run `submitting` (S3). `submit_run` (a Celery task's
+body) builds or finds the environment, reserves the node and creates the workflow; it is
+idempotent and resumable (rule 9): the workflow name is fixed at creation, an existing
+environment is found, a reservation is kept, and a workflow that exists counts as submitted.
+A lease in the row keeps two workers from submitting one run at the same time, and lets the
+controller resume a submission whose worker died (C17).
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import threading
+from collections.abc import Iterator
+from contextlib import contextmanager
+from datetime import timedelta
+from typing import Any
+
+from django.db import IntegrityError, transaction
+from django.db.models import F, Q
+from django.utils import timezone
+from simrun_harness.plugin import TaskContext
+
+from cluster.backend import Backend, RunLaunch, TaskLaunch
+from runs import environments, resources
+from runs.environments import SERVICE_ENVIRONMENT
+from runs.models import Identity, Run, RunState, Snapshot, Task
+from runs.planner import plan_task
+from runs.plans import Node, TaskPlan
+from runs.priorities import tier_of
+from runs.store import store
+from runs.task_types import registry
+from runs.validation import load_data
+from runs.workflow import SplitMode, Workflow, input_path, input_task
+
+log = logging.getLogger(__name__)
+def _lease() -> timedelta:
+    from django.conf import settings
+
+    return timedelta(seconds=settings.SIMRUN_SUBMIT_LEASE_S)
+
+
+class SubmissionRefused(ValueError):
+    """A submission that cannot be accepted; the message says what to change."""
+
+
+def create_run(
+    *,
+    identity: Identity,
+    workflow: dict[str, Any] | Workflow,
+    sources: list[str],
+    nodes: list[Node],
+    group: str = "",
+    split: SplitMode | None = None,
+    reserve: str | None = None,
+    idempotency_key: str | None = None,
+) -> Run:
+    """Validate, resolve and plan a workflow and record the run `submitting` (S3).
+
+    Raises WorkflowInvalid (every error), SubmissionRefused (sources, plan) or PlanRefused.
+    """
+    if idempotency_key:
+        existing = Run.objects.filter(owner=identity, idempotency_key=idempotency_key).first()
+        if existing is not None:
+            return existing
+    spec = workflow if isinstance(workflow, Workflow) else load_data(workflow)
+    known = set(Snapshot.objects.filter(digest__in=sources).values_list("digest", flat=True))
+    missing = [d for d in sources if d not in known]
+    if missing:
+        raise SubmissionRefused(f"sources: unknown snapshot(s) {', '.join(missing)}")
+    model = sources[0] if sources else None
+    reserve = reserve or spec.defaults.reserve
+    if reserve and not any(n.name == reserve for n in nodes):
+        names = ", ".join(n.name for n in nodes) or "none"
+        raise SubmissionRefused(f"reserve: no node named {reserve!r} (nodes: {names})")
+    tier = tier_of(identity.kind)
+    rows = _plan_tasks(spec, nodes=nodes, model=model, split=split, tier=tier, reserve=reserve)
+    run = Run(
+        name=spec.name,
+        owner=identity,
+        principal=identity.principal,
+        tier=tier,
+        group=group,
+        workflow=spec.model_dump(mode="json"),
+        sources=sources,
+        reserve=reserve or "",
+        idempotency_key=idempotency_key or None,
+    )
+    run.workflow_name = f"simrun-{run.id}"
+    _write_files(run, spec, rows, model)
+    try:
+        with transaction.atomic():
+            run.save(force_insert=True)
+            Task.objects.bulk_create(Task(run=run, **row) for row in rows)
+            transaction.on_commit(lambda: _enqueue(run.id))
+    except IntegrityError:
+        if idempotency_key:  # a concurrent retry with the same key won the race
+            return Run.objects.get(owner=identity, idempotency_key=idempotency_key)
+        raise
+    return run
+
+
+def _enqueue(run_id: str) -> None:
+    from runs.tasks import submit_run
+
+    submit_run.delay(run_id)
+
+
+def _plan_tasks(
+    spec: Workflow,
+    *,
+    nodes: list[Node],
+    model: str | None,
+    split: SplitMode | None,
+    tier: str,
+    reserve: str | None,
+) -> list[dict[str, Any]]:
+    from runs.observations import history
+
+    types = registry()
+    model_dir = store().snapshot(model) if model else None
+    largest = max((n.memory_gb for n in nodes), default=None)
+    rows = []
+    for position, task in enumerate(spec.order()):
+        cls = types[task.type]
+        task_type = cls()
+        settings = task_type.parse_settings(task.settings)
+        units = None
+        if cls.splittable:
+            ctx = TaskContext(task_id=task.id, settings=settings, model_dir=model_dir)
+            units = len(task_type.units(ctx))  # type: ignore[attr-defined]
+        resolved = resources.resolve(
+            hint=cls.hint,
+            history=history(task_type=task.type, model_digest=model or ""),
+            overrides=task.resources,
+            node_memory_gb=largest,
+        )
+        plan = plan_task(
+            units=units,
+            resources=resolved,
+            nodes=nodes,
+            split=split or spec.split_of(task),
+            tier=tier,
+            reserve=reserve,
+            coordinator_merges=bool(task.coordinator_merges),
+            splittable=cls.splittable,
+        )
+        rows.append(
+            {
+                "task_id": task.id,
+                "position": position,
+                "type": task.type,
+                "splittable": cls.splittable,
+                "settings": task.settings,
+                "inputs": dict(task.inputs),
+                "dependencies": task.dependencies(),
+                "resources": resolved.to_json(),
+                "plan": plan.to_json(),
+                "units_total": units,
+            }
+        )
+    return rows
+
+
+def _write_files(run: Run, spec: Workflow, rows: list[dict[str, Any]], model: str | None) -> None:
+    """run.json and every task's task.json, before any pod can start."""
+    store().snapshots.mkdir(parents=True, exist_ok=True)
+    paths = store().run(run.id)
+    paths.root.mkdir(parents=True, exist_ok=True)
+    paths.run_file.write_text(
+        json.dumps({"id": run.id, "workflow": spec.model_dump(mode="json"), "sources": run.sources})
+    )
+    for row in rows:
+        task = paths.task(row["task_id"])
+        task.root.mkdir(parents=True, exist_ok=True)
+        inputs = {}
+        for port, ref in row["inputs"].items():
+            sub = input_path(ref)
+            inputs[port] = f"tasks/{input_task(ref)}/out" + (f"/{sub}" if sub else "")
+        task.task_file.write_text(
+            json.dumps(
+                {
+                    "task": row["task_id"],
+                    "type": row["type"],
+                    "settings": row["settings"],
+                    "inputs": inputs,
+                    "model": model,
+                },
+                indent=2,
+            )
+        )
+
+
+def claim_submission(run_id: str) -> bool:
+    """Take the submission lease of a run still submitting; False if another worker holds it."""
+    now = timezone.now()
+    return bool(
+        Run.objects.filter(pk=run_id, state=RunState.SUBMITTING)
+        .filter(Q(submit_lease_until__isnull=True) | Q(submit_lease_until__lt=now))
+        .update(submit_lease_until=now + _lease(), version=F("version") + 1)
+    )
+
+
+@contextmanager
+def _lease_kept(run_id: str) -> Iterator[None]:
+    """Renew the lease while a long step (an environment build) runs."""
+    stop = threading.Event()
+
+    def renew() -> None:
+        while not stop.wait(_lease().total_seconds() / 3):
+            Run.objects.filter(pk=run_id, state=RunState.SUBMITTING).update(
+                submit_lease_until=timezone.now() + _lease()
+            )
+
+    thread = threading.Thread(target=renew, daemon=True)
+    thread.start()
+    try:
+        yield
+    finally:
+        stop.set()
+        thread.join()
+
+
+def submit_run(*, run_id: str, backend: Backend) -> None:
+    """Environment → reservation → workflow, then `queued`. Safe to run twice or resume."""
+    if not claim_submission(run_id):
+        return
+    created = False
+    try:
+        with _lease_kept(run_id):
+            run = Run.objects.get(pk=run_id)
+            environment = _environment(run, backend)
+            if run.reserve and not run.reserved:
+                backend.reserve(run.reserve, run.id)
+                Run.objects.filter(pk=run_id).update(reserved=True)
+            launch = run_launch(run, environment=environment)
+            backend.submit(launch)
+            created = True
+        Run.objects.filter(pk=run_id, state=RunState.SUBMITTING).update(
+            state=RunState.QUEUED,
+            environment={"ref": environment},
+            submitted_at=timezone.now(),
+            submit_lease_until=None,
+            version=F("version") + 1,
+        )
+    except Exception as exc:
+        log.exception("submission of run %s failed", run_id)
+        fail_submission(run_id=run_id, message=f"submission failed: {exc}", created=created)
+
+
+def fail_submission(*, run_id: str, message: str, created: bool) -> None:
+    """C21: a failed submission fails a run still submitting; a workflow made is cancelled."""
+    run = Run.objects.filter(pk=run_id).first()
+    Run.objects.filter(pk=run_id, state=RunState.SUBMITTING).update(
+        state=RunState.FAILED,
+        message=message[-4000:],
+        ended_at=timezone.now(),
+        submit_lease_until=None,
+        pending_cancel=created,
+        pending_release=bool(run and run.reserved),
+        version=F("version") + 1,
+    )
+
+
+def _environment(run: Run, backend: Backend) -> str:
+    """The run's environment, built once: its digest, or `service` for a model without one."""
+    if not run.sources:
+        return SERVICE_ENVIRONMENT
+    ref, context = environments.model_environment(store().snapshot(run.sources[0]))
+    if ref == SERVICE_ENVIRONMENT:
+        return ref
+    if not backend.has_image(ref):
+        backend.build_image(context, ref)
+    return ref
+
+
+def run_launch(run: Run, *, environment: str) -> RunLaunch:
+    """The backend's view of a run, from its record."""
+    from django.conf import settings
+
+    tasks = []
+    for task in run.tasks.order_by("position"):
+        command = None
+        image = None
+        env: dict[str, str] = {}
+        if task.type == "command":
+            command = tuple(task.settings["args"])
+            image = task.settings.get("image")
+            env.update(task.settings.get("env", {}))
+        tasks.append(
+            TaskLaunch(
+                task_id=task.task_id,
+                type=task.type,
+                splittable=task.splittable,
+                dependencies=tuple(task.dependencies),
+                plan=TaskPlan.from_json(task.plan),
+                command=command,
+                image=image,
+                env=env,
+            )
+        )
+    return RunLaunch(
+        run_id=run.id,
+        workflow_name=run.workflow_name,
+        tasks=tuple(tasks),
+        environment=environment,
+        group=run.group,
+        reserve=run.reserve or None,
+        grace_s=settings.SIMRUN_GRACE_S,
+    )
+
+
+def stale_submissions() -> list[str]:
+    """C17: runs submitting whose worker is gone (its lease ran out) or never started."""
+    now = timezone.now()
+    return list(
+        Run.objects.filter(state=RunState.SUBMITTING)
+        .filter(
+            Q(submit_lease_until__lt=now)
+            | Q(submit_lease_until__isnull=True, created_at__lt=now - _lease())
+        )
+        .values_list("pk", flat=True)
+    )

@@ -1,0 +1,220 @@
+"""Source snapshots: immutable directories in the store, files shared by content.
+
+A snapshot's digest is the SHA-256 of its manifest (every file's relative path, content hash
+and executable bit), so the same sources always give the same snapshot and a snapshot is
+never written twice. Each file's content is kept once in `blobs/` and hard-linked into every
+snapshot that has it. Plain file-system code: no Django, so uploads, the CLI and tests share it.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+import shutil
+import stat
+import subprocess
+import tempfile
+from collections.abc import Iterable, Iterator
+from dataclasses import dataclass
+from pathlib import Path, PurePosixPath
+from typing import BinaryIO
+
+from simrun_harness.layout import StorePaths
+
+SKIPPED_DIRS = frozenset(
+    {".git", "__pycache__", ".venv", ".simrun", ".mypy_cache", ".pytest_cache"}
+)
+CHUNK = 1024 * 1024
+
+
+class SnapshotRefused(ValueError):
+    """A source that cannot become a snapshot; the message says which file and why."""
+
+
+@dataclass(frozen=True)
+class Provenance:
+    """Where a snapshot came from."""
+
+    source_path: str = ""
+    git_remote: str = ""
+    git_commit: str = ""
+    git_dirty: bool | None = None
+
+
+@dataclass(frozen=True)
+class SnapshotInfo:
+    digest: str
+    files: int
+    bytes: int
+    provenance: Provenance
+
+
+@dataclass(frozen=True)
+class _Entry:
+    path: str
+    sha256: str
+    size: int
+    executable: bool
+
+
+def safe_relpath(name: str) -> str:
+    """A relative POSIX path that stays inside its directory, or SnapshotRefused."""
+    if not name or "\x00" in name:
+        raise SnapshotRefused(f"{name!r}: an empty or NUL-containing file name")
+    path = PurePosixPath(name)
+    if path.is_absolute() or name.startswith("\\"):
+        raise SnapshotRefused(f"{name!r}: absolute paths are not allowed")
+    if any(part == ".." for part in path.parts):
+        raise SnapshotRefused(f"{name!r}: '..' would leave the snapshot")
+    clean = "/".join(p for p in path.parts if p not in ("", "."))
+    if not clean:
+        raise SnapshotRefused(f"{name!r}: not a file name")
+    return clean
+
+
+def store_blob(store: StorePaths, stream: BinaryIO, *, limit: int | None = None) -> tuple[str, int]:
+    """Copy a stream into the blob store by its content; returns (sha256, size).
+
+    Raises SnapshotRefused when the stream is longer than `limit` bytes (nothing is kept).
+    """
+    store.blobs.mkdir(parents=True, exist_ok=True)
+    digest = hashlib.sha256()
+    size = 0
+    fd, tmp_name = tempfile.mkstemp(dir=store.blobs, prefix=".incoming-")
+    tmp = Path(tmp_name)
+    try:
+        with os.fdopen(fd, "wb") as out:
+            while chunk := stream.read(CHUNK):
+                size += len(chunk)
+                if limit is not None and size > limit:
+                    raise SnapshotRefused(f"a file is larger than the limit of {limit} bytes")
+                digest.update(chunk)
+                out.write(chunk)
+        sha = digest.hexdigest()
+        target = store.blob(sha)
+        target.parent.mkdir(parents=True, exist_ok=True)
+        if target.exists():
+            tmp.unlink()
+        else:
+            tmp.chmod(0o444)
+            os.replace(tmp, target)
+        return sha, size
+    except BaseException:
+        tmp.unlink(missing_ok=True)
+        raise
+
+
+def _manifest_digest(entries: list[_Entry]) -> str:
+    manifest = [[e.path, e.sha256, e.executable] for e in sorted(entries, key=lambda e: e.path)]
+    return hashlib.sha256(json.dumps(manifest, separators=(",", ":")).encode()).hexdigest()
+
+
+def assemble(store: StorePaths, entries: list[_Entry]) -> str:
+    """Hard-link blobs into `snapshots/<digest>/`, atomically; an existing snapshot is kept."""
+    digest = _manifest_digest(entries)
+    target = store.snapshot(digest)
+    if target.exists():
+        return digest
+    store.snapshots.mkdir(parents=True, exist_ok=True)
+    staging = Path(tempfile.mkdtemp(dir=store.snapshots, prefix=".staging-"))
+    try:
+        for entry in entries:
+            dest = staging / entry.path
+            dest.parent.mkdir(parents=True, exist_ok=True)
+            os.link(store.blob(entry.sha256), dest)
+        (staging / ".simrun-manifest.json").write_text(
+            json.dumps([[e.path, e.sha256, e.executable] for e in entries], indent=0)
+        )
+        try:
+            staging.rename(target)
+        except OSError:
+            if not target.exists():
+                raise
+            shutil.rmtree(staging)  # another writer made the same snapshot first
+    except BaseException:
+        shutil.rmtree(staging, ignore_errors=True)
+        raise
+    return digest
+
+
+def snapshot_directory(
+    store: StorePaths, source: Path, *, max_files: int = 100_000, max_bytes: int | None = None
+) -> SnapshotInfo:
+    """Freeze a local directory as a snapshot (links inside it are followed; others refused)."""
+    source = source.resolve()
+    if not source.is_dir():
+        raise SnapshotRefused(f"{source}: not a directory")
+    entries: list[_Entry] = []
+    total = 0
+    for rel, path in _walk(source):
+        if len(entries) >= max_files:
+            raise SnapshotRefused(f"{source}: more than {max_files} files")
+        with path.open("rb") as stream:
+            sha, size = store_blob(store, stream)
+        total += size
+        if max_bytes is not None and total > max_bytes:
+            raise SnapshotRefused(f"{source}: more than {max_bytes} bytes")
+        executable = bool(path.stat().st_mode & stat.S_IXUSR)
+        entries.append(_Entry(rel, sha, size, executable))
+    digest = assemble(store, entries)
+    return SnapshotInfo(digest, len(entries), total, git_provenance(source))
+
+
+def snapshot_entries(
+    store: StorePaths, files: Iterable[tuple[str, BinaryIO]], *, max_bytes: int | None = None
+) -> tuple[str, int, int]:
+    """A snapshot from (relative path, stream) pairs, e.g. an upload; (digest, files, bytes)."""
+    entries: dict[str, _Entry] = {}
+    total = 0
+    for name, stream in files:
+        rel = safe_relpath(name)
+        remaining = None if max_bytes is None else max_bytes - total
+        sha, size = store_blob(store, stream, limit=remaining)
+        total += size
+        entries[rel] = _Entry(rel, sha, size, False)
+    if not entries:
+        raise SnapshotRefused("a snapshot needs at least one file")
+    return assemble(store, list(entries.values())), len(entries), total
+
+
+def _walk(root: Path) -> Iterator[tuple[str, Path]]:
+    for dirpath, dirnames, filenames in os.walk(root, followlinks=False):
+        dirnames[:] = sorted(d for d in dirnames if d not in SKIPPED_DIRS)
+        base = Path(dirpath)
+        for name in sorted(filenames):
+            path = base / name
+            if path.is_symlink():
+                real = path.resolve()
+                if not real.is_relative_to(root) or not real.is_file():
+                    raise SnapshotRefused(f"{path}: a link pointing outside the source")
+            elif not path.is_file():
+                continue  # sockets, fifos and devices are not sources
+            yield path.relative_to(root).as_posix(), path
+        for name in list(dirnames):
+            if (base / name).is_symlink():
+                raise SnapshotRefused(f"{base / name}: a linked directory")
+
+
+def git_provenance(path: Path) -> Provenance:
+    """The git remote, commit and dirty state of a directory, where it is a checkout."""
+
+    def git(*args: str) -> str | None:
+        try:
+            result = subprocess.run(
+                ["git", "-C", str(path), *args], capture_output=True, text=True, timeout=10
+            )
+        except (OSError, subprocess.TimeoutExpired):
+            return None
+        return result.stdout.strip() if result.returncode == 0 else None
+
+    commit = git("rev-parse", "HEAD")
+    if commit is None:
+        return Provenance(source_path=str(path))
+    status = git("status", "--porcelain", "--", ".")
+    return Provenance(
+        source_path=str(path),
+        git_remote=git("remote", "get-url", "origin") or "",
+        git_commit=commit,
+        git_dirty=bool(status) if status is not None else None,
+    )

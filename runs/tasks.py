@@ -1,0 +1,35 @@
+"""Celery tasks: a few lines each, taking ids and calling the domain.
+
+Each is safe to run twice or be killed half way: the submission holds a lease in the row,
+the controller writes only unchanged records.
+"""
+
+from __future__ import annotations
+
+from celery import shared_task
+
+from runs.backends import backend
+
+
+@shared_task(acks_late=True, ignore_result=True)
+def submit_run(run_id: str) -> None:
+    """Build or find the environment and create the run's workflow (resumable)."""
+    from runs.services.submission import submit_run as submit
+
+    submit(run_id=run_id, backend=backend())
+
+
+@shared_task(ignore_result=True, expires=30)
+def reconcile() -> int:
+    """One controller pass over the followed runs."""
+    from runs.controller.tick import tick
+
+    return tick(backend())
+
+
+@shared_task(acks_late=True, ignore_result=True)
+def settle_run(run_id: str) -> None:
+    """Retry an ended run's pending logs, stop and release."""
+    from runs.controller.settle import settle
+
+    settle(run_id, backend())

@@ -1,0 +1,145 @@
+"""The controller's rules as plain functions of plain values (DESIGN §5)."""
+
+from __future__ import annotations
+
+from cluster.backend import AttemptFailure, PodPhase, PodStatus
+from runs.controller import rules
+
+P = PodPhase
+
+
+def pods(**phases: PodPhase) -> dict[str, PodStatus]:
+    return {
+        name.replace("_", "-"): PodStatus(name.replace("_", "-"), p) for name, p in phases.items()
+    }
+
+
+def split(
+    phases: dict[str, PodStatus], *, merges: bool = False, marker: bool = False, over: bool = False
+) -> str:
+    return rules.split_task_state(
+        "scan", phases, coordinator_merges=merges, marker=marker, marker_wait_over=over
+    )
+
+
+def test_a_split_task_is_done_when_its_merge_succeeded() -> None:
+    """C1: a split task is done when its merge node succeeded."""
+    assert split(pods(scan_w0=P.SUCCEEDED, scan_w1=P.QUEUED, scan_merge=P.SUCCEEDED)) == "done"
+
+
+def test_a_split_task_runs_while_its_merge_is_awaited() -> None:
+    """C18: running when the coordinator is done and the merge is awaited."""
+    assert split(pods(scan_w0=P.SUCCEEDED, scan_merge=P.QUEUED)) == "running"
+
+
+def test_a_coordinator_that_merges_needs_the_marker() -> None:
+    """C2: done with the marker; running without it until the wait is over; then failed."""
+    phases = pods(scan_w0=P.SUCCEEDED)
+    assert split(phases, merges=True, marker=True) == "done"
+    assert split(phases, merges=True, marker=False) == "running"
+    assert split(phases, merges=True, marker=False, over=True) == "failed"
+
+
+def test_a_failed_coordinator_or_merge_fails_the_task() -> None:
+    """C3: a split task fails when its coordinator or its merge failed."""
+    assert split(pods(scan_w0=P.FAILED, scan_w1=P.RUNNING)) == "failed"
+    assert split(pods(scan_w0=P.SUCCEEDED, scan_merge=P.FAILED)) == "failed"
+
+
+def test_a_failed_extra_worker_never_fails_the_task() -> None:
+    """C3: an extra worker never fails a task."""
+    assert split(pods(scan_w0=P.RUNNING, scan_w1=P.FAILED)) == "running"
+    assert split(pods(scan_w0=P.SUCCEEDED, scan_w1=P.FAILED, scan_merge=P.SUCCEEDED)) == "done"
+
+
+def test_an_unsplit_task_is_its_pod() -> None:
+    """C4: an unsplit task's state is its single node's."""
+    assert rules.unsplit_task_state(PodStatus("t", P.SUCCEEDED)) == "done"
+    assert rules.unsplit_task_state(PodStatus("t", P.FAILED)) == "failed"
+    assert rules.unsplit_task_state(PodStatus("t", P.RUNNING)) == "running"
+    assert rules.unsplit_task_state(None) == "waiting"
+
+
+def test_task_states_order_running_preempted_retrying_queued_waiting() -> None:
+    """C18: the live states of a task from its pods."""
+    assert split(pods(scan_w0=P.PREEMPTED, scan_w1=P.RUNNING)) == "running"
+    assert split(pods(scan_w0=P.PREEMPTED, scan_w1=P.RETRYING)) == "preempted"
+    assert split(pods(scan_w0=P.RETRYING, scan_w1=P.QUEUED)) == "retrying"
+    assert split(pods(scan_w0=P.QUEUED)) == "queued"
+    assert split({}) == "waiting"
+
+
+def test_the_run_fails_with_a_task_and_succeeds_when_every_task_is_done() -> None:
+    """C5: every task done → succeeded; a task failed → failed."""
+    assert rules.run_outcome({"a": "done", "b": "done"}) == "succeeded"
+    assert rules.run_outcome({"a": "done", "b": "failed"}) == "failed"
+    assert rules.run_outcome({"a": "done", "b": "running"}) is None
+
+
+def test_only_the_oom_killers_evidence_counts_as_a_kill_for_memory() -> None:
+    """C8: OOMKilled or a report counting kills; a bare 137 is an eviction."""
+    evicted = AttemptFailure(attempt=0, exit_code=137)
+    killed = AttemptFailure(attempt=1, exit_code=137, oom_killed=True)
+    assert rules.oom_attempts([evicted, killed], {}) == {1}
+    assert rules.oom_attempts([evicted], {0: 1}) == {0}
+
+
+def test_a_second_kill_at_the_retry_memory_fails_naming_it() -> None:
+    """C7: after a kill for memory one retry with the retry memory; a second kill fails."""
+    first = AttemptFailure(attempt=0, exit_code=137, oom_killed=True)
+    second = AttemptFailure(attempt=1, exit_code=137, oom_killed=True)
+    assert (
+        rules.fatal_failure("scan-w0", [first], oom_attempts=frozenset({0}), retry_memory_gb=3)
+        is None
+    )
+    verdict = rules.fatal_failure(
+        "scan-w0", [first, second], oom_attempts=frozenset({0, 1}), retry_memory_gb=3.5
+    )
+    assert verdict is not None
+    assert (
+        verdict.message == "pod scan-w0 was killed for memory again at the retry memory of 3.5 GiB"
+    )
+
+
+def test_a_kill_after_a_preemption_that_followed_a_kill_does_not_count() -> None:
+    """K9: the attempt after a preemption had the first memory again; its kill is retried."""
+    attempts = [
+        AttemptFailure(attempt=0, exit_code=137, oom_killed=True),
+        AttemptFailure(attempt=1, exit_code=None, message="pod deleted"),
+        AttemptFailure(attempt=2, exit_code=137, oom_killed=True),
+    ]
+    verdict = rules.fatal_failure(
+        "scan-w0", attempts, oom_attempts=frozenset({0, 2}), retry_memory_gb=3
+    )
+    assert verdict is None
+
+
+def test_only_a_stopped_pod_is_retried() -> None:
+    """K7: no exit code, 137 and 143 are retried; any other exit fails at once, naming it."""
+    for code in (None, 137, 143):
+        stopped = AttemptFailure(attempt=0, exit_code=code)
+        assert (
+            rules.fatal_failure("t", [stopped], oom_attempts=frozenset(), retry_memory_gb=1) is None
+        )
+    verdict = rules.fatal_failure(
+        "t", [AttemptFailure(attempt=0, exit_code=3)], oom_attempts=frozenset(), retry_memory_gb=1
+    )
+    assert verdict is not None
+    assert verdict.message == "pod t failed with exit code 3"
+
+
+def test_a_gone_workflow_resolves_from_stored_states_and_markers() -> None:
+    """C10: final states stay, a marker makes done, awaiting a marker stays open, others fail."""
+    resolved = rules.resolve_gone(
+        {"a": "done", "b": "running", "c": "running", "d": "queued"},
+        markers={"b": True},
+        awaiting_marker={"c": True},
+    )
+    assert resolved == {"a": "done", "b": "done", "c": "running", "d": "failed"}
+
+
+def test_the_pods_of_a_task_and_its_base_pods() -> None:
+    """M1: coordinator, extras and merge; only the coordinator and merge are base pods."""
+    names = rules.pod_names("scan", splittable=True, pods=3, coordinator_merges=False)
+    assert names == ["scan-w0", "scan-w1", "scan-w2", "scan-merge"]
+    assert rules.base_pods("scan", splittable=True, coordinator_merges=True) == ["scan-w0"]
