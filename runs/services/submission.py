@@ -18,7 +18,7 @@ from contextlib import contextmanager
 from datetime import timedelta
 from typing import Any
 
-from django.db import IntegrityError, transaction
+from django.db import IntegrityError, connection, transaction
 from django.db.models import F, Q
 from django.utils import timezone
 from simrun_harness.plugin import TaskContext
@@ -36,6 +36,8 @@ from runs.validation import load_data
 from runs.workflow import SplitMode, Workflow, input_path, input_task
 
 log = logging.getLogger(__name__)
+
+
 def _lease() -> timedelta:
     from django.conf import settings
 
@@ -209,10 +211,13 @@ def _lease_kept(run_id: str) -> Iterator[None]:
     stop = threading.Event()
 
     def renew() -> None:
-        while not stop.wait(_lease().total_seconds() / 3):
-            Run.objects.filter(pk=run_id, state=RunState.SUBMITTING).update(
-                submit_lease_until=timezone.now() + _lease()
-            )
+        try:
+            while not stop.wait(_lease().total_seconds() / 3):
+                Run.objects.filter(pk=run_id, state=RunState.SUBMITTING).update(
+                    submit_lease_until=timezone.now() + _lease()
+                )
+        finally:
+            connection.close()  # this thread's own connection
 
     thread = threading.Thread(target=renew, daemon=True)
     thread.start()
