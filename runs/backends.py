@@ -14,7 +14,6 @@ def backend() -> Backend:
     """The local backend (embedded default) or the Argo backend, as SIMRUN_BACKEND says."""
     if settings.SIMRUN_BACKEND == "local":
         from cluster.local.backend import LocalBackend
-
         from runs.priorities import value_of
 
         return LocalBackend(

@@ -9,8 +9,8 @@ from runs.controller.reconcile import followed_runs, reconcile_run
 from runs.controller.rules import FINAL
 from runs.controller.settle import keep_task_logs, settle
 from runs.models import Run, Task
-from runs.store import task_paths
 from runs.services.submission import stale_submissions
+from runs.store import task_paths
 
 log = logging.getLogger(__name__)
 

@@ -21,7 +21,6 @@ from typing import Any
 from django.db import IntegrityError, connection, transaction
 from django.db.models import F, Q
 from django.utils import timezone
-from simrun_harness.plugin import TaskContext
 
 from cluster.backend import Backend, RunLaunch, TaskLaunch
 from runs import environments, resources
@@ -34,6 +33,7 @@ from runs.store import store
 from runs.task_types import registry
 from runs.validation import load_data
 from runs.workflow import SplitMode, Workflow, input_path, input_task
+from simrun_harness.plugin import TaskContext
 
 log = logging.getLogger(__name__)
 

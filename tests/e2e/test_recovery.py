@@ -9,7 +9,6 @@ from typing import Any
 
 import pytest
 from django.db import connection
-from simrun_harness.ledger import counts
 
 from cluster.local.backend import LocalBackend
 from runs.backends import backend
@@ -19,6 +18,7 @@ from runs.services.runs import cancel_run
 from runs.services.submission import create_run, submit_run
 from runs.snapshots import snapshot_directory
 from runs.store import store, task_paths
+from simrun_harness.ledger import counts
 from tests import factories
 from tests.e2e.conftest import Services, wait_for_end
 from tests.waiting import wait_for
