@@ -13,15 +13,15 @@ from __future__ import annotations
 import json
 import logging
 import os
+import re
 from collections.abc import Iterable, Mapping
 from pathlib import Path
-
-from simrun_harness.layout import TaskPaths, report_name
-from simrun_harness.report import read_report
 
 from runs.models import ResourceObservation, Run, Task
 from runs.plans import ObservationValue, TaskPlan
 from runs.resources import observation_at_limit, observation_of_report
+from simrun_harness.layout import TaskPaths, report_name
+from simrun_harness.report import read_report
 
 log = logging.getLogger(__name__)
 
@@ -60,7 +60,7 @@ def record_task(
     Args:
         task: The task (its run, type and plan).
         paths: The task's directory in the run store.
-        kills: The attempts of this task's pods killed for memory, by worker.
+        kills: Attempts killed for memory, by pod; pods of other tasks are left out.
         model_digest: The model the observations are kept under, the run's by default.
 
     Returns:
@@ -73,6 +73,8 @@ def record_task(
         if name.endswith(".json") and not name.startswith("."):
             recorded += record_report(task=task, paths=paths, name=name, model_digest=model)
     for worker, attempts in (kills or {}).items():
+        if not _is_worker_of(task, worker):
+            continue  # another task's pod (the run's kills are kept for all its tasks)
         killed = set(attempts)
         for attempt in sorted(killed):
             recorded += record_kill(
@@ -84,6 +86,13 @@ def record_task(
                 model_digest=model,
             )
     return recorded
+
+
+def _is_worker_of(task: Task, worker: str) -> bool:
+    """Whether `worker` is a unit-running pod of `task`: `<task>`, or `<task>-w<i>` if split."""
+    if not task.splittable:
+        return worker == task.task_id
+    return re.fullmatch(rf"{re.escape(task.task_id)}-w\d+", worker) is not None
 
 
 def record_report(*, task: Task, paths: TaskPaths, name: str, model_digest: str) -> bool:

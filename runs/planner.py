@@ -10,7 +10,8 @@ Rules (plain values in, a `TaskPlan` out; the submission calls `plan_task`):
   comparison is exact.
 - Split modes: `"none"` is one pod; an integer is that many pods (several may share a node);
   `"auto"` is one pod per node that holds at least one process, choosing the processes per pod
-  that keep the most processes busy, and never more pods than the units keep busy
+  that keep the most processes busy (on a tie, more and smaller pods, which find room sooner
+  on a busy cluster), and never more pods than the units keep busy
   (`pods ≤ ceil(units / processes)`). An unsplit task is one pod of one process (or the
   workflow's `processes`).
 - A reserved run plans on its reserved node only; nodes reserved by other runs are never used.
@@ -191,7 +192,7 @@ def _pod_per_node(
     def working(processes: int) -> tuple[int, int]:
         holding = sum(1 for c in capacities if need.max_processes(c) >= processes)
         total = processes * holding
-        return (total if busy is None else min(total, busy)), processes
+        return (total if busy is None else min(total, busy)), -processes  # tie: more pods
 
     processes = max(options, key=working)
     fitting = [c for c in _largest_first(capacities) if need.max_processes(c) >= processes]

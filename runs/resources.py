@@ -27,11 +27,10 @@ import math
 from collections.abc import Sequence
 from typing import Literal, TypeVar
 
-from simrun_harness.plugin import ResourceHint
-from simrun_harness.report import WorkerReport
-
 from runs.plans import ObservationValue, PodShape, ResolvedResources
 from runs.workflow import ResourceOverrides
+from simrun_harness.plugin import ResourceHint
+from simrun_harness.report import WorkerReport
 
 GRANULES_PER_GB = 32
 MEMORY_QUANTILE = 0.9

@@ -1,0 +1,384 @@
+"""LocalBackend: this machine is the one node; pods are supervised process groups.
+
+Everything a run is lives in files, so any process that opens the store can advance it and a
+restarted service finds its pods (see docs/local-backend.md):
+
+    <state>/workflows/<workflow>.json   the run id of a workflow name (the index)
+    <state>/reservation.json            the run the node is reserved for
+    <state>/node.lock                   held while pods are admitted
+    <state>/scratch/<run>/<pod>/        the pods' scratch, removed when the run ended
+    <state>/wheels/                     the harness's wheels for environments
+    <run>/pods/...                      the run's files (cluster/local/run_files.py)
+
+`tick()` advances every live run: it records attempts whose supervisor is gone, enforces
+stops and cancellations, then admits waiting pods by priority under the node's lock, evicting
+extra workers for higher priorities and other runs' pods from a reserved node. It is
+idempotent and safe to call from several processes at once; `status()` calls it, and so does
+the background loop that `subscribe()` starts.
+"""
+
+from __future__ import annotations
+
+import logging
+import shutil
+import signal
+import threading
+import time
+from collections.abc import Callable, Hashable, Mapping
+from pathlib import Path
+
+from cluster.backend import (
+    ENDED_PHASES,
+    LOG_LIMIT_BYTES,
+    BackendStatus,
+    Placement,
+    PodLog,
+    RunLaunch,
+)
+from cluster.local import launcher, venvs
+from cluster.local.admission import Decision, Demand, Holding, Key, admit, priority_lookup
+from cluster.local.atomic_files import create_json, locked, read_json, write_json
+from cluster.local.attempts import Attempt, evict, kill_group, settle_lost
+from cluster.local.dag import PodView, backend_status, next_memory
+from cluster.local.machine import default_cores, default_memory_gb, machine_name
+from cluster.local.pod_logs import read_log
+from cluster.local.run_files import CANCELLED, ENDED, STOPPED, RunFiles
+from runs.plans import Node
+from simrun_harness.layout import StorePaths, check_name
+
+log = logging.getLogger(__name__)
+
+
+class LocalBackend:
+    """The embedded backend: runs the pods of runs as processes on this machine."""
+
+    def __init__(
+        self,
+        store: Path,
+        *,
+        cores: float | None = None,
+        memory_gb: float | None = None,
+        node_name: str | None = None,
+        priority_value: Callable[[str], int] | Mapping[str, int] | None = None,
+        state_dir: Path | None = None,
+        wheels_dir: Path | None = None,
+        poll_s: float = 1.0,
+        memory_poll_s: float = 0.1,
+        kill_margin_s: float = 30.0,
+    ) -> None:
+        """`store`: the run store; `cores`/`memory_gb`: what runs may use (default: this
+        machine's less a margin); `priority_value`: a priority class's value (default
+        `runs.priorities.value_of`); `state_dir`: the backend's own files (default
+        `<store>/local`); `wheels_dir`: where the harness's wheels are built for environments
+        (default `<state>/wheels`); `poll_s`: the background loop's interval; `memory_poll_s`:
+        how often a supervisor measures memory; `kill_margin_s`: seconds past a run's grace
+        before a pod that ignores SIGTERM is killed."""
+        self.store = StorePaths(Path(store))
+        self.node_name = node_name or machine_name()
+        self.cores = float(cores) if cores is not None else default_cores()
+        self.memory_gb = float(memory_gb) if memory_gb is not None else default_memory_gb()
+        self.priority_value = priority_lookup(priority_value)
+        self.state = Path(state_dir) if state_dir is not None else self.store.root / "local"
+        self.wheels = Path(wheels_dir) if wheels_dir is not None else self.state / "wheels"
+        self.poll_s = poll_s
+        self.memory_poll_s = memory_poll_s
+        self.kill_margin_s = kill_margin_s
+        self._callbacks: list[Callable[[], None]] = []
+        self._thread: threading.Thread | None = None
+        self._closing = threading.Event()
+
+    # -- files ------------------------------------------------------------------------------
+
+    def _index(self, name: str) -> Path:
+        return self.state / "workflows" / f"{check_name(name, what='workflow name')}.json"
+
+    def _run(self, name: str) -> RunFiles:
+        """The run of a workflow; KeyError when there is none (or its files are gone)."""
+        try:
+            entry = read_json(self._index(name))
+        except ValueError:  # not a valid name: no such workflow
+            raise KeyError(name) from None
+        if entry is None:
+            raise KeyError(name)
+        run = RunFiles(self.store.run(entry["run_id"]))
+        if not run.exists():
+            raise KeyError(name)
+        return run
+
+    def _live_runs(self) -> list[RunFiles]:
+        index = self.state / "workflows"
+        runs = []
+        for entry in sorted(index.glob("*.json")) if index.is_dir() else []:
+            data = read_json(entry)
+            run = None if data is None else RunFiles(self.store.run(data["run_id"]))
+            if run is not None and run.exists() and not run.ended:
+                runs.append(run)
+        return runs
+
+    # -- the advance ------------------------------------------------------------------------
+
+    def _advance(self, run: RunFiles, launch: RunLaunch) -> bool:
+        """Settle lost attempts, enforce a stop or cancel, mark an ended run. Under its lock."""
+        now = time.time()
+        changed = False
+        cancelled = run.marked_at(CANCELLED)
+        stopped = run.marked_at(STOPPED) is not None
+        for view in run.views(launch):
+            last = view.last
+            if last is None or last.ended:
+                continue
+            changed |= settle_lost(last, now)
+            if cancelled is not None:
+                changed |= evict(last, "the workflow was cancelled", now)
+                if now - cancelled > launch.grace_s + self.kill_margin_s + 5:
+                    kill_group(last.child, signal.SIGKILL)  # its supervisor did not
+            elif stopped and view.spec.extra:
+                changed |= evict(last, "the workflow was stopped", now)
+        if all(v.phase in ENDED_PHASES for v in run.views(launch)):
+            run.mark(ENDED)
+            shutil.rmtree(self.state / "scratch" / run.run_id, ignore_errors=True)
+            changed = True
+        return changed
+
+    def tick(self) -> bool:
+        """Advance every live run and admit what can start; whether anything changed."""
+        return self._tick()[0]
+
+    def _tick(self) -> tuple[bool, Hashable]:
+        launcher.reap()
+        changed = False
+        signature: list[Hashable] = []
+        demands: list[Demand] = []
+        holdings: list[Holding] = []
+        running: dict[Key, Attempt] = {}
+        with locked(self.state / "node.lock"):
+            for run in self._live_runs():
+                try:
+                    with locked(run.lock):
+                        launch, submitted = run.launch()
+                        changed |= self._advance(run, launch)
+                        views = run.views(launch)
+                        halted = run.halted
+                except (OSError, ValueError, KeyError):  # one broken run stops no other
+                    log.exception("local backend: cannot advance run %s", run.run_id)
+                    continue
+                for v in views:
+                    key = (launch.run_id, v.spec.name)
+                    signature.append((key, v.phase, len(v.attempts)))
+                    memory, _ = next_memory(launch.task(v.spec.task_id).plan.shape, v.attempts)
+                    value = self.priority_value(v.spec.priority_class)
+                    if v.running and v.last is not None:
+                        running[key] = v.last
+                        holdings.append(
+                            Holding(
+                                key,
+                                value,
+                                v.last.cores,
+                                v.last.memory_gb,
+                                v.spec.extra,
+                                v.last.created,
+                                v.last.eviction is not None,
+                            )
+                        )
+                    elif v.startable and not halted:
+                        cores = launch.task(v.spec.task_id).plan.shape.cores
+                        demands.append(Demand(key, value, cores, memory, (submitted, v.spec.index)))
+            reservation = read_json(self.state / "reservation.json")
+            reserved = None if reservation is None else str(reservation["run_id"])
+            decision = admit(self.cores, self.memory_gb, demands, holdings, reserved)
+            self._act(decision, running)
+        return changed or bool(decision.start or decision.evict), tuple(signature)
+
+    def _act(self, decision: Decision, running: dict[Key, Attempt]) -> None:
+        for key, reason in decision.evict:
+            evict(running[key], reason)
+        by_run: dict[str, list[str]] = {}
+        for run_id, pod in decision.start:
+            by_run.setdefault(run_id, []).append(pod)
+        for run_id, pods in by_run.items():
+            run = RunFiles(self.store.run(run_id))
+            with locked(run.lock):
+                launch, _ = run.launch()
+                if run.halted:
+                    continue
+                views = {v.spec.name: v for v in run.views(launch)}
+                for pod in pods:
+                    if not views[pod].startable:
+                        continue
+                    try:
+                        self._start(run, launch, views[pod])
+                    except OSError:  # it stays queued; the next tick tries again
+                        log.exception("local backend: cannot start %s of %s", pod, run_id)
+
+    def _start(self, run: RunFiles, launch: RunLaunch, view: PodView) -> None:
+        task = launch.task(view.spec.task_id)
+        attempt = len(view.attempts)
+        memory, per_worker = next_memory(task.plan.shape, view.attempts)
+        place = launcher.PodPlace(
+            run_dir=run.paths.root,
+            task_dir=run.paths.task(task.task_id).root,
+            snapshots_dir=self.store.snapshots,
+            scratch=self.state / "scratch" / run.run_id / view.spec.name,
+            bin_dir=launcher.environment_bin(self.store.environments, launch.environment),
+        )
+        env = launcher.pod_env(
+            launch,
+            task,
+            view.spec,
+            attempt=attempt,
+            memory_gb=memory,
+            per_worker_gb=per_worker,
+            node=self.node_name,
+            place=place,
+        )
+        launcher.start_attempt(
+            run.pods / view.spec.name / str(attempt),
+            attempt=attempt,
+            args=launcher.pod_args(view.spec, task),
+            env=env,
+            cwd=place.scratch,
+            cores=task.plan.shape.cores,
+            memory_gb=memory,
+            kill_after_s=launch.grace_s + self.kill_margin_s,
+            poll_s=self.memory_poll_s,
+        )
+
+    # -- the protocol -----------------------------------------------------------------------
+
+    def submit(self, launch: RunLaunch) -> str:
+        """Record the run's launch; its pods start at the next tick. Idempotent by name."""
+        index = self._index(launch.workflow_name)
+        if index.exists():
+            return launch.workflow_name
+        run = RunFiles(self.store.run(launch.run_id))
+        with locked(run.lock):
+            run.create(launch)
+        create_json(index, {"run_id": launch.run_id})
+        self.tick()
+        return launch.workflow_name
+
+    def status(self, name: str) -> BackendStatus:
+        run = self._run(name)
+        self.tick()
+        launch, _ = run.launch()
+        [node] = self.nodes()
+        return backend_status(launch, run.views(launch), node, halted=run.halted)
+
+    def _signal_run(self, name: str, marker: str, reason: str, extras_only: bool) -> None:
+        run = self._run(name)
+        with locked(run.lock):
+            launch, _ = run.launch()
+            run.mark(marker)
+            for view in run.views(launch):
+                running = view.last is not None and not view.last.ended
+                if running and view.last is not None and (view.spec.extra or not extras_only):
+                    evict(view.last, reason)
+
+    def cancel(self, name: str) -> None:
+        """SIGTERM every running pod (killed after the grace), skip the rest."""
+        self._signal_run(name, CANCELLED, "the workflow was cancelled", extras_only=False)
+
+    def stop(self, name: str) -> None:
+        """Start nothing more, terminate running extra workers; base pods finish."""
+        self._signal_run(name, STOPPED, "the workflow was stopped", extras_only=True)
+
+    def logs(self, name: str, task_id: str, tail_lines: int | None = None) -> list[PodLog]:
+        run = self._run(name)
+        launch, _ = run.launch()
+        if task_id not in {t.task_id for t in launch.tasks}:
+            raise KeyError(task_id)
+        found: list[tuple[float, PodLog]] = []
+        for view in run.views(launch):
+            if view.spec.task_id != task_id:
+                continue
+            if not view.attempts:
+                found.append((float("inf"), PodLog(view.spec.name, 0, error="not started")))
+            for a in view.attempts:
+                try:
+                    text, cut = read_log(a.log, tail_lines, LOG_LIMIT_BYTES)
+                    entry = PodLog(view.spec.name, a.number, text, a.ended, truncated=cut)
+                except OSError as exc:
+                    entry = PodLog(view.spec.name, a.number, ended=a.ended, error=str(exc))
+                found.append((a.created, entry))
+        return [entry for _, entry in sorted(found, key=lambda item: item[0])]
+
+    def nodes(self) -> list[Node]:
+        reservation = read_json(self.state / "reservation.json")
+        reserved = None if reservation is None else str(reservation["run_id"])
+        return [Node(self.node_name, self.cores, self.memory_gb, 0, reserved)]
+
+    def placements(self) -> list[Placement]:
+        found = []
+        for run in self._live_runs():
+            launch, _ = run.launch()
+            for v in run.views(launch):
+                if v.running and v.last is not None:
+                    found.append(
+                        Placement(
+                            launch.run_id,
+                            v.spec.task_id,
+                            v.spec.name,
+                            self.node_name,
+                            "running",
+                            v.last.cores,
+                            v.last.memory_gb,
+                        )
+                    )
+        return found
+
+    def reserve(self, node: str, run_id: str) -> None:
+        """Reserve the node for a run (replacing any reservation); evicts others' pods."""
+        self._check_node(node)
+        write_json(self.state / "reservation.json", {"node": node, "run_id": run_id})
+        self.tick()
+
+    def unreserve(self, node: str, run_id: str) -> None:
+        """Release the run's reservation; another run's reservation stays."""
+        self._check_node(node)
+        path = self.state / "reservation.json"
+        with locked(self.state / "node.lock"):
+            current = read_json(path)
+            if current is not None and current.get("run_id") == run_id:
+                path.unlink(missing_ok=True)
+        self.tick()
+
+    def _check_node(self, node: str) -> None:
+        if node != self.node_name:
+            raise KeyError(node)
+
+    def build_image(self, context: Mapping[str, bytes], ref: str) -> None:
+        venvs.build_environment(context, ref, self.store.environments, self.wheels)
+
+    def has_image(self, ref: str) -> bool:
+        return venvs.environment_exists(ref, self.store.environments)
+
+    def subscribe(self, callback: Callable[[], None]) -> None:
+        """Call `callback` from a background thread whenever a run's pods change."""
+        self._callbacks.append(callback)
+        if self._thread is None:
+            self._closing.clear()
+            self._thread = threading.Thread(target=self._loop, name="simrun-local", daemon=True)
+            self._thread.start()
+
+    def _loop(self) -> None:
+        last: Hashable = None
+        while not self._closing.wait(self.poll_s):
+            try:
+                changed, signature = self._tick()
+            except Exception:
+                log.exception("local backend: the tick failed")
+                continue
+            if changed or signature != last:
+                last = signature
+                for callback in list(self._callbacks):
+                    try:
+                        callback()
+                    except Exception:
+                        log.exception("local backend: a subscriber failed")
+
+    def close(self) -> None:
+        """Stop the background loop (the pods keep running)."""
+        self._closing.set()
+        if self._thread is not None:
+            self._thread.join(timeout=max(5.0, self.poll_s * 5))
+            self._thread = None

@@ -1,0 +1,161 @@
+"""Starting one attempt of a pod: its command, its environment, its supervisor.
+
+The pod's environment is built from scratch (a few variables of the service's such as HOME
+and the locale, never its secrets), plus the SIMRUN_* variables the harness reads and the
+task's own. PATH starts with the `bin` of the run's environment, so `simrun-worker` and the
+model's tools are the environment's.
+"""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+import threading
+import time
+from dataclasses import dataclass
+from pathlib import Path
+
+from cluster.backend import RunLaunch, TaskLaunch
+from cluster.local.atomic_files import write_json
+from cluster.local.attempts import ATTEMPT_FILE, SUPERVISOR_FILE, SUPERVISOR_LOG, ProcessId
+from cluster.local.launches import PodSpec
+
+SERVICE_ENVIRONMENT = "service"  # run in the service's own Python environment
+STALE_MARGIN_S = 60  # the coordinator takes a worker as gone after its grace plus this
+REPO_ROOT = Path(__file__).resolve().parents[2]
+PASSED_THROUGH = ("HOME", "USER", "LOGNAME", "LANG", "LC_ALL", "LC_CTYPE", "TZ", "TMPDIR")
+COMMANDS = {
+    "exec": ["simrun-exec"],
+    "coordinator": ["simrun-worker"],
+    "extra": ["simrun-worker"],
+    "merge": ["simrun-merge"],
+}
+
+_children: dict[int, subprocess.Popen[bytes]] = {}
+_children_lock = threading.Lock()
+
+
+@dataclass(frozen=True)
+class PodPlace:
+    """Where an attempt runs, as directories."""
+
+    run_dir: Path
+    task_dir: Path
+    snapshots_dir: Path
+    scratch: Path
+    bin_dir: Path
+
+
+def environment_bin(environments: Path, environment: str) -> Path:
+    """The `bin` directory of a run's environment (the service's for `service`)."""
+    if environment == SERVICE_ENVIRONMENT:
+        return Path(sys.executable).parent
+    return environments / environment / "bin"
+
+
+def pod_args(spec: PodSpec, task: TaskLaunch) -> list[str]:
+    """What the pod runs: a command task's args, else the harness's console script."""
+    if spec.kind == "command":
+        assert task.command is not None
+        return list(task.command)
+    return list(COMMANDS[spec.kind])
+
+
+def pod_env(
+    launch: RunLaunch,
+    task: TaskLaunch,
+    spec: PodSpec,
+    *,
+    attempt: int,
+    memory_gb: float,
+    per_worker_gb: float,
+    node: str,
+    place: PodPlace,
+) -> dict[str, str]:
+    """The environment of one attempt of a pod."""
+    env = {k: os.environ[k] for k in PASSED_THROUGH if k in os.environ}
+    shape = task.plan.shape
+    env.update(
+        PATH=os.pathsep.join([str(place.bin_dir), os.environ.get("PATH", "/usr/bin:/bin")]),
+        PYTHONUNBUFFERED="1",
+        SIMRUN_RUN=launch.run_id,
+        SIMRUN_TASK=task.task_id,
+        SIMRUN_WORKER=spec.worker,
+        SIMRUN_ATTEMPT=str(attempt),
+        SIMRUN_NODE=node,
+        SIMRUN_RUN_DIR=str(place.run_dir),
+        SIMRUN_TASK_DIR=str(place.task_dir),
+        SIMRUN_SCRATCH=str(place.scratch),
+        SIMRUN_GRACE_S=str(launch.grace_s),
+        SIMRUN_MEMORY_LIMIT_GB=f"{memory_gb:g}",
+        SIMRUN_MEMORY_PER_WORKER_GB=f"{per_worker_gb:g}",
+        SIMRUN_CORES=f"{shape.cores:g}",
+        SIMRUN_PROCESSES=str(shape.processes),
+    )
+    if place.snapshots_dir.is_dir():
+        env["SIMRUN_SNAPSHOTS_DIR"] = str(place.snapshots_dir)
+    if spec.kind in ("coordinator", "extra"):
+        env.update(
+            SIMRUN_ROLE=spec.role,
+            SIMRUN_STALE_S=str(launch.grace_s + STALE_MARGIN_S),
+            SIMRUN_COORDINATOR_MERGES="1" if task.plan.coordinator_merges else "0",
+        )
+    env.update(task.env)
+    return env
+
+
+def start_attempt(
+    directory: Path,
+    *,
+    attempt: int,
+    args: list[str],
+    env: dict[str, str],
+    cwd: Path,
+    cores: float,
+    memory_gb: float,
+    kill_after_s: float,
+    poll_s: float,
+) -> ProcessId:
+    """Write the attempt's file and start its supervisor, detached; the supervisor's id."""
+    directory.mkdir(parents=True, exist_ok=True)  # a leftover of a failed start is reused
+    cwd.mkdir(parents=True, exist_ok=True)
+    spec = {
+        "attempt": attempt,
+        "args": args,
+        "env": env,
+        "cwd": str(cwd),
+        "cores": cores,
+        "memory_limit_gb": memory_gb,
+        "kill_after_s": kill_after_s,
+        "poll_s": poll_s,
+        "created": time.time(),
+    }
+    write_json(directory / ATTEMPT_FILE, spec)
+    supervisor_env = dict(os.environ)
+    supervisor_env["PYTHONPATH"] = os.pathsep.join(
+        p for p in (str(REPO_ROOT), os.environ.get("PYTHONPATH", "")) if p
+    )
+    with open(directory / SUPERVISOR_LOG, "ab") as log:
+        process = subprocess.Popen(
+            [sys.executable, "-m", "cluster.local.supervisor", str(directory)],
+            env=supervisor_env,
+            cwd=directory,
+            stdin=subprocess.DEVNULL,
+            stdout=log,
+            stderr=subprocess.STDOUT,
+            start_new_session=True,
+        )
+    with _children_lock:
+        _children[process.pid] = process
+    identity = ProcessId.of(process.pid)
+    write_json(directory / SUPERVISOR_FILE, identity.to_json())
+    return identity
+
+
+def reap() -> None:
+    """Collect the exit of supervisors this process started, so none stays a zombie."""
+    with _children_lock:
+        for pid, process in list(_children.items()):
+            if process.poll() is not None:
+                del _children[pid]

@@ -1,0 +1,197 @@
+"""The supervisor of one attempt of a local pod: `python -m cluster.local.supervisor <dir>`.
+
+It is started in a session of its own, so it outlives the service that started it. It runs
+the pod's command in a new process group with the attempt's environment, its output going to
+the attempt's log, and until the pod ends it:
+
+- measures the anonymous memory (RSS less file-backed pages) of the pod's process tree every
+  `poll_s` seconds and kills the whole group when it exceeds the limit: the local evidence of
+  a kill for memory (`oom_killed`, exit 137), as the kernel kills a whole container;
+- forwards SIGTERM to the group, and kills the group `kill_after_s` seconds later if it has
+  not ended (exit 137, not a kill for memory: a pod killed after its grace period). The
+  backend's `evicted.json` counts as a SIGTERM too, so an eviction that reaches a supervisor
+  before it could handle signals is not lost; an attempt evicted before its pod process
+  started ends with 143 without starting it.
+
+When the pod process ends, whatever is left of its tree is killed, and the exit status is
+written once into `exit.json` of the attempt directory.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+from types import FrameType
+
+import psutil
+
+from cluster.local.atomic_files import read_json, write_json
+from cluster.local.attempts import (
+    ATTEMPT_FILE,
+    CHILD_FILE,
+    EVICTED_FILE,
+    EXIT_FILE,
+    LOG_FILE,
+    ExitStatus,
+    ProcessId,
+    write_exit,
+)
+from simrun_harness.exits import EXIT_POOL_BROKEN, EXIT_TERMINATED
+
+GIB = 1024**3
+
+
+def exit_code_of(returncode: int) -> int:
+    """A container's exit code: 128 + the signal for a process killed by one."""
+    return 128 - returncode if returncode < 0 else returncode
+
+
+def anonymous_memory(tree: list[psutil.Process]) -> int:
+    """Bytes of anonymous memory of the processes (RSS less file-backed and shared pages)."""
+    total = 0
+    for proc in tree:
+        try:
+            info = proc.memory_info()
+        except psutil.Error:
+            continue
+        total += max(0, info.rss - getattr(info, "shared", 0))
+    return total
+
+
+def process_tree(root: psutil.Process) -> list[psutil.Process]:
+    try:
+        return [root, *root.children(recursive=True)]
+    except psutil.Error:
+        return []
+
+
+def kill_all(pgid: int, known: dict[int, psutil.Process]) -> None:
+    """SIGKILL the group and every process of the tree seen so far (some may have left it)."""
+    with contextlib.suppress(ProcessLookupError, PermissionError):
+        os.killpg(pgid, signal.SIGKILL)
+    for proc in known.values():
+        with contextlib.suppress(psutil.Error):
+            proc.kill()
+
+
+class Supervision:
+    """The state of one supervised pod process."""
+
+    def __init__(self, directory: Path) -> None:
+        spec = read_json(directory / ATTEMPT_FILE)
+        if spec is None:
+            raise SystemExit(f"supervisor: no {ATTEMPT_FILE} in {directory}")
+        self.directory = directory
+        self.args: list[str] = list(spec["args"])
+        self.env: dict[str, str] = dict(spec["env"])
+        self.cwd = str(spec["cwd"])
+        self.limit_bytes = int(float(spec["memory_limit_gb"]) * GIB)
+        self.kill_after_s = float(spec["kill_after_s"])
+        self.poll_s = float(spec.get("poll_s", 0.1))
+        self.term_at: float | None = None
+        self.killed_at: float | None = None
+        self.oom_killed = False
+        self.peak = 0
+        self.known: dict[int, psutil.Process] = {}
+
+    def on_term(self, signum: int, frame: FrameType | None) -> None:
+        if self.term_at is None:
+            self.term_at = time.monotonic()
+
+    def start(self) -> subprocess.Popen[bytes]:
+        with open(self.directory / LOG_FILE, "ab") as log:
+            try:
+                return subprocess.Popen(
+                    self.args,
+                    env=self.env,
+                    cwd=self.cwd,
+                    stdin=subprocess.DEVNULL,
+                    stdout=log,
+                    stderr=subprocess.STDOUT,
+                    start_new_session=True,
+                )
+            except OSError as exc:
+                log.write(f"cannot start {self.args[0]!r}: {exc}\n".encode())
+                raise
+
+    def watch(self, child: subprocess.Popen[bytes]) -> int:
+        """Supervise until the child ends; its return code."""
+        root = psutil.Process(child.pid)
+        forwarded = False
+        while True:
+            returncode = child.poll()
+            if returncode is not None:
+                return returncode
+            now = time.monotonic()
+            if self.term_at is None and (self.directory / EVICTED_FILE).exists():
+                self.term_at = now
+            tree = process_tree(root)
+            self.known.update((p.pid, p) for p in tree)
+            used = anonymous_memory(tree)
+            self.peak = max(self.peak, used)
+            if used > self.limit_bytes and self.killed_at is None:
+                self.oom_killed = True
+                self.killed_at = now
+                print(
+                    f"supervisor: memory {used / GIB:.3f} GiB over the limit "
+                    f"{self.limit_bytes / GIB:.3f} GiB: killing the pod",
+                    file=sys.stderr,
+                    flush=True,
+                )
+                kill_all(child.pid, self.known)
+            if self.term_at is not None and not forwarded:
+                forwarded = True
+                with contextlib.suppress(ProcessLookupError):
+                    os.killpg(child.pid, signal.SIGTERM)
+            if (
+                self.term_at is not None
+                and self.killed_at is None
+                and now - self.term_at > self.kill_after_s
+            ):
+                self.killed_at = now
+                print("supervisor: grace period over: killing the pod", file=sys.stderr)
+                kill_all(child.pid, self.known)
+            time.sleep(self.poll_s)
+
+    def status(self, returncode: int) -> ExitStatus:
+        code = EXIT_POOL_BROKEN if self.oom_killed else exit_code_of(returncode)
+        message = "OOMKilled" if self.oom_killed else ""
+        return ExitStatus(code, self.oom_killed, time.time(), message=message)
+
+
+def supervise(directory: Path) -> int:
+    """Run and supervise the attempt in `directory`; the pod's exit code."""
+    if (directory / EXIT_FILE).exists():  # declared lost before it could start
+        return 0
+    run = Supervision(directory)
+    signal.signal(signal.SIGTERM, run.on_term)
+    if run.term_at is not None or (directory / EVICTED_FILE).exists():
+        status = ExitStatus(EXIT_TERMINATED, False, time.time(), message="not started")
+        write_exit(directory, status)
+        return EXIT_TERMINATED
+    try:
+        child = run.start()
+    except OSError:
+        write_exit(directory, ExitStatus(127, False, time.time(), message="cannot start"))
+        return 127
+    write_json(directory / CHILD_FILE, ProcessId.of(child.pid).to_json())
+    returncode = run.watch(child)
+    kill_all(child.pid, run.known)  # the pod ended: nothing of it may stay behind
+    status = run.status(returncode)
+    write_exit(directory, status)
+    return status.exit_code or 0
+
+
+def main() -> None:
+    if len(sys.argv) != 2:
+        raise SystemExit("usage: python -m cluster.local.supervisor <attempt directory>")
+    supervise(Path(sys.argv[1]))
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,163 @@
+"""Local environments: relocatable virtual environments built with uv, one per digest.
+
+An environment is built into a temporary directory beside its final place and renamed into
+place when complete (uv's relocatable environments keep working after the move), so a half
+built environment is never used; of two builders of one digest the first rename wins and the
+other finds the environment. The harness and the example plugin are not on an index: their
+wheels are built once into a wheel directory that uv resolves with `--find-links`.
+"""
+
+from __future__ import annotations
+
+import errno
+import json
+import os
+import shutil
+import subprocess
+import sys
+import tempfile
+import time
+from collections.abc import Mapping, Sequence
+from pathlib import Path
+
+import uv
+
+from cluster.local.atomic_files import locked
+from runs.environments import (
+    CONSTRAINTS_FILE,
+    HARNESS,
+    LOCK_FILE,
+    PROJECT_FILE,
+    SERVICE_ENVIRONMENT,
+    harness_version,
+    python_version,
+)
+from simrun_harness.layout import check_name
+
+MARKER = ".simrun-environment.json"
+REPO_ROOT = Path(__file__).resolve().parents[2]
+WHEEL_SOURCES = (REPO_ROOT / "harness", REPO_ROOT / "examples" / "simrun-examples")
+BUILD_TIMEOUT_S = 1800
+LOG_TAIL_LINES = 40
+
+
+def environment_exists(ref: str, root: Path) -> bool:
+    """Whether the environment `ref` is built (the service's always is)."""
+    if ref == SERVICE_ENVIRONMENT:
+        return True
+    return (root / check_name(ref, what="environment") / MARKER).is_file()
+
+
+def _run(args: Sequence[str | Path], cwd: Path, what: str) -> None:
+    env = dict(os.environ, UV_PYTHON_DOWNLOADS="never", NO_COLOR="1")
+    try:
+        done = subprocess.run(
+            [str(a) for a in args],
+            cwd=cwd,
+            env=env,
+            stdin=subprocess.DEVNULL,
+            capture_output=True,
+            text=True,
+            timeout=BUILD_TIMEOUT_S,
+        )
+    except subprocess.TimeoutExpired as exc:
+        raise RuntimeError(f"{what} took longer than {BUILD_TIMEOUT_S} s") from exc
+    if done.returncode != 0:
+        lines = (done.stdout + done.stderr).strip().splitlines()[-LOG_TAIL_LINES:]
+        raise RuntimeError(f"{what} failed (exit {done.returncode}):\n" + "\n".join(lines))
+
+
+def _wheel_name(source: Path) -> str:
+    """The distribution name of a source tree as wheel files spell it."""
+    text = (source / PROJECT_FILE).read_text()
+    for line in text.splitlines():
+        if line.strip().startswith("name"):
+            return line.split("=", 1)[1].strip().strip("\"'").replace("-", "_")
+    raise RuntimeError(f"no project name in {source / PROJECT_FILE}")
+
+
+def ensure_wheels(wheels: Path, sources: Sequence[Path] = WHEEL_SOURCES) -> Path:
+    """Build the wheels of the harness and the example plugin once (when their sources are
+    here and no wheel of their version is); the wheel directory."""
+    wheels.mkdir(parents=True, exist_ok=True)
+    uv_bin = uv.find_uv_bin()
+    with locked(wheels / ".lock"):
+        for source in sources:
+            if not (source / PROJECT_FILE).is_file():
+                continue
+            if any(wheels.glob(f"{_wheel_name(source)}-*.whl")):
+                continue
+            _run(
+                [
+                    uv_bin,
+                    "build",
+                    "--wheel",
+                    "--python",
+                    sys.executable,
+                    "--out-dir",
+                    wheels,
+                    source,
+                ],
+                source,
+                f"building the wheel of {source.name}",
+            )
+    return wheels
+
+
+def _requirements(project: Path, wheels: Path, uv_bin: str) -> Path:
+    """Pin the model's dependencies: export its lock, or resolve under the constraints."""
+    out = project.parent / "requirements.txt"
+    if (project / LOCK_FILE).exists():
+        args: list[str | Path] = [uv_bin, "export", "--frozen", "--no-dev", "--no-emit-project"]
+        args += ["--no-hashes", "--no-header", "--no-annotate", "--output-file", out]
+        _run(args, project, "exporting the lock of the model")
+    else:
+        args = [uv_bin, "pip", "compile", project / PROJECT_FILE, "--python", sys.executable]
+        args += ["--find-links", wheels, "--output-file", out, "--no-header"]
+        if (project / CONSTRAINTS_FILE).exists():
+            args += ["--constraints", project / CONSTRAINTS_FILE]
+        _run(args, project, "resolving the dependencies of the model")
+    return out
+
+
+def build_environment(context: Mapping[str, bytes], ref: str, root: Path, wheels: Path) -> None:
+    """Build the environment `ref` from a flat context, unless it exists.
+
+    Raises ValueError for a context that is not flat or has no pyproject.toml, RuntimeError
+    with the last lines of the failing step's output when the build fails.
+    """
+    if environment_exists(ref, root):
+        return
+    if PROJECT_FILE not in context:
+        raise ValueError(f"the context of environment {ref} has no {PROJECT_FILE}")
+    for name in context:
+        if not name or "/" in name or name in {".", ".."}:
+            raise ValueError(f"the context of an environment is flat: {name!r} is a path")
+    wheels = ensure_wheels(wheels)
+    uv_bin = uv.find_uv_bin()
+    root.mkdir(parents=True, exist_ok=True)
+    build = Path(tempfile.mkdtemp(prefix=f".build-{ref[:16]}-", dir=root))
+    try:
+        project = build / "project"
+        project.mkdir()
+        for name, data in context.items():
+            (project / name).write_bytes(data)
+        requirements = _requirements(project, wheels, uv_bin)
+        venv = build / "venv"
+        _run([uv_bin, "venv", "--relocatable", "--python", sys.executable, venv], build, "uv venv")
+        args: list[str | Path] = [uv_bin, "pip", "install", "--python", venv / "bin" / "python"]
+        args += ["-r", requirements, "-c", requirements, f"{HARNESS}=={harness_version()}"]
+        args += ["--find-links", wheels]
+        _run(args, build, "installing the environment")
+        marker = {"ref": ref, "python": python_version(), "harness": harness_version()}
+        marker["built"] = time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime())
+        (venv / MARKER).write_text(json.dumps(marker, indent=1))
+        try:
+            os.rename(venv, root / ref)
+        except OSError as exc:
+            if exc.errno not in (errno.EEXIST, errno.ENOTEMPTY) or not environment_exists(
+                ref, root
+            ):
+                raise
+    finally:
+        shutil.rmtree(build, ignore_errors=True)

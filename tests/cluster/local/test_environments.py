@@ -1,0 +1,176 @@
+"""Environments of models: their identity, and real builds with uv into the store."""
+
+from __future__ import annotations
+
+import subprocess
+import threading
+from collections.abc import Callable
+from pathlib import Path
+
+import pytest
+import uv
+
+from cluster.backend import TaskLaunch, WorkflowPhase
+from cluster.local import venvs
+from cluster.local.backend import LocalBackend
+from runs.environments import (
+    SERVICE_ENVIRONMENT,
+    environment_context,
+    environment_digest,
+    harness_version,
+    model_environment,
+    python_version,
+)
+from runs.plans import TaskPlan
+from tests.cluster.local.builders import launch, shape
+from tests.waiting import wait_for
+
+HARNESS_ONLY = """
+[project]
+name = "tiny-model"
+version = "0.1.0"
+requires-python = ">=3.11"
+dependencies = ["simrun-harness"]
+"""
+MISSING_DEPENDENCY = """
+[project]
+name = "broken-model"
+version = "0.1.0"
+requires-python = ">=3.11"
+dependencies = ["simrun-no-such-package-for-tests"]
+"""
+NO_DEPENDENCIES = """
+[project]
+name = "bare-model"
+version = "0.1.0"
+requires-python = ">=3.11"
+dependencies = []
+"""
+
+
+@pytest.fixture(scope="module")
+def wheels(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """The harness's wheels, built once for the module."""
+    return venvs.ensure_wheels(tmp_path_factory.mktemp("wheels"))
+
+
+def model(tmp_path: Path, pyproject: str, *, lock: bool = False) -> Path:
+    directory = tmp_path / "model"
+    directory.mkdir()
+    (directory / "pyproject.toml").write_text(pyproject)
+    if lock:
+        subprocess.run([uv.find_uv_bin(), "lock", "--offline"], cwd=directory, check=True)
+    return directory
+
+
+# -- identity -------------------------------------------------------------------------------
+
+
+def test_a_model_without_pyproject_runs_in_the_service_environment(tmp_path: Path) -> None:
+    (tmp_path / "model.xml").write_text("<sbml/>")
+    assert environment_context(tmp_path) == {}
+    assert model_environment(tmp_path) == (SERVICE_ENVIRONMENT, {})
+
+
+def test_a_model_without_a_lock_is_resolved_under_the_pinned_constraints(tmp_path: Path) -> None:
+    context = environment_context(model(tmp_path, HARNESS_ONLY))
+    assert sorted(context) == ["constraints.txt", "pyproject.toml"]
+    assert b"pydantic==" in context["constraints.txt"]
+
+
+def test_a_locked_model_brings_its_lock(tmp_path: Path) -> None:
+    context = environment_context(model(tmp_path, NO_DEPENDENCIES, lock=True))
+    assert sorted(context) == ["pyproject.toml", "uv.lock"]
+
+
+def test_the_digest_names_the_lock_the_python_and_the_harness() -> None:
+    context = {"pyproject.toml": b"a", "uv.lock": b"b"}
+    digest = environment_digest(context, "3.13", "0.1.0")
+    assert digest == environment_digest(dict(reversed(context.items())), "3.13", "0.1.0")
+    assert (
+        len(
+            {
+                digest,
+                environment_digest({**context, "uv.lock": b"c"}, "3.13", "0.1.0"),
+                environment_digest(context, "3.12", "0.1.0"),
+                environment_digest(context, "3.13", "0.2.0"),
+            }
+        )
+        == 4
+    )
+
+
+# -- builds ---------------------------------------------------------------------------------
+
+
+def test_an_environment_is_built_once_and_its_pods_run_in_it(
+    make_backend: Callable[..., LocalBackend], store: Path, tmp_path: Path, wheels: Path
+) -> None:
+    backend = make_backend(wheels_dir=wheels)
+    ref, context = model_environment(model(tmp_path, HARNESS_ONLY))
+    assert not backend.has_image(ref)
+
+    backend.build_image(context, ref)
+
+    assert backend.has_image(ref)
+    built = store / "environments" / ref
+    marker = (built / venvs.MARKER).stat().st_mtime_ns
+    backend.build_image(context, ref)  # found, not built again
+    assert (built / venvs.MARKER).stat().st_mtime_ns == marker
+    assert (built / "bin" / "simrun-worker").exists()
+    code = "import sys, simrun_harness; print(sys.prefix)"
+    plan = TaskPlan(1, shape(), "simrun-agent", "simrun-agent-extra")
+    task = TaskLaunch("where", "command", False, (), plan, command=("python", "-c", code))
+    name = backend.submit(launch("r1", task, environment=ref))
+    wait_for(lambda: backend.status(name).phase is WorkflowPhase.SUCCEEDED)
+    assert backend.logs(name, "where")[0].text.strip() == str(built)
+
+
+def test_a_locked_environment_installs_its_lock_and_the_harness(
+    tmp_path: Path, wheels: Path
+) -> None:
+    context = environment_context(model(tmp_path, NO_DEPENDENCIES, lock=True))
+    ref = environment_digest(context, python_version(), harness_version())
+    venvs.build_environment(context, ref, tmp_path / "environments", wheels)
+    python = tmp_path / "environments" / ref / "bin" / "python"
+    subprocess.run([python, "-c", "import simrun_harness, pydantic"], check=True)
+
+
+def test_concurrent_builders_of_one_environment_both_find_it(tmp_path: Path, wheels: Path) -> None:
+    context = environment_context(model(tmp_path, NO_DEPENDENCIES))
+    ref = environment_digest(context, python_version(), harness_version())
+    root = tmp_path / "environments"
+    errors: list[BaseException] = []
+
+    def build() -> None:
+        try:
+            venvs.build_environment(context, ref, root, wheels)
+        except BaseException as exc:
+            errors.append(exc)
+
+    threads = [threading.Thread(target=build) for _ in range(2)]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join()
+    assert errors == []
+    assert venvs.environment_exists(ref, root)
+    assert [p.name for p in root.iterdir()] == [ref]  # no build directory left behind
+
+
+def test_a_build_that_fails_raises_with_the_last_lines_of_its_output(
+    tmp_path: Path, wheels: Path
+) -> None:
+    context = environment_context(model(tmp_path, MISSING_DEPENDENCY))
+    ref = environment_digest(context, python_version(), harness_version())
+    root = tmp_path / "environments"
+    with pytest.raises(RuntimeError, match="simrun-no-such-package-for-tests"):
+        venvs.build_environment(context, ref, root, wheels)
+    assert not venvs.environment_exists(ref, root)
+    assert list(root.iterdir()) == []
+
+
+def test_a_context_that_is_not_flat_is_refused(tmp_path: Path, wheels: Path) -> None:
+    context = {"pyproject.toml": b"", "src/model.py": b""}
+    with pytest.raises(ValueError, match="flat"):
+        venvs.build_environment(context, "x", tmp_path, wheels)

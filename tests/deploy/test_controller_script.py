@@ -1,0 +1,87 @@
+"""deploy/service/controller.sh keeps the worker and the watcher together: if one ends, both do.
+
+The script runs for real, with stand-ins for `celery` and `python` on its PATH that record
+their arguments and signals in files, so no Celery or database is needed.
+"""
+
+from __future__ import annotations
+
+import os
+import signal
+import subprocess
+from pathlib import Path
+
+import pytest
+
+from tests.deploy.manifests import DEPLOY
+from tests.waiting import wait_for
+
+SCRIPT = DEPLOY / "service" / "controller.sh"
+
+# A stand-in process: on SIGTERM it writes <name>.terminated and exits 143; it writes its
+# arguments to <name>.args once it can take the signal. With EXIT_<NAME> set it exits with that
+# status as soon as both stand-ins have started.
+STANDIN = """#!/usr/bin/env bash
+name="$(basename "$0")"
+trap 'touch "$RECORD/$name.terminated"; exit 143' TERM
+echo "$@" > "$RECORD/$name.args"
+code_var="EXIT_${name^^}"
+if [[ -n "${!code_var:-}" ]]; then
+  until [[ -e "$RECORD/celery.args" && -e "$RECORD/python.args" ]]; do sleep 0.05; done
+  exit "${!code_var}"
+fi
+while true; do sleep 0.05; done
+"""
+
+
+@pytest.fixture
+def record(tmp_path: Path) -> Path:
+    bin_dir = tmp_path / "bin"
+    bin_dir.mkdir()
+    for name in ("celery", "python"):
+        (bin_dir / name).write_text(STANDIN)
+        (bin_dir / name).chmod(0o755)
+    out = tmp_path / "record"
+    out.mkdir()
+    return out
+
+
+def start(record: Path, **exits: str) -> subprocess.Popen[bytes]:
+    env = {
+        "PATH": f"{record.parent / 'bin'}:/usr/bin:/bin",
+        "RECORD": str(record),
+        **{f"EXIT_{k.upper()}": v for k, v in exits.items()},
+    }
+    return subprocess.Popen(["bash", str(SCRIPT)], env=env, start_new_session=True)
+
+
+def test_it_starts_the_worker_with_beat_and_the_watcher(record: Path) -> None:
+    process = start(record)
+    try:
+        wait_for(lambda: (record / "celery.args").exists() and (record / "python.args").exists())
+        assert (record / "celery.args").read_text().split()[:5] == [
+            "-A",
+            "simrun_site",
+            "worker",
+            "-B",
+            "--loglevel=INFO",
+        ]
+        assert (record / "python.args").read_text().split() == ["manage.py", "simrun", "watch"]
+    finally:
+        os.killpg(process.pid, signal.SIGKILL)
+        process.wait()
+
+
+def test_when_the_watcher_ends_the_worker_is_stopped_and_its_status_kept(record: Path) -> None:
+    process = start(record, python="3")
+    assert process.wait(timeout=30) == 3
+    wait_for(lambda: (record / "celery.terminated").exists(), what="the worker got SIGTERM")
+
+
+def test_sigterm_stops_both_processes(record: Path) -> None:
+    process = start(record)
+    wait_for(lambda: (record / "celery.args").exists() and (record / "python.args").exists())
+    process.send_signal(signal.SIGTERM)
+    assert process.wait(timeout=30) != 0
+    assert (record / "celery.terminated").exists()
+    assert (record / "python.terminated").exists()

@@ -1,0 +1,357 @@
+"""The planner: every plan fits its nodes, splits as asked, and refuses what fits nowhere."""
+
+from __future__ import annotations
+
+import json
+import math
+
+import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+
+from runs import priorities
+from runs.planner import PlanRefused, plan_task
+from runs.plans import Node, PodShape, ResolvedResources, TaskPlan
+from runs.workflow import SplitMode
+
+RUN = "run-me"
+
+
+def resources(
+    *,
+    cores: float = 1.0,
+    base: float = 0.5,
+    per_worker: float = 1.0,
+    gpus: int = 0,
+    processes: int | None = None,
+    retry: float | None = None,
+    scratch: float = 0.0,
+) -> ResolvedResources:
+    return ResolvedResources(
+        cores_per_process=cores,
+        memory_base_gb=base,
+        memory_per_worker_gb=per_worker,
+        scratch_gb=scratch,
+        gpus=gpus,
+        processes=processes,
+        retry_memory_per_worker_gb=retry,
+    )
+
+
+def plan(
+    nodes: list[Node],
+    *,
+    units: int | None = 100,
+    split: SplitMode = "auto",
+    need: ResolvedResources | None = None,
+    reserve: str | None = None,
+    splittable: bool = True,
+    tier: str = "person",
+    coordinator_merges: bool = False,
+) -> TaskPlan:
+    return plan_task(
+        units=units,
+        resources=need or resources(),
+        nodes=nodes,
+        split=split,
+        tier=tier,
+        reserve=reserve,
+        coordinator_merges=coordinator_merges,
+        splittable=splittable,
+    )
+
+
+# --- properties over random clusters and tasks ------------------------------------------
+
+quarter = st.integers(1, 16).map(lambda n: n / 4)  # cores per process: 0.25 .. 4
+granule = st.integers(1, 32 * 24).map(lambda n: n / 32)  # GiB in whole 1/32: exact
+
+
+@st.composite
+def clusters(draw: st.DrawFn) -> list[Node]:
+    count = draw(st.integers(0, 6))
+    return [
+        Node(
+            name=f"n{i}",
+            cores=draw(st.integers(1, 64)),
+            memory_gb=draw(st.integers(1, 256)),
+            gpus=draw(st.sampled_from([0, 0, 0, 1, 2, 4])),
+            reserved_by=draw(st.sampled_from([None, None, None, RUN, "run-other"])),
+        )
+        for i in range(count)
+    ]
+
+
+@st.composite
+def needs(draw: st.DrawFn) -> ResolvedResources:
+    return resources(
+        cores=draw(quarter),
+        base=draw(st.sampled_from([0.0, 0.25, 0.5, 1.0, 3.0])),
+        per_worker=draw(granule),
+        gpus=draw(st.sampled_from([0, 0, 0, 1, 2])),
+        processes=draw(st.one_of(st.none(), st.integers(1, 24))),
+        retry=draw(st.one_of(st.none(), granule, st.floats(0.01, 400))),
+        scratch=draw(st.sampled_from([0.0, 10.0])),
+    )
+
+
+def fits(shape: PodShape, node: Node) -> bool:
+    return (
+        shape.cores <= node.cores
+        and shape.memory_gb <= node.memory_gb
+        and shape.retry_memory_gb <= node.memory_gb
+        and shape.gpus <= node.gpus
+    )
+
+
+def holds_one_pod(need: ResolvedResources, node: Node, processes: int) -> bool:
+    return (
+        processes * need.cores_per_process <= node.cores
+        and need.memory_base_gb + processes * need.memory_per_worker_gb <= node.memory_gb
+        and need.gpus <= node.gpus
+    )
+
+
+tasks = st.fixed_dictionaries(
+    {
+        "nodes": clusters(),
+        "need": needs(),
+        "units": st.one_of(st.none(), st.integers(0, 3000)),
+        "split": st.one_of(st.sampled_from(["auto", "none"]), st.integers(1, 12)),
+        "splittable": st.booleans(),
+        "tier": st.sampled_from(priorities.TIERS),
+        "reserve": st.sampled_from([None, None, "n0", "n1"]),
+    }
+)
+PROPERTY = settings(max_examples=200, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+
+
+@PROPERTY
+@given(tasks)
+def test_every_plan_fits_every_node_it_was_sized_for_or_the_task_is_refused(task: dict) -> None:
+    """M13: every pod, at its first and at its retry memory, fits the node it was sized for."""
+    nodes, need = task["nodes"], task["need"]
+    reserve = task["reserve"] if any(n.name == task["reserve"] for n in nodes) else None
+    usable = (
+        [n for n in nodes if n.name == reserve]
+        if reserve
+        else [n for n in nodes if n.reserved_by is None]
+    )
+    least = need.processes or 1
+    try:
+        found = plan(
+            nodes,
+            units=task["units"],
+            split=task["split"],
+            need=need,
+            reserve=reserve,
+            splittable=task["splittable"],
+            tier=task["tier"],
+        )
+    except PlanRefused:
+        assert not any(holds_one_pod(need, n, least) for n in usable)
+        return
+    by_name = {n.name: n for n in usable}
+    assert found.pods == len(found.nodes) >= 1
+    assert all(fits(found.shape, by_name[name]) for name in found.nodes)
+    assert all(found.shape.fits(by_name[name]) for name in found.nodes)
+    shape = found.shape
+    assert shape.memory_gb == shape.memory_base_gb + shape.processes * shape.per_worker_gb
+    assert shape.processes >= 1
+    if need.processes is not None:
+        assert shape.processes == need.processes
+
+
+@PROPERTY
+@given(tasks)
+def test_never_more_pods_than_units_and_split_modes_hold(task: dict) -> None:
+    try:
+        found = plan(
+            task["nodes"],
+            units=task["units"],
+            split=task["split"],
+            need=task["need"],
+            splittable=task["splittable"],
+            tier=task["tier"],
+        )
+    except PlanRefused:
+        return
+    units, split = task["units"], task["split"]
+    if units is not None:
+        assert found.pods <= max(units, 1)
+    if units is not None and split == "auto" and task["splittable"]:
+        assert found.pods <= math.ceil(max(units, 1) / found.shape.processes)
+    if not task["splittable"] or split == "none":
+        assert found.pods == 1
+    elif isinstance(split, int):
+        assert found.pods == (split if units is None else min(split, max(units, 1)))
+
+
+@PROPERTY
+@given(tasks)
+def test_retry_memory_is_at_least_the_first_and_at_most_the_node(task: dict) -> None:
+    """M9: the retry memory is ≥ the first memory and ≤ the smallest node sized for."""
+    try:
+        found = plan(
+            task["nodes"],
+            units=task["units"],
+            split=task["split"],
+            need=task["need"],
+            splittable=task["splittable"],
+        )
+    except PlanRefused:
+        return
+    shape = found.shape
+    memory = {n.name: n.memory_gb for n in task["nodes"]}
+    assert shape.memory_gb <= shape.retry_memory_gb <= min(memory[n] for n in found.nodes)
+    assert shape.retry_per_worker_gb >= shape.per_worker_gb
+    assert 1 <= shape.retry_processes <= shape.processes
+    room = shape.retry_memory_gb - shape.memory_base_gb
+    assert shape.retry_processes * shape.retry_per_worker_gb <= room
+
+
+@PROPERTY
+@given(tasks)
+def test_priorities_follow_the_tier_and_base_ranks_above_extra(task: dict) -> None:
+    try:
+        found = plan(task["nodes"], need=task["need"], tier=task["tier"])
+    except PlanRefused:
+        return
+    assert found.base_priority == priorities.base_class(task["tier"])
+    assert found.extra_priority == priorities.extra_class(task["tier"])
+    lowest_base = min(priorities.value_of(priorities.base_class(t)) for t in priorities.TIERS)
+    assert priorities.value_of(found.extra_priority) < lowest_base
+
+
+@PROPERTY
+@given(tasks)
+def test_a_plan_round_trips_through_its_json_form(task: dict) -> None:
+    try:
+        found = plan(task["nodes"], units=task["units"], split=task["split"], need=task["need"])
+    except PlanRefused:
+        return
+    assert TaskPlan.from_json(json.loads(json.dumps(found.to_json()))) == found
+
+
+@PROPERTY
+@given(clusters(), needs(), st.integers(1, 3000))
+def test_auto_keeps_at_least_as_many_processes_busy_as_one_pod_on_the_best_node(
+    nodes: list[Node], need: ResolvedResources, units: int
+) -> None:
+    try:
+        auto = plan(nodes, units=units, need=need)
+        one = plan(nodes, units=units, split="none", need=need)
+    except PlanRefused:
+        return
+    assert auto.pods * auto.shape.processes >= min(units, one.shape.processes)
+
+
+# --- examples -------------------------------------------------------------------------
+
+NODES = [Node("big", 16, 64), Node("mid", 8, 32), Node("small", 4, 16)]
+
+
+def test_split_none_is_one_pod_as_large_as_the_largest_node_allows() -> None:
+    found = plan(NODES, units=100, split="none", need=resources(base=0.5, per_worker=2.0))
+    assert (found.pods, found.nodes, found.shape.processes) == (1, ("big",), 16)
+    assert found.shape.memory_gb == 0.5 + 16 * 2.0
+    assert found.shape.cores == 16
+
+
+def test_auto_is_one_pod_per_node_with_the_processes_that_keep_the_most_busy() -> None:
+    found = plan(NODES, units=1000, need=resources(base=0.5, per_worker=1.5))
+    # 4 processes fit every node (12 busy), 8 fit two (16), 16 fit one (16): 8 per pod, 2 pods
+    assert (found.pods, found.shape.processes) == (2, 8)
+    assert set(found.nodes) == {"big", "mid"}
+
+
+def test_auto_never_plans_more_pods_than_the_units_keep_busy() -> None:
+    nodes = [Node(f"n{i}", 2, 8) for i in range(5)]
+    found = plan(nodes, units=3, need=resources(base=0.25, per_worker=1.0))
+    assert found.pods == 2
+    assert found.pods * found.shape.processes >= 3
+
+
+def test_a_fixed_split_sizes_its_pods_as_large_as_lets_them_run_side_by_side() -> None:
+    found = plan(NODES, units=None, split=3, need=resources(base=0.5, per_worker=1.0))
+    # 8 processes: two such pods fit "big", one "mid"; 9 would leave room for two only
+    assert (found.pods, found.shape.processes) == (3, 8)
+    assert sorted(found.nodes) == ["big", "big", "mid"]
+
+
+def test_a_fixed_split_of_small_pods_spreads_them_over_the_nodes_first() -> None:
+    found = plan(NODES, units=6, split=3, need=resources(base=0.5, per_worker=1.0))
+    assert (found.pods, found.shape.processes) == (3, 2)
+    assert set(found.nodes) == {"big", "mid", "small"}
+
+
+def test_an_unsplit_task_is_one_pod_of_one_process_unless_the_workflow_says_more() -> None:
+    found = plan(NODES, units=None, splittable=False, coordinator_merges=True)
+    assert (found.pods, found.shape.processes, found.coordinator_merges) == (1, 1, False)
+    more = plan(NODES, units=None, splittable=False, need=resources(processes=4))
+    assert more.shape.processes == 4
+
+
+def test_the_coordinator_merges_when_the_workflow_says_so() -> None:
+    assert plan(NODES, coordinator_merges=True).coordinator_merges
+    assert not plan(NODES).coordinator_merges
+
+
+def test_a_reserved_run_plans_on_its_node_only() -> None:
+    nodes = [Node("big", 16, 64), Node("mid", 8, 32, reserved_by=RUN)]
+    found = plan(nodes, units=1000, reserve="mid")
+    assert set(found.nodes) == {"mid"}
+    assert found.shape.cores <= 8
+
+
+def test_nodes_reserved_by_other_runs_are_never_used() -> None:
+    nodes = [Node("big", 16, 64, reserved_by="run-other"), Node("mid", 8, 32)]
+    found = plan(nodes, units=1000)
+    assert found.nodes == ("mid",)
+
+
+def test_a_task_that_fits_no_node_is_refused_with_what_it_asks_and_the_largest_node() -> None:
+    with pytest.raises(PlanRefused) as refused:
+        plan(NODES, need=resources(cores=2, base=0.5, per_worker=80.0, gpus=1, scratch=10))
+    assert str(refused.value) == (
+        "one pod asks for 2 cores, 80.5 GiB memory, 1 GPU and 10 GiB scratch (1 process of"
+        " 2 cores and 80 GiB each, base 0.5 GiB); the largest node big offers 16 cores,"
+        " 64 GiB memory, 0 GPUs"
+    )
+
+
+def test_a_refusal_names_nodes_that_would_fit_but_are_reserved_by_other_runs() -> None:
+    nodes = [Node("big", 16, 64, reserved_by="run-other"), Node("small", 4, 16)]
+    with pytest.raises(PlanRefused, match=r"reserved by other runs: big \(by run run-other\)"):
+        plan(nodes, need=resources(per_worker=32.0))
+
+
+def test_reserving_an_unknown_node_is_refused() -> None:
+    with pytest.raises(PlanRefused, match="'gone', is no schedulable node"):
+        plan(NODES, reserve="gone")
+
+
+def test_a_cluster_without_nodes_refuses_every_task() -> None:
+    with pytest.raises(PlanRefused, match="there is no schedulable node"):
+        plan([])
+
+
+def test_the_retry_memory_is_capped_by_the_node_and_then_runs_fewer_processes() -> None:
+    """M9: a retry above what the node holds gets the node's memory and fewer processes."""
+    node = Node("only", 8, 18)
+    found = plan([node], units=100, need=resources(base=1.0, per_worker=2.0, retry=4.0))
+    shape = found.shape
+    assert (shape.processes, shape.memory_gb) == (8, 17.0)
+    assert (shape.retry_memory_gb, shape.retry_per_worker_gb) == (18.0, 4.0)
+    assert shape.retry_processes == 4
+
+
+def test_without_a_retry_value_the_retry_is_the_first_plus_a_step() -> None:
+    found = plan([Node("n", 4, 64)], units=4, need=resources(base=0.0, per_worker=4.0))
+    assert found.shape.retry_per_worker_gb == 5.0
+
+
+def test_requests_are_whole_millicores_and_32_mib_steps() -> None:
+    found = plan([Node("n", 4, 16)], units=3, need=resources(cores=0.3, per_worker=1.01))
+    assert found.shape.cores == pytest.approx(0.9)
+    assert found.shape.per_worker_gb * 32 == math.ceil(1.01 * 32)
