@@ -104,7 +104,7 @@ STATIC_ROOT = env.path("SIMRUN_STATIC_ROOT", DATA_DIR / "static")
 STATICFILES_DIRS = [BASE_DIR / "runs" / "static"]
 
 # --- Celery: Redis in production, a file-system broker under the data dir by default -------
-CELERY_BROKER_URL = env.string("CELERY_BROKER_URL", "filesystem://")
+CELERY_BROKER_URL = env.string("CELERY_BROKER_URL", "filesystem://localhost/")
 if CELERY_BROKER_URL.startswith("filesystem://"):
     _queue = DATA_DIR / "broker"
     for _sub in ("in", "processed"):

@@ -1,0 +1,98 @@
+"""The `simrun` command: what a person typing it sees."""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from runs.cli.main import main
+from runs.models import Identity, Token
+from runs.services.identities import identity_for_token
+
+ROOT = Path(__file__).resolve().parents[3]
+
+
+def simrun(*args: str) -> subprocess.CompletedProcess[str]:
+    return subprocess.run(
+        [sys.executable, "-m", "runs.cli.main", *args],
+        cwd=ROOT,
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
+
+
+def test_validate_prints_ok_and_the_task_order() -> None:
+    result = simrun("validate", str(ROOT / "examples" / "workflows" / "repressilator.yaml"))
+    assert result.returncode == 0, result.stderr
+    assert result.stdout.splitlines() == [
+        "ok: repressilator-scan (2 tasks)",
+        "order: scan -> summary",
+    ]
+
+
+def test_validate_prints_each_error_on_its_line_and_exits_1(tmp_path: Path) -> None:
+    bad = tmp_path / "bad.yaml"
+    bad.write_text("name: b\ntasks:\n  - id: scan\n    type: ode_scan\n    settings: {chunk: 0}\n")
+    result = simrun("validate", str(bad))
+    assert result.returncode == 1
+    lines = result.stdout.splitlines()
+    assert (
+        f"{bad}:5: task 'scan': settings.chunk: Input should be greater than or equal to 1" in lines
+    )
+    assert f"{bad}:5: task 'scan': settings.parameters: Field required" in lines
+
+
+def test_validate_of_a_missing_file_says_so(tmp_path: Path) -> None:
+    result = simrun("validate", str(tmp_path / "nope.yaml"))
+    assert result.returncode == 1
+    assert "cannot read" in result.stderr and "No such file" in result.stderr
+
+
+@pytest.mark.django_db
+def test_token_create_shows_the_secret_once_and_list_shows_only_the_prefix(
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    assert main(["person", "create", "paul"]) == 0
+    capsys.readouterr()
+    assert main(["token", "create", "paul", "--label", "laptop"]) == 0
+    secret = capsys.readouterr().out.splitlines()[0]
+    assert identity_for_token(secret) == Identity.objects.get(name="paul")
+    assert main(["token", "list"]) == 0
+    listing = capsys.readouterr().out
+    assert Token.objects.get().prefix in listing
+    assert secret not in listing
+
+
+@pytest.mark.django_db
+def test_token_revoke_refuses_the_token_afterwards(capsys: pytest.CaptureFixture[str]) -> None:
+    main(["owner", "create", "olivia"])
+    main(["token", "create", "olivia"])
+    secret = capsys.readouterr().out.splitlines()[1]
+    assert main(["token", "revoke", str(Token.objects.get().pk)]) == 0
+    assert identity_for_token(secret) is None
+
+
+@pytest.mark.django_db
+def test_an_agent_needs_the_person_it_acts_for(capsys: pytest.CaptureFixture[str]) -> None:
+    assert main(["agent", "create", "ada", "--acts-for", "nobody"]) == 1
+    assert "acts_for 'nobody' is not a person or the owner" in capsys.readouterr().err
+    assert not Identity.objects.filter(name="ada").exists()
+
+
+@pytest.mark.django_db
+def test_token_import_reads_a_tokens_file(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """S17: tokens load from a YAML file of people and agents."""
+    file = tmp_path / "tokens.yaml"
+    file.write_text(
+        "owner: olivia\npeople:\n  - {name: paul, tokens: [srn_p]}\n"
+        "agents:\n  - {name: ada, acts_for: paul, tokens: [srn_a]}\n"
+    )
+    assert main(["token", "import", str(file)]) == 0
+    assert "imported: 3 identities, 2 tokens" in capsys.readouterr().out
+    assert identity_for_token("srn_a") == Identity.objects.get(name="ada")
