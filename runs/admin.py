@@ -1,4 +1,4 @@
-"""The operators' Django admin: runs and their tasks, identities and tokens, observations, snapshots.
+"""The operators' Django admin: runs and tasks, identities and tokens, observations, snapshots.
 
 Records the controller owns are read-only here; changes go through the domain services
 (cancel_run, settle, create_token, revoke_token) so the admin follows the same rules as the API.
@@ -124,10 +124,10 @@ class TokenAdmin(admin.ModelAdmin):
     actions = ("revoke",)
     list_select_related = ("identity",)
 
-    def get_fields(self, request: HttpRequest, obj: Token | None = None) -> list[str]:
+    def get_fields(self, request: HttpRequest, obj: Token | None = None) -> tuple[str, ...]:
         if obj is None:
-            return ["identity", "label"]
-        return ["identity", "label", "prefix", "created_at", "last_used_at", "revoked_at"]
+            return ("identity", "label")
+        return ("identity", "label", "prefix", "created_at", "last_used_at", "revoked_at")
 
     def get_readonly_fields(self, request: HttpRequest, obj: Token | None = None) -> list[str]:
         if obj is None:
@@ -204,7 +204,15 @@ class ResourceObservationAdmin(ReadOnlyMixin, admin.ModelAdmin):
 
 @admin.register(Snapshot)
 class SnapshotAdmin(ReadOnlyMixin, admin.ModelAdmin):
-    list_display = ("short_digest", "name", "files", "bytes", "git_commit", "created_by", "created_at")
+    list_display = (
+        "short_digest",
+        "name",
+        "files",
+        "bytes",
+        "git_commit",
+        "created_by",
+        "created_at",
+    )
     search_fields = ("digest", "name", "source_path", "git_remote", "git_commit")
 
     @admin.display(description="digest")

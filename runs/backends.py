@@ -23,4 +23,28 @@ def backend() -> Backend:
             priority_value=value_of,
             poll_s=min(1.0, settings.SIMRUN_POLL_S),
         )
-    raise NotImplementedError("the Argo backend is not part of this build yet")
+    from cluster.argo.backend import ArgoBackend
+    from cluster.argo.config import ClusterConfig
+
+    return ArgoBackend(
+        ClusterConfig(
+            namespace=settings.SIMRUN_NAMESPACE,
+            queue=settings.SIMRUN_QUEUE,
+            store_claim=settings.SIMRUN_STORE_CLAIM,
+            pod_store=settings.SIMRUN_POD_STORE,
+            scratch_path=settings.SIMRUN_SCRATCH_PATH,
+            service_account=settings.SIMRUN_WORKFLOW_SERVICE_ACCOUNT,
+            registry=settings.SIMRUN_REGISTRY,
+            registry_url=settings.SIMRUN_REGISTRY_URL,
+            default_image=settings.SIMRUN_DEFAULT_IMAGE,
+            build_base_image=settings.SIMRUN_BUILD_BASE_IMAGE,
+            buildkit_addr=settings.SIMRUN_BUILDKIT_ADDR,
+            buildctl_image=settings.SIMRUN_BUILDCTL_IMAGE,
+            build_timeout_s=settings.SIMRUN_BUILD_TIMEOUT_S,
+            workflow_ttl_s=settings.SIMRUN_WORKFLOW_TTL_S,
+            executor_cores=settings.SIMRUN_EXECUTOR_CORES,
+            executor_memory_gb=settings.SIMRUN_EXECUTOR_MEMORY_GB,
+            kubeconfig=settings.SIMRUN_KUBECONFIG,
+            watch_timeout_s=settings.SIMRUN_WATCH_TIMEOUT_S,
+        )
+    )

@@ -6,6 +6,7 @@ import os
 from pathlib import Path
 
 from django.conf import settings
+
 from simrun_harness.layout import MERGE_MARKER, RunPaths, StorePaths, TaskPaths
 from simrun_harness.report import WorkerReport
 

@@ -101,19 +101,23 @@ USE_TZ = True
 
 STATIC_URL = "/static/"
 STATIC_ROOT = env.path("SIMRUN_STATIC_ROOT", DATA_DIR / "static")
-STATICFILES_DIRS = [BASE_DIR / "runs" / "static"]
+STATICFILES_DIRS: list[Path] = []
+# WhiteNoise serves the apps' static files straight from their folders, so the embedded
+# default needs no collectstatic; a deployment may still collect them into STATIC_ROOT.
+WHITENOISE_USE_FINDERS = True
 
 # --- Celery: Redis in production, a file-system broker under the data dir by default -------
 CELERY_BROKER_URL = env.string("CELERY_BROKER_URL", "filesystem://localhost/")
 if CELERY_BROKER_URL.startswith("filesystem://"):
     _queue = DATA_DIR / "broker"
-    for _sub in ("in", "processed"):
+    for _sub in ("in", "processed", "control"):
         (_queue / _sub).mkdir(parents=True, exist_ok=True)
     CELERY_BROKER_TRANSPORT_OPTIONS: dict[str, object] = {
         "data_folder_in": str(_queue / "in"),
         "data_folder_out": str(_queue / "in"),
         "data_folder_processed": str(_queue / "processed"),
         "store_processed": False,
+        "control_folder": str(_queue / "control"),
     }
 elif not CELERY_BROKER_URL.startswith(("redis://", "rediss://", "memory://")):
     raise ImproperlyConfigured(
@@ -151,6 +155,26 @@ SIMRUN_REDIS_URL = env.string(
 SIMRUN_LOCAL_CORES = env.number("SIMRUN_LOCAL_CORES", 0.0, minimum=0)
 SIMRUN_LOCAL_MEMORY_GB = env.number("SIMRUN_LOCAL_MEMORY_GB", 0.0, minimum=0)
 SIMRUN_PYTHON = env.string("SIMRUN_PYTHON", "3.13")
+
+# --- The Argo backend (SIMRUN_BACKEND=argo): the cluster it runs on (docs/argo-backend.md) ---
+SIMRUN_KUBECONFIG = env.string("SIMRUN_KUBECONFIG", "")  # empty: the pod's service account
+SIMRUN_NAMESPACE = env.string("SIMRUN_NAMESPACE", "simrun")
+SIMRUN_QUEUE = env.string("SIMRUN_QUEUE", "simrun")
+SIMRUN_STORE_CLAIM = env.string("SIMRUN_STORE_CLAIM", "simrun-store")
+SIMRUN_POD_STORE = env.string("SIMRUN_POD_STORE", "/mnt/simrun-store")
+SIMRUN_SCRATCH_PATH = env.string("SIMRUN_SCRATCH_PATH", "/scratch")
+SIMRUN_WORKFLOW_SERVICE_ACCOUNT = env.string("SIMRUN_WORKFLOW_SERVICE_ACCOUNT", "simrun-workflow")
+SIMRUN_WORKFLOW_TTL_S = env.integer("SIMRUN_WORKFLOW_TTL_S", 86400, minimum=0)
+SIMRUN_REGISTRY = env.string("SIMRUN_REGISTRY", "registry.cluster.internal:5000")
+SIMRUN_REGISTRY_URL = env.string("SIMRUN_REGISTRY_URL", "")  # empty: http://SIMRUN_REGISTRY
+SIMRUN_DEFAULT_IMAGE = env.string("SIMRUN_DEFAULT_IMAGE", "")
+SIMRUN_BUILD_BASE_IMAGE = env.string("SIMRUN_BUILD_BASE_IMAGE", "")  # empty: the default image
+SIMRUN_BUILDKIT_ADDR = env.string("SIMRUN_BUILDKIT_ADDR", "tcp://buildkitd:1234")
+SIMRUN_BUILDCTL_IMAGE = env.string("SIMRUN_BUILDCTL_IMAGE", "moby/buildkit:v0.29.0")
+SIMRUN_BUILD_TIMEOUT_S = env.number("SIMRUN_BUILD_TIMEOUT_S", 1800.0, minimum=1)
+SIMRUN_EXECUTOR_CORES = env.number("SIMRUN_EXECUTOR_CORES", 0.1, minimum=0)
+SIMRUN_EXECUTOR_MEMORY_GB = env.number("SIMRUN_EXECUTOR_MEMORY_GB", 0.25, minimum=0)
+SIMRUN_WATCH_TIMEOUT_S = env.integer("SIMRUN_WATCH_TIMEOUT_S", 60, minimum=1)
 
 REST_FRAMEWORK = {
     "DEFAULT_AUTHENTICATION_CLASSES": ["runs.api.auth.BearerTokenAuthentication"],

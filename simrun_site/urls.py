@@ -1,8 +1,9 @@
 """URLs: the admin, the API under /api/, the pages."""
 
 from django.contrib import admin
+from django.contrib.auth import views as auth_views
 from django.http import HttpRequest, HttpResponse
-from django.urls import path
+from django.urls import include, path
 
 
 def healthz(request: HttpRequest) -> HttpResponse:
@@ -13,4 +14,8 @@ def healthz(request: HttpRequest) -> HttpResponse:
 urlpatterns = [
     path("healthz", healthz),
     path("admin/", admin.site.urls),
+    path("api/", include("runs.api.urls")),
+    path("login/", auth_views.LoginView.as_view(), name="login"),
+    path("logout/", auth_views.LogoutView.as_view(next_page="/login/"), name="logout"),
+    path("", include("runs.pages.urls")),
 ]

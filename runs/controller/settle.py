@@ -7,6 +7,7 @@ retried by later ticks, which do nothing else for an ended run.
 from __future__ import annotations
 
 import logging
+from collections.abc import Callable
 
 from cluster.backend import Backend
 from runs.models import Run, Task
@@ -47,25 +48,32 @@ def settle(run_id: str, backend: Backend) -> None:
         if kept:
             Task.objects.filter(run=run).update(logs_kept=True)
             Run.objects.filter(pk=run.pk, pending_logs=True).update(pending_logs=False)
-    if run.pending_cancel:
-        try:
-            if run.state == "cancelled":
-                backend.cancel(run.workflow_name)
-            else:
-                backend.stop(run.workflow_name)
-        except KeyError:
-            pass  # an unknown workflow counts as cancelled
-        except Exception:
-            log.exception("stopping the workflow of run %s failed; retried later", run.id)
-        else:
-            Run.objects.filter(pk=run.pk, pending_cancel=True).update(pending_cancel=False)
-    if run.pending_release:
-        try:
-            if run.reserve:
-                backend.unreserve(run.reserve, run.id)
-        except KeyError:
-            pass  # an unknown node counts as released
-        except Exception:
-            log.exception("releasing the node of run %s failed; retried later", run.id)
-        else:
-            Run.objects.filter(pk=run.pk, pending_release=True).update(pending_release=False)
+    if run.pending_cancel and _attempt(run, "stopping the workflow", lambda: _stop(run, backend)):
+        Run.objects.filter(pk=run.pk, pending_cancel=True).update(pending_cancel=False)
+    if run.pending_release and _attempt(run, "releasing the node", lambda: _release(run, backend)):
+        Run.objects.filter(pk=run.pk, pending_release=True).update(pending_release=False)
+
+
+def _stop(run: Run, backend: Backend) -> None:
+    if run.state == "cancelled":
+        backend.cancel(run.workflow_name)
+    else:
+        backend.stop(run.workflow_name)
+
+
+def _release(run: Run, backend: Backend) -> None:
+    if run.reserve:
+        backend.unreserve(run.reserve, run.pk)
+
+
+def _attempt(run: Run, what: str, step: Callable[[], object]) -> bool:
+    """Run one settling step; True when it is done (C19: an unknown workflow or node counts
+    as done), False when it failed and stays pending for a later tick."""
+    try:
+        step()
+    except KeyError:
+        return True
+    except Exception:
+        log.exception("%s of run %s failed; retried later", what, run.pk)
+        return False
+    return True

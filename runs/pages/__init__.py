@@ -1,1 +1,1 @@
-"""The people's pages: server-rendered HTML, live parts refreshed by htmx (partials beside pages)."""
+"""The people's pages: server-rendered HTML; htmx refreshes the live parts (partials)."""

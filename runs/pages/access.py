@@ -12,6 +12,7 @@ from typing import Concatenate, ParamSpec
 
 from django.contrib.auth.decorators import login_required
 from django.http import HttpRequest, HttpResponse
+from django.http.response import HttpResponseBase
 from django.shortcuts import render
 from django_htmx.middleware import HtmxDetails
 
@@ -26,7 +27,7 @@ class HtmxHttpRequest(HttpRequest):
     htmx: HtmxDetails
 
 
-PageView = Callable[Concatenate[HtmxHttpRequest, Identity, P], HttpResponse]
+PageView = Callable[Concatenate[HtmxHttpRequest, Identity, P], HttpResponseBase]
 
 
 def identity_of(request: HttpRequest) -> Identity | None:
@@ -42,12 +43,12 @@ def forbidden(request: HttpRequest, reason: str) -> HttpResponse:
     return render(request, "runs/forbidden.html", {"reason": reason}, status=403)
 
 
-def with_identity(view: PageView[P]) -> Callable[Concatenate[HttpRequest, P], HttpResponse]:
+def with_identity(view: PageView[P]) -> Callable[Concatenate[HttpRequest, P], HttpResponseBase]:
     """Log in first; then the view gets the user's identity, or the user gets a 403."""
 
     @login_required
     @wraps(view)
-    def wrapper(request: HttpRequest, *args: P.args, **kwargs: P.kwargs) -> HttpResponse:
+    def wrapper(request: HttpRequest, *args: P.args, **kwargs: P.kwargs) -> HttpResponseBase:
         identity = identity_of(request)
         if identity is None:
             return forbidden(
@@ -60,13 +61,13 @@ def with_identity(view: PageView[P]) -> Callable[Concatenate[HttpRequest, P], Ht
     return wrapper
 
 
-def owner_only(view: PageView[P]) -> Callable[Concatenate[HttpRequest, P], HttpResponse]:
+def owner_only(view: PageView[P]) -> Callable[Concatenate[HttpRequest, P], HttpResponseBase]:
     """Pages that change or measure the whole lab: the owner only, 403 for everyone else."""
 
     @wraps(view)
     def check(
         request: HtmxHttpRequest, identity: Identity, *args: P.args, **kwargs: P.kwargs
-    ) -> HttpResponse:
+    ) -> HttpResponseBase:
         if identity.kind != IdentityKind.OWNER:
             return forbidden(request, "Only the owner of the lab may open this page.")
         return view(request, identity, *args, **kwargs)

@@ -32,7 +32,9 @@ class RunFilterForm(forms.Form):
 
 def snapshot_choices() -> list[tuple[str, str]]:
     """Existing snapshots, newest first, for the model of a submission."""
-    rows = Snapshot.objects.order_by("-created_at").values_list("digest", "name", "created_at")[:200]
+    rows = Snapshot.objects.order_by("-created_at").values_list("digest", "name", "created_at")[
+        :200
+    ]
     return [("", "none")] + [
         (digest, f"{name or 'snapshot'} · {digest[:12]} · {created:%Y-%m-%d %H:%M}")
         for digest, name, created in rows
@@ -45,6 +47,7 @@ class SubmitForm(forms.Form):
     workflow = forms.CharField(
         label="Workflow (YAML or JSON)",
         required=False,
+        strip=False,
         widget=forms.Textarea(attrs={"class": "workflow", "spellcheck": "false", "rows": 22}),
     )
     file = forms.FileField(label="…or upload a workflow file", required=False)

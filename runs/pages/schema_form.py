@@ -8,6 +8,7 @@ to the workflow text, which the validation then checks like any pasted workflow.
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from typing import Any
 
 import yaml
@@ -39,7 +40,10 @@ def _unwrap_optional(schema: dict[str, Any], root: dict[str, Any]) -> tuple[dict
     if isinstance(options, list):
         rest = [o for o in options if o.get("type") != "null"]
         if len(rest) == 1 and len(rest) < len(options):
-            merged = {**_resolve(rest[0], root), **{k: v for k, v in schema.items() if k != "anyOf"}}
+            merged = {
+                **_resolve(rest[0], root),
+                **{k: v for k, v in schema.items() if k != "anyOf"},
+            }
             return merged, True
     return _resolve(schema, root), False
 
@@ -61,7 +65,12 @@ class CommaList(forms.CharField):
         if not text:
             return None
         items = [part.strip() for part in text.split(",") if part.strip()]
-        convert = {"integer": int, "number": float, "boolean": _boolean}.get(self.item_type, str)
+        converters: dict[str, Callable[[str], Any]] = {
+            "integer": int,
+            "number": float,
+            "boolean": _boolean,
+        }
+        convert = converters.get(self.item_type, str)
         try:
             return [convert(item) for item in items]
         except ValueError as exc:
@@ -120,11 +129,11 @@ def setting_field(schema: dict[str, Any], *, required: bool, root: dict[str, Any
             choices=choices, coerce=_coerce_enum(values), empty_value=None, **common
         )
     if kind in ("integer", "number"):
-        bounds = {
+        bounds: dict[str, Any] = {
             "min_value": schema.get("minimum", schema.get("exclusiveMinimum")),
             "max_value": schema.get("maximum", schema.get("exclusiveMaximum")),
         }
-        bounds = {k: v for k, v in bounds.items() if v is not None}
+        bounds = {key: value for key, value in bounds.items() if value is not None}
         if kind == "integer":
             return forms.IntegerField(**bounds, **common)
         return forms.FloatField(**bounds, widget=forms.NumberInput(attrs={"step": "any"}), **common)
@@ -140,7 +149,9 @@ def setting_field(schema: dict[str, Any], *, required: bool, root: dict[str, Any
     if kind == "object":
         return YamlMapping(**common)
     length = {
-        k: schema[s] for k, s in (("min_length", "minLength"), ("max_length", "maxLength")) if s in schema
+        k: schema[s]
+        for k, s in (("min_length", "minLength"), ("max_length", "maxLength"))
+        if s in schema
     }
     return forms.CharField(**length, **common)
 
@@ -150,9 +161,7 @@ def _coerce_enum(values: list[Any]) -> Any:
     return lambda text: by_text[text]
 
 
-def task_form_class(
-    schema: dict[str, Any], *, ports: list[str]
-) -> type[forms.Form]:
+def task_form_class(schema: dict[str, Any], *, ports: list[str]) -> type[forms.Form]:
     """A form class with the task id, one field per setting and one per input port."""
     fields: dict[str, forms.Field] = {
         "task_id": forms.CharField(
@@ -181,7 +190,9 @@ def task_of(cleaned: dict[str, Any], *, type_name: str) -> dict[str, Any]:
         for key, value in cleaned.items()
         if key.startswith(SETTING) and value not in (None, "", [])
     }
-    inputs = {key.removeprefix(INPUT): value for key, value in cleaned.items() if key.startswith(INPUT)}
+    inputs = {
+        key.removeprefix(INPUT): value for key, value in cleaned.items() if key.startswith(INPUT)
+    }
     task: dict[str, Any] = {"id": cleaned["task_id"], "type": type_name, "settings": settings}
     if inputs:
         task["inputs"] = inputs

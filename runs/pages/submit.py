@@ -13,16 +13,17 @@ from typing import Any
 
 from django.http import Http404, HttpResponse
 from django.shortcuts import redirect, render
-from django.urls import reverse
+from django_htmx.http import reswap, retarget
 
 from runs.backends import backend
 from runs.models import Identity
 from runs.pages.access import HtmxHttpRequest, with_identity
 from runs.pages.forms import SubmitForm
 from runs.pages.schema_form import SchemaFormError, task_form_class, task_of, with_task
+from runs.selectors.task_estimates import TaskEstimateView, estimate_workflow
 from runs.services.submission import create_run
 from runs.task_types import describe, registry
-from runs.validation import errors_of
+from runs.validation import load
 from runs.workflow import WorkflowError, WorkflowInvalid
 
 TEMPLATE = "runs/submit.html"
@@ -42,22 +43,34 @@ class Check:
         return self.checked and not self.errors and not self.refused
 
 
-def check_workflow(text: str, *, sources: list[str]) -> Check:
+def check_workflow(text: str, *, identity: Identity, sources: list[str]) -> Check:
     """Validate a workflow text; when valid, plan it to show the estimate of every task."""
     if not text.strip():
         return Check()
-    errors = sorted(errors_of(text), key=lambda e: (e.line or 0, str(e)))
-    if errors:
-        return Check(checked=True, errors=errors)
-    from runs.selectors.estimates import estimate_text
-
     try:
-        estimates = estimate_text(text, sources=sources, nodes=backend().nodes())
+        workflow = load(text)
+        views = estimate_workflow(
+            identity=identity, workflow=workflow, sources=sources, nodes=backend().nodes()
+        )
     except WorkflowInvalid as exc:
-        return Check(checked=True, errors=exc.errors)
-    except ValueError as exc:  # a plan that cannot be made, an unknown snapshot
+        return Check(checked=True, errors=sorted(exc.errors, key=lambda e: (e.line or 0, str(e))))
+    except ValueError as exc:  # a plan that cannot be made, an unknown snapshot or node
         return Check(checked=True, refused=str(exc))
-    return Check(checked=True, estimates=estimates)
+    return Check(checked=True, estimates=[_estimate_row(v) for v in views])
+
+
+def _estimate_row(view: TaskEstimateView) -> dict[str, Any]:
+    shape = view.plan.get("shape", {})
+    return {
+        "task": view.task_id,
+        "type": view.type,
+        "units": view.units,
+        "pods": view.plan.get("pods"),
+        "processes": shape.get("processes"),
+        "cores": shape.get("cores"),
+        "memory_gb": shape.get("memory_gb"),
+        "seconds": view.seconds,
+    }
 
 
 def _types() -> list[dict[str, Any]]:
@@ -68,7 +81,9 @@ def _types() -> list[dict[str, Any]]:
 def submit(request: HtmxHttpRequest, identity: Identity) -> HttpResponse:
     """The submit page; POST actions: check (partial under htmx), load (a file), submit."""
     if request.method != "POST":
-        return render(request, TEMPLATE, {"form": SubmitForm(), "check": Check(), "types": _types()})
+        return render(
+            request, TEMPLATE, {"form": SubmitForm(), "check": Check(), "types": _types()}
+        )
     form = SubmitForm(request.POST, request.FILES)
     action = request.POST.get("action", "check")
     check = Check()
@@ -79,12 +94,12 @@ def submit(request: HtmxHttpRequest, identity: Identity) -> HttpResponse:
             data["workflow"] = text
             form = SubmitForm(data)
             form.is_valid()
-        check = check_workflow(text, sources=form.sources())
+        check = check_workflow(text, identity=identity, sources=form.sources())
         if action == "submit" and check.valid:
             try:
                 run = create_run(
                     identity=identity,
-                    workflow=_parsed(text),
+                    workflow=load(text),
                     sources=form.sources(),
                     nodes=backend().nodes(),
                     group=form.cleaned_data.get("group") or "",
@@ -104,13 +119,6 @@ def submit(request: HtmxHttpRequest, identity: Identity) -> HttpResponse:
     return render(request, TEMPLATE, context, status=status)
 
 
-def _parsed(text: str) -> Any:
-    from runs.workflow import parse_text
-
-    data, _ = parse_text(text)
-    return data
-
-
 @with_identity
 def task_type(request: HtmxHttpRequest, identity: Identity, name: str) -> HttpResponse:
     """A form from a type's settings schema; POST appends the task to the workflow text."""
@@ -118,7 +126,9 @@ def task_type(request: HtmxHttpRequest, identity: Identity, name: str) -> HttpRe
     if cls is None:
         raise Http404(f"no task type {name!r}")
     info = describe(name, cls)
-    form_class = task_form_class(info["settings_schema"], ports=[] if info["any_port"] else info["ports"])
+    form_class = task_form_class(
+        info["settings_schema"], ports=[] if info["any_port"] else info["ports"]
+    )
     template = "runs/task_type.html"
     if request.method != "POST":
         context = {"info": info, "form": form_class(), "workflow": ""}
@@ -135,17 +145,14 @@ def task_type(request: HtmxHttpRequest, identity: Identity, name: str) -> HttpRe
             submit_form.fields["workflow"].initial = text
             context = {
                 "form": submit_form,
-                "check": check_workflow(text, sources=[]),
+                "check": check_workflow(text, identity=identity, sources=[]),
                 "types": _types(),
             }
             if request.htmx:
                 return render(request, f"{TEMPLATE}#editor", context)
             return render(request, TEMPLATE, context)
     context = {"info": info, "form": form, "workflow": workflow}
-    return render(
-        request, f"{template}#form" if request.htmx else template, context, status=400
-    )
-
-
-def submit_url() -> str:
-    return reverse("pages:submit")
+    if request.htmx:  # htmx swaps only 2xx answers: show the errors in the type's panel
+        response = render(request, f"{template}#form", context)
+        return reswap(retarget(response, "#type-form"), "innerHTML")
+    return render(request, template, context, status=400)

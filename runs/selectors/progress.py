@@ -7,11 +7,10 @@ import os
 from dataclasses import dataclass
 from typing import Any
 
-from simrun_harness.layout import TaskPaths
-from simrun_harness.ledger import LedgerCounts, counts
-
 from runs.models import Run, Task
 from runs.store import task_paths
+from simrun_harness.layout import TaskPaths
+from simrun_harness.ledger import LedgerCounts, counts
 
 UNFINISHED_TASK_MAX = 0.99
 OVER = frozenset({"done", "skipped"})

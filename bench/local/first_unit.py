@@ -1,0 +1,101 @@
+"""Benchmark: submission → first unit done, warm environment, on the local backend.
+
+A small split task of the `spin` type (no model, so the environment is the service's own:
+warm) is submitted with `create_run`, as the CLI and the API do, to a real Celery worker and
+watcher on a throwaway database. The time runs from `create_run` returning to the time stamped
+on the first `unit_done` line of the task's progress file. One warm-up run first (the worker's
+first submission imports the planner), then `--runs` runs one after the other, each on an idle
+node (the previous one has ended). Prints p50 and p90, and where the time goes:
+
+    submit   create_run returned → the backend created the coordinator's attempt
+             (Celery delivery, the submission task, the backend's submit and first tick)
+    launch   attempt created → the pod process started (the supervisor's start)
+    harness  pod process started → first unit done (imports, ledger, pool, one unit)
+
+    python bench/local/first_unit.py [--runs 10] [--units 4] [--seconds 0.005] [--json]
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import statistics
+import time
+
+from _stack import quantile, stack, wait_for
+
+
+def measure_one(identity: object, units: int, seconds: float, name: str) -> dict[str, float]:
+    """Submit one run, wait for its first unit and for its end; the phases in seconds."""
+    from _timeline import pod_times, submit, unit_done_times, wait_for_end
+
+    task = {
+        "id": "spin",
+        "type": "spin",
+        "settings": {"units": units, "seconds": seconds},
+        "split": "auto",
+    }
+    run, called, returned = submit(identity, task, name)  # type: ignore[arg-type]
+    first = wait_for(
+        lambda: unit_done_times(run.pk, "spin"), timeout=120, what="the first unit", every=0.005
+    )[0]
+    ended, _ = wait_for_end(run.pk)
+    if ended.state != "succeeded":
+        raise SystemExit(f"run {run.pk} ended {ended.state}: {ended.message}")
+    pod = pod_times(run.pk, "spin-w0")
+    assert pod is not None and pod.started is not None
+    return {
+        "total": first - returned,
+        "create_run": returned - called,
+        "submit": pod.created - returned,
+        "launch": pod.started - pod.created,
+        "harness": first - pod.started,
+    }
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    parser.add_argument("--runs", type=int, default=10)
+    parser.add_argument("--units", type=int, default=4)
+    parser.add_argument("--seconds", type=float, default=0.005, help="CPU seconds per unit")
+    parser.add_argument("--json", action="store_true", help="print the figures as JSON too")
+    args = parser.parse_args()
+    with stack(services=True):
+        from runs.services.identities import create_identity
+
+        identity = create_identity(name="bench", kind="person", password="bench-pw-123")
+        started = time.monotonic()
+        measure_one(identity, args.units, args.seconds, "warm-up")
+        print(f"warm-up run done in {time.monotonic() - started:.1f} s")
+        samples = []
+        for i in range(args.runs):
+            sample = measure_one(identity, args.units, args.seconds, f"first-unit-{i}")
+            samples.append(sample)
+            print(
+                f"run {i + 1:2d}: {sample['total']:.3f} s  (submit {sample['submit']:.3f}, "
+                f"launch {sample['launch']:.3f}, harness {sample['harness']:.3f}; "
+                f"create_run itself {sample['create_run']:.3f})"
+            )
+    totals = [s["total"] for s in samples]
+    summary = {
+        "runs": args.runs,
+        "p50_s": quantile(totals, 0.5),
+        "p90_s": quantile(totals, 0.9),
+        "phase_medians_s": {
+            k: statistics.median(s[k] for s in samples)
+            for k in ("create_run", "submit", "launch", "harness")
+        },
+    }
+    print(
+        f"\nsubmission → first unit done, {args.runs} runs: "
+        f"p50 {summary['p50_s']:.3f} s, p90 {summary['p90_s']:.3f} s"
+    )
+    phases = summary["phase_medians_s"]
+    assert isinstance(phases, dict)
+    print("medians of the phases: " + ", ".join(f"{k} {v:.3f} s" for k, v in phases.items()))
+    if args.json:
+        print(json.dumps({**summary, "samples": samples}, indent=1))
+
+
+if __name__ == "__main__":
+    main()

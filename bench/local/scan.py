@@ -1,0 +1,206 @@
+"""Benchmark: a 2,000-unit scan through simrun ÷ the same units on a bare multiprocessing.Pool.
+
+The `spin` type (each unit burns a fixed CPU time) split `auto` over the local node's cores
+(SIMRUN_LOCAL_CORES=2), submitted with `create_run` to a real Celery worker and watcher on a
+throwaway database; its wall time runs from the `create_run` call to the run's `ended_at`
+(the watcher's record that it succeeded). The baseline is `multiprocessing.Pool(cores)`
+mapping `simrun_examples.testing.spin` over the same units in a fresh process
+(`_bare_pool.py`). The two alternate `--repeats` times; medians are reported. Goal ≤ 1.1.
+
+Where simrun's time goes, from the files the run leaves (`_timeline.py`):
+
+    submit          create_run called → the coordinator's attempt created by the backend
+    launch          → the coordinator's pod process started (its supervisor's start)
+    harness start   → the first unit done (imports, ledger of every unit, pool, first unit)
+    units           first → last unit done
+    coord. exit     last unit → the coordinator's exit recorded
+    merge start     → the merge pod's attempt created (the backend's next tick)
+    merge launch    → the merge pod's process started
+    merge           → the merge marker written
+    merge exit      → the merge's exit recorded
+    reconcile       → the run's ended_at written by the watcher
+
+and the CPU seconds each part of the stack used meanwhile (`_cpu.py`), next to the CPU the
+rest of the machine used (other users of the shared cores).
+
+    python bench/local/scan.py [--units 2000] [--seconds 0.02] [--repeats 3] [--json]
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import resource
+import statistics
+import subprocess
+import sys
+import time
+from pathlib import Path
+from typing import Any
+
+import psutil
+from _cpu import PARTS, CpuSampler
+from _stack import Stack, stack
+
+HERE = Path(__file__).resolve().parent
+CORES = 2
+PHASES = (
+    "submit",
+    "launch",
+    "harness start",
+    "units",
+    "coord. exit",
+    "merge start",
+    "merge launch",
+    "merge",
+    "merge exit",
+    "reconcile",
+)
+
+
+def _busy() -> float:
+    """CPU seconds the whole machine has been busy (every core, every user)."""
+    t = psutil.cpu_times()
+    return t.user + t.nice + t.system + t.irq + t.softirq + getattr(t, "steal", 0.0)
+
+
+def bare(units: int, seconds: float) -> dict[str, float]:
+    """The baseline in a fresh process: its pool's wall time and the CPU it used."""
+    before = resource.getrusage(resource.RUSAGE_CHILDREN)
+    busy = _busy()
+    out = subprocess.run(
+        [sys.executable, str(HERE / "_bare_pool.py"), str(units), str(seconds), str(CORES)],
+        check=True,
+        capture_output=True,
+        text=True,
+    ).stdout
+    after = resource.getrusage(resource.RUSAGE_CHILDREN)
+    cpu = (after.ru_utime - before.ru_utime) + (after.ru_stime - before.ru_stime)
+    wall = float(json.loads(out)["wall_s"])
+    return {"wall": wall, "cpu": cpu, "others_cpu": max(0.0, _busy() - busy - cpu)}
+
+
+def through_simrun(the_stack: Stack, identity: Any, units: int, seconds: float) -> dict[str, Any]:
+    """One scan through simrun: wall time, phases, CPU per part."""
+    from _timeline import merge_marker_time, pod_times, submit, unit_done_times, wait_for_end
+
+    from runs.models import Task
+    from runs.store import store
+
+    sampler = CpuSampler(
+        celery=the_stack.procs["worker"].pid,
+        watcher=the_stack.procs["watcher"].pid,
+        database=the_stack.database,
+        store=str(the_stack.store),
+    ).start()
+    busy = _busy()
+    task = {"id": "scan", "type": "spin", "settings": {"units": units, "seconds": seconds}}
+    run, called, _ = submit(identity, task, "scan")
+    ended, _ = wait_for_end(run.pk, timeout=900)
+    cpu = sampler.stop()
+    machine = _busy() - busy
+    if ended.state != "succeeded":
+        raise SystemExit(f"run {run.pk} ended {ended.state}: {ended.message}")
+    assert ended.ended_at is not None
+    end = ended.ended_at.timestamp()
+    plan = Task.objects.get(run=run, task_id="scan").plan
+    w0, merge = pod_times(run.pk, "scan-w0"), pod_times(run.pk, "scan-merge")
+    assert w0 and merge and w0.started and w0.ended and merge.started and merge.ended
+    done = sorted(unit_done_times(run.pk, "scan"))
+    marker = merge_marker_time(run.pk, "scan")
+    assert len(done) == units and marker is not None, (len(done), marker)
+    report = json.loads((store().run(run.pk).task("scan").reports / "scan-w0-0.json").read_text())
+    marks = [
+        called,
+        w0.created,
+        w0.started,
+        done[0],
+        done[-1],
+        w0.ended,
+        merge.created,
+        merge.started,
+        marker,
+        merge.ended,
+        end,
+    ]
+    phases = {name: b - a for name, a, b in zip(PHASES, marks[:-1], marks[1:], strict=True)}
+    return {
+        "wall": end - called,
+        "phases": phases,
+        "cpu": cpu,
+        "others_cpu": max(0.0, machine - sum(cpu.values())),
+        "pods": plan["pods"],
+        "processes": plan["shape"]["processes"],
+        "unit_seconds_median": report["unit_seconds"]["median"],
+    }
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    parser.add_argument("--units", type=int, default=2000)
+    parser.add_argument("--seconds", type=float, default=0.02, help="CPU seconds per unit")
+    parser.add_argument("--repeats", type=int, default=3)
+    parser.add_argument("--json", action="store_true", help="print every figure as JSON too")
+    args = parser.parse_args()
+    bares: list[dict[str, float]] = []
+    runs: list[dict[str, Any]] = []
+    with stack(services=True) as the_stack:
+        from runs.services.identities import create_identity
+
+        identity = create_identity(name="bench", kind="person", password="bench-pw-123")
+        through_simrun(the_stack, identity, 20, 0.001)  # warm-up: the worker's first submission
+        for i in range(args.repeats):
+            bares.append(bare(args.units, args.seconds))
+            runs.append(through_simrun(the_stack, identity, args.units, args.seconds))
+            b, r = bares[-1], runs[-1]
+            print(
+                f"repeat {i + 1}: bare pool {b['wall']:.2f} s, simrun {r['wall']:.2f} s, "
+                f"ratio {r['wall'] / b['wall']:.3f} (others used {b['others_cpu']:.1f} / "
+                f"{r['others_cpu']:.1f} CPU s meanwhile)",
+                flush=True,
+            )
+    report(args, bares, runs)
+
+
+def report(
+    args: argparse.Namespace, bares: list[dict[str, float]], runs: list[dict[str, Any]]
+) -> None:
+    ideal = args.units * args.seconds / CORES
+    bare_wall = statistics.median(b["wall"] for b in bares)
+    simrun_wall = statistics.median(r["wall"] for r in runs)
+    ratios = [r["wall"] / b["wall"] for b, r in zip(bares, runs, strict=True)]
+    first = runs[0]
+    print(
+        f"\n{args.units} units × {args.seconds * 1000:g} ms CPU on {CORES} cores "
+        f"(ideal {ideal:.1f} s); simrun planned {first['pods']} pod(s) × "
+        f"{first['processes']} processes; medians of {args.repeats}:"
+    )
+    print(f"  bare multiprocessing.Pool({CORES}): {bare_wall:.2f} s")
+    print(f"  simrun (create_run → ended_at): {simrun_wall:.2f} s")
+    print(
+        f"  ratio: {simrun_wall / bare_wall:.3f} (median of per-repeat ratios "
+        f"{statistics.median(ratios):.3f}; goal ≤ 1.1)"
+    )
+    units_phase = statistics.median(r["phases"]["units"] for r in runs)
+    print(f"  units phase alone ÷ bare pool: {units_phase / bare_wall:.3f}")
+    print("  where simrun's time goes (medians, s):")
+    for name in PHASES:
+        print(f"    {name:14s} {statistics.median(r['phases'][name] for r in runs):8.3f}")
+    print(
+        "  unit wall time in the pod (median of medians): "
+        f"{statistics.median(r['unit_seconds_median'] for r in runs) * 1000:.1f} ms"
+    )
+    print("  CPU seconds per part during a simrun scan (medians):")
+    for part in PARTS:
+        print(f"    {part:10s} {statistics.median(r['cpu'][part] for r in runs):8.2f}")
+    print(
+        f"    (bare pool used {statistics.median(b['cpu'] for b in bares):.2f}; the rest of the "
+        f"machine {statistics.median(r['others_cpu'] for r in runs):.1f} during simrun, "
+        f"{statistics.median(b['others_cpu'] for b in bares):.1f} during the pool)"
+    )
+    if args.json:
+        print(json.dumps({"bare": bares, "simrun": runs}, indent=1))
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,308 @@
+"""ArgoBackend: runs as Argo Workflows whose plain pods Kueue admits and preempts.
+
+A run is one Workflow (`manifest.py`) in the cluster's namespace; its status is read from the
+DAG's nodes (`status.py`); node capacity and placements come from the nodes and pods
+(`nodes.py`); a reservation is a taint and a label on a node; environment images are built by
+a Job of buildctl and looked up in the registry's API (`images.py`, `builds.py`); one watch
+thread wakes the controller on every change of a workflow (`watch.py`).
+
+Every method may block on the API; none keeps state the controller depends on: a restarted
+service builds a new backend and carries on from the cluster.
+"""
+
+from __future__ import annotations
+
+import json
+import threading
+from collections.abc import Callable, Mapping
+from typing import Any
+
+from kubernetes import config as kube_config
+from kubernetes.client import ApiClient, BatchV1Api, Configuration, CoreV1Api, CustomObjectsApi
+from kubernetes.client.rest import ApiException
+
+from cluster.argo import images
+from cluster.argo.builds import run_build
+from cluster.argo.config import ClusterConfig
+from cluster.argo.logs import WORKFLOW_LABEL, task_logs
+from cluster.argo.manifest import RUN_LABEL, workflow_manifest
+from cluster.argo.names import label_value
+from cluster.argo.nodes import (
+    RESERVED_KEY,
+    WORKER_LABEL,
+    Requests,
+    live,
+    node_from,
+    pod_requests,
+    used_by_others,
+)
+from cluster.argo.status import workflow_status
+from cluster.argo.watch import GROUP, PLURAL, VERSION, WorkflowWatch
+from cluster.backend import BackendStatus, Placement, PodLog, RunLaunch
+from runs.plans import Node
+
+MERGE_PATCH = "application/merge-patch+json"
+RESERVE_ATTEMPTS = 10
+TASK_LABEL = "simrun/task"
+POD_LABEL = "simrun/pod"
+
+
+def make_client(config: ClusterConfig) -> ApiClient:
+    """A client of the API: the kubeconfig when one is set, else the pod's service account."""
+    if config.kubeconfig:
+        client: ApiClient = kube_config.new_client_from_config(config_file=config.kubeconfig)
+        return client
+    configuration = Configuration()
+    kube_config.load_incluster_config(client_configuration=configuration)
+    return ApiClient(configuration)
+
+
+def _missing(error: ApiException) -> bool:
+    return error.status == 404
+
+
+class ArgoBackend:
+    """The backend of a cluster of Argo Workflows, Kueue and BuildKit (DESIGN §6)."""
+
+    def __init__(self, config: ClusterConfig, api: ApiClient | None = None) -> None:
+        """`api`: the API client to use; by default `make_client(config)`."""
+        self.config = config
+        self.api = api if api is not None else make_client(config)
+        self.core = CoreV1Api(self.api)
+        self.batch = BatchV1Api(self.api)
+        self.custom = CustomObjectsApi(self.api)
+        self._closing = threading.Event()
+        self._watch = WorkflowWatch(
+            lambda: ApiClient(self.api.configuration), config.namespace, config.watch_timeout_s
+        )
+
+    # -- workflows --------------------------------------------------------------------------
+
+    def _workflow(self, name: str) -> dict[str, Any]:
+        try:
+            found: dict[str, Any] = self.custom.get_namespaced_custom_object(
+                GROUP, VERSION, self.config.namespace, PLURAL, name
+            )
+        except ApiException as error:
+            if _missing(error):
+                raise KeyError(name) from None
+            raise
+        return found
+
+    def submit(self, launch: RunLaunch) -> str:
+        """B9: create the run's workflow; one that exists counts as submitted. ValueError for a
+        workflow that cannot be built (a pod without an image)."""
+        manifest = workflow_manifest(launch, self.config)
+        try:
+            self.custom.create_namespaced_custom_object(
+                GROUP, VERSION, self.config.namespace, PLURAL, manifest
+            )
+        except ApiException as error:
+            if error.status != 409:
+                raise
+        return launch.workflow_name
+
+    def status(self, name: str) -> BackendStatus:
+        """B1, B2: the workflow's status; KeyError when it does not exist."""
+        return workflow_status(self._workflow(name))
+
+    def _shut_down(self, name: str, strategy: str) -> None:
+        """Set the workflow's shutdown strategy, then delete its pods still gated (K10)."""
+        try:
+            self.custom.patch_namespaced_custom_object(
+                GROUP,
+                VERSION,
+                self.config.namespace,
+                PLURAL,
+                name,
+                {"spec": {"shutdown": strategy}},
+                _content_type=MERGE_PATCH,
+            )
+        except ApiException as error:
+            if _missing(error):
+                raise KeyError(name) from None
+            raise
+        reply = self.core.list_namespaced_pod(
+            self.config.namespace,
+            label_selector=f"{WORKFLOW_LABEL}={name}",
+            _preload_content=False,
+        )
+        for pod in json.loads(reply.data).get("items") or []:
+            spec = pod.get("spec") or {}
+            if spec.get("nodeName") or not spec.get("schedulingGates"):
+                continue
+            try:
+                self.core.delete_namespaced_pod(pod["metadata"]["name"], self.config.namespace)
+            except ApiException as error:
+                if not _missing(error):
+                    raise
+
+    def cancel(self, name: str) -> None:
+        """Terminate a workflow: Argo stops its running pods; gated ones are deleted."""
+        self._shut_down(name, "Terminate")
+
+    def stop(self, name: str) -> None:
+        """K10: stop a decided workflow: Argo fails its pending nodes and stops running pods;
+        pods still gated by Kueue are deleted."""
+        self._shut_down(name, "Stop")
+
+    def logs(self, name: str, task_id: str, tail_lines: int | None = None) -> list[PodLog]:
+        """B10: the logs of a task's pods, every attempt, oldest first."""
+        return task_logs(
+            self.core, self.config.namespace, self._workflow(name), task_id, tail_lines
+        )
+
+    # -- nodes and pods ---------------------------------------------------------------------
+
+    def _pods(self, **query: Any) -> list[dict[str, Any]]:
+        if "namespace" in query:
+            namespace = query.pop("namespace")
+            reply = self.core.list_namespaced_pod(namespace, _preload_content=False, **query)
+        else:
+            reply = self.core.list_pod_for_all_namespaces(_preload_content=False, **query)
+        items: list[dict[str, Any]] = json.loads(reply.data).get("items") or []
+        return items
+
+    def nodes(self) -> list[Node]:
+        """B3: the worker nodes runs can use, with their capacity for runs."""
+        reply = self.core.list_node(label_selector=f"{WORKER_LABEL}=true", _preload_content=False)
+        listed = json.loads(reply.data).get("items") or []
+        pods = self._pods(field_selector="status.phase!=Succeeded,status.phase!=Failed")
+        used = used_by_others(pods, RUN_LABEL)
+        executor = Requests(self.config.executor_cores, self.config.executor_memory_gb)
+        found = []
+        for node in listed:
+            planned = node_from(node, used.get(node["metadata"]["name"], Requests()), executor)
+            if planned is not None:
+                found.append(planned)
+        return sorted(found, key=lambda n: n.name)
+
+    def placements(self) -> list[Placement]:
+        """B12: the live pods of runs, with their nodes and requests."""
+        found = []
+        for pod in self._pods(namespace=self.config.namespace, label_selector=RUN_LABEL):
+            phase = (pod.get("status") or {}).get("phase") or "Pending"
+            if phase in ("Succeeded", "Failed"):
+                continue
+            labels = pod["metadata"].get("labels") or {}
+            requests = pod_requests(pod)
+            found.append(
+                Placement(
+                    run_id=labels.get(RUN_LABEL),
+                    task_id=labels.get(TASK_LABEL, ""),
+                    pod=labels.get(POD_LABEL, pod["metadata"]["name"]),
+                    node=(pod.get("spec") or {}).get("nodeName"),
+                    phase="running" if live(pod) else phase.lower(),
+                    cores=requests.cores,
+                    memory_gb=requests.memory_gb,
+                )
+            )
+        return sorted(found, key=lambda p: (p.run_id or "", p.pod))
+
+    def _patch_node(
+        self, node: str, change: Callable[[Mapping[str, Any]], dict[str, Any] | None]
+    ) -> None:
+        """B4: read the node, patch what `change` makes of it with the node's resourceVersion
+        as a precondition, and start over on a conflict. KeyError for an unknown node."""
+        for _ in range(RESERVE_ATTEMPTS):
+            try:
+                current = json.loads(self.core.read_node(node, _preload_content=False).data)
+            except ApiException as error:
+                if _missing(error):
+                    raise KeyError(node) from None
+                raise
+            patch = change(current)
+            if patch is None:
+                return
+            patch.setdefault("metadata", {})["resourceVersion"] = current["metadata"][
+                "resourceVersion"
+            ]
+            try:
+                self.core.patch_node(node, patch, _content_type=MERGE_PATCH)
+                return
+            except ApiException as error:
+                if error.status == 409:
+                    continue
+                if _missing(error):
+                    raise KeyError(node) from None
+                raise
+        raise RuntimeError(f"node {node} kept changing; its reservation was not written")
+
+    def reserve(self, node: str, run_id: str) -> None:
+        """B4: taint the node `simrun/reserved=<run>:NoExecute` (evicting other runs' pods) and
+        label it for the run's pods; it replaces any earlier reservation of the node."""
+        value = label_value(run_id)
+
+        def change(current: Mapping[str, Any]) -> dict[str, Any]:
+            taints = [
+                t
+                for t in (current.get("spec") or {}).get("taints") or []
+                if t.get("key") != RESERVED_KEY
+            ]
+            taints.append({"key": RESERVED_KEY, "value": value, "effect": "NoExecute"})
+            return {"metadata": {"labels": {RESERVED_KEY: value}}, "spec": {"taints": taints}}
+
+        self._patch_node(node, change)
+
+    def unreserve(self, node: str, run_id: str) -> None:
+        """B5: remove this run's taint and label; another run's reservation stays."""
+        value = label_value(run_id)
+
+        def change(current: Mapping[str, Any]) -> dict[str, Any] | None:
+            labels = (current.get("metadata") or {}).get("labels") or {}
+            taints = (current.get("spec") or {}).get("taints") or []
+            kept = [
+                t for t in taints if not (t.get("key") == RESERVED_KEY and t.get("value") == value)
+            ]
+            patch: dict[str, Any] = {}
+            if labels.get(RESERVED_KEY) == value:
+                patch["metadata"] = {"labels": {RESERVED_KEY: None}}
+            if len(kept) != len(taints):
+                patch["spec"] = {"taints": kept or None}
+            return patch or None
+
+        self._patch_node(node, change)
+
+    # -- images -----------------------------------------------------------------------------
+
+    def build_image(self, context: Mapping[str, bytes], ref: str) -> None:
+        """B6: build the environment `ref` with BuildKit and push it to the registry."""
+        image = images.environment_image(ref, self.config)
+        images.split_reference(image, self.config)
+        run_build(self.core, self.batch, context, image, self.config, self._closing)
+
+    def has_image(self, ref: str) -> bool:
+        """B7: whether the registry has the environment `ref`; ValueError for an image outside
+        the cluster's registry, RuntimeError for an answer neither found nor not found."""
+        url = images.manifest_url(ref, self.config)
+        try:
+            secret = json.loads(
+                self.core.read_namespaced_secret(
+                    self.config.registry_secret, self.config.namespace, _preload_content=False
+                ).data
+            )
+        except ApiException as error:
+            if not _missing(error):
+                raise
+            secret = None
+        return images.registry_has(url, images.credentials(secret, self.config.registry))
+
+    # -- watching ---------------------------------------------------------------------------
+
+    def subscribe(self, callback: Callable[[], None]) -> None:
+        """B8: call `callback` (from the shared watch thread) whenever a run's workflow
+        changes; the first subscription starts the thread."""
+        self._watch.subscribe(callback)
+
+    def close(self) -> None:
+        """Stop the watch thread (at its next event) and any build wait."""
+        self._closing.set()
+        self._watch.close()
+
+    def join_watch(self, timeout_s: float | None = None) -> bool:
+        """After `close`: wait for the watch thread to end; whether it has."""
+        return self._watch.join(timeout_s)
+
+    @property
+    def watch(self) -> WorkflowWatch:
+        return self._watch

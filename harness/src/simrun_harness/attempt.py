@@ -1,0 +1,178 @@
+"""One attempt of a harness process: what it did, turned into its report at the end."""
+
+from __future__ import annotations
+
+import logging
+import time
+from dataclasses import dataclass, field
+from datetime import UTC, datetime
+from pathlib import Path
+
+from simrun_harness.cgroup import Cgroup, own_cgroup_dir
+from simrun_harness.config import CommonConfig
+from simrun_harness.exits import (
+    EXIT_ANALYSIS,
+    EXIT_CONFIGURATION,
+    EXIT_OK,
+    EXIT_POOL_BROKEN,
+    EXIT_TERMINATED,
+)
+from simrun_harness.layout import TaskPaths
+from simrun_harness.memory import MemoryMeter, to_gb
+from simrun_harness.pool import Death, Job, JobResult, ProcessPool
+from simrun_harness.report import (
+    ReportError,
+    ReportRole,
+    UnitSeconds,
+    WorkerReport,
+    write_report,
+)
+from simrun_harness.termination import StopSignal
+
+log = logging.getLogger("simrun")
+
+MEMORY_SAMPLE_S = 0.2
+"""How often the pod and its unit processes are measured (and checked against the limit)."""
+
+
+@dataclass
+class Attempt:
+    """Counters of an attempt; `finish` writes the report and returns the exit code."""
+
+    config: CommonConfig
+    task_id: str
+    worker: str
+    role: ReportRole
+    memory_per_worker_gb: float | None = None
+    processes: int = 0
+    units_done: int = 0
+    unit_seconds: list[float] = field(default_factory=list)
+    claims_lost: int = 0
+    claims_returned: int = 0
+    harness_oom_kills: int = 0
+    error: ReportError | None = None
+    started_at: datetime = field(default_factory=lambda: datetime.now(UTC))
+    meter: MemoryMeter = field(init=False)
+    killed_for_memory: set[int] = field(default_factory=set)
+    _next_sample: float = 0.0
+
+    def __post_init__(self) -> None:
+        root = self.config.cgroup_root or own_cgroup_dir()
+        self.meter = MemoryMeter(Cgroup(root))
+
+    @property
+    def report_path(self) -> Path:
+        return TaskPaths(self.config.task_dir).report(self.worker, self.config.attempt)
+
+    def watch(self, pool: ProcessPool, *, enforce: bool = True) -> float:
+        """Measure memory when due; kill unit processes above their memory per worker.
+
+        Returns the seconds until the next measurement, for the caller's wait.
+        """
+        now = time.monotonic()
+        if now < self._next_sample:
+            return self._next_sample - now
+        self._next_sample = now + MEMORY_SAMPLE_S
+        rss = self.meter.sample(pool.pids())
+        if enforce and self.memory_per_worker_gb is not None:
+            limit = self.memory_per_worker_gb * 1024**3
+            for pid, used in rss.items():
+                if used > limit and pid not in self.killed_for_memory:
+                    log.error(
+                        "pool process %d uses %.3f GB, above its %.3f GB per worker: killed",
+                        pid,
+                        used / 1024**3,
+                        self.memory_per_worker_gb,
+                    )
+                    self.killed_for_memory.add(pid)
+                    self.harness_oom_kills += 1
+                    pool.kill(pid)
+        return MEMORY_SAMPLE_S
+
+    def run_job(self, pool: ProcessPool, job: Job, stop: StopSignal, *, enforce: bool) -> int:
+        """Run one job (a merge, an unsplit run) on the pool; the exit code it comes to."""
+        slot = pool.free_slot(depth=1)
+        assert slot is not None, "run_job needs an idle pool"
+        pool.submit(slot, job)
+        while True:
+            if stop.requested:
+                log.warning(
+                    "%s: stopped by signal %s during the %s", self.worker, stop.signum, job.kind
+                )
+                pool.shutdown(kill=True)
+                return EXIT_TERMINATED
+            timeout = self.watch(pool, enforce=enforce)
+            for event in pool.wait(timeout, wake=[stop.fileno()]):
+                if isinstance(event, Death):
+                    self.broken_by(event, event.pid in self.killed_for_memory)
+                    pool.shutdown(kill=True)
+                    return EXIT_POOL_BROKEN
+                self.record_result(event)
+                if not event.ok:
+                    log.error("%s: the %s raised:\n%s", self.worker, job.kind, event.traceback)
+                    return self.fail_with(event)
+                return EXIT_OK
+            stop.drain()
+
+    def record_result(self, result: JobResult) -> None:
+        self.meter.note_process_peak(result.peak_rss_bytes)
+
+    def fail_with(self, result: JobResult) -> int:
+        """A job raised: the analysis failed (3), or its settings cannot work (4)."""
+        self.error = ReportError(
+            unit=result.job.name,
+            value=result.job.value,
+            message=result.message or "the job raised",
+            traceback=result.traceback,
+        )
+        return EXIT_CONFIGURATION if result.settings_error else EXIT_ANALYSIS
+
+    def broken_by(self, death: Death, killed_for_memory: bool) -> None:
+        """A pool process died: name it, its job and whether we killed it for memory."""
+        why = "killed over its memory per worker" if killed_for_memory else "died"
+        code = death.exitcode
+        self.error = ReportError(
+            unit=death.job.name if death.job else None,
+            value=death.job.value if death.job else None,
+            message=f"pool process {death.pid} {why} (exit code {code})",
+        )
+
+    def finish(self, exit_code: int) -> int:
+        """Write the report of this attempt; returns `exit_code`."""
+        meter = self.meter
+        per_process = to_gb(meter.peak_process) if meter.peak_process else None
+        report = WorkerReport(
+            task=self.task_id,
+            worker=self.worker,
+            role=self.role,
+            attempt=self.config.attempt,
+            node=self.config.node,
+            processes=self.processes,
+            units_done=self.units_done,
+            unit_seconds=UnitSeconds.of(self.unit_seconds),
+            peak_memory_per_process_gb=per_process,
+            peak_memory_gb=to_gb(meter.peak_total) if meter.peak_total else None,
+            memory_source=meter.source,
+            memory_limit_gb=meter.limit_gb(self.config.memory_limit_gb),
+            memory_per_worker_gb=self.memory_per_worker_gb,
+            oom_kills=meter.cgroup_oom_kills() + self.harness_oom_kills,
+            harness_oom_kills=self.harness_oom_kills,
+            claims_lost=self.claims_lost,
+            claims_returned=self.claims_returned,
+            exit_code=exit_code,
+            started_at=self.started_at,
+            ended_at=datetime.now(UTC),
+            error=self.error,
+        )
+        try:
+            write_report(self.report_path, report)
+        except OSError as exc:
+            log.error("cannot write the report %s: %s", self.report_path, exc)
+        log.info(
+            "%s exits %d: %d units done, peak %.3f GB per process",
+            self.worker,
+            exit_code,
+            self.units_done,
+            per_process or 0.0,
+        )
+        return exit_code

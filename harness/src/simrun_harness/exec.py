@@ -1,0 +1,61 @@
+"""`simrun-exec`: run an unsplit plugin task once, with its settings and inputs, into `out/`.
+
+The type's `run` works in a pool process (measured, its death seen) on a private directory
+that is published as `out/` with the marker last, like a merge. A task already published is
+not run again. (The service's built-in `command` type is not run by the harness.)
+"""
+
+from __future__ import annotations
+
+import logging
+from typing import NoReturn
+
+from simrun_harness.attempt import Attempt
+from simrun_harness.config import ConfigError, single_config
+from simrun_harness.console import run_console
+from simrun_harness.exits import EXIT_CONFIGURATION, EXIT_FAILED, EXIT_OK
+from simrun_harness.merge import load_or_report
+from simrun_harness.output import is_published, prepare_output, publish_output
+from simrun_harness.plugin import UnsplitTaskType
+from simrun_harness.pool import Job, JobRunner, ProcessPool
+from simrun_harness.report import ReportError
+from simrun_harness.termination import StopSignal
+
+log = logging.getLogger("simrun")
+
+
+def _main() -> int:
+    stop = StopSignal()
+    config = single_config()
+    common = config.common
+    task_id = common.task_dir.name
+    attempt = Attempt(
+        common, task_id, config.worker or task_id, "exec", config.memory_per_worker_gb
+    )
+    task = load_or_report(attempt)
+    if not isinstance(task.task_type, UnsplitTaskType):
+        attempt.error = ReportError(message=f"type {task.file.type!r} is splittable: not for exec")
+        attempt.finish(EXIT_CONFIGURATION)
+        raise ConfigError(attempt.error.message)
+    if is_published(task.paths):
+        log.info("%s: out/ is already complete; nothing to do", attempt.worker)
+        return attempt.finish(EXIT_OK)
+    token = f"{attempt.worker}@{common.attempt}"
+    pool = ProcessPool(JobRunner(task.task_type, task.context, task.paths.units, token), 1)
+    attempt.processes = 1
+    pool.start()
+    code = EXIT_FAILED
+    try:
+        tmp = prepare_output(task.paths, token)
+        log.info("%s: running %s", attempt.worker, task.file.type)
+        code = attempt.run_job(pool, Job("run", out=str(tmp)), stop, enforce=False)
+        if code == EXIT_OK:
+            publish_output(task.paths, tmp, {"worker": attempt.worker})
+    finally:
+        pool.shutdown(kill=code != EXIT_OK)
+    return attempt.finish(code)
+
+
+def main() -> NoReturn:
+    """Console script `simrun-exec`."""
+    run_console("simrun-exec", _main)

@@ -1,0 +1,290 @@
+"""The ledger of a split task: which units are pending, claimed by whom, and done.
+
+Every unit is one empty file that lives in exactly one of three directories; it only ever
+moves by `rename`, which is atomic on a POSIX file system (local disk, NFS v4.1+ whose
+sessions make a retried rename exactly-once). So exactly one worker wins a claim, a unit is
+never in two states, and nothing needs a lock:
+
+    ledger/meta.json                 {"total": n, ...}, written before the ledger appears
+    ledger/units.json                the unit values, in unit order
+    ledger/pending/u000042           waiting for a worker
+    ledger/claimed/u000042@w1@0      claimed by worker w1, attempt 0 (the holder)
+    ledger/done/u000042              its output is in units/u000042
+    ledger/heartbeats/w1@0           the holder's heartbeat: the file's mtime
+
+The coordinator builds the whole ledger in a temporary directory and renames it into place,
+so a ledger that exists is complete. A claim whose holder's heartbeat is older than the
+stale time goes back to pending; its holder, should it come back, fails to move it to done
+and so cannot count its unit a second time. Times are compared on the file server's clock:
+"now" is the mtime of the coordinator's own heartbeat, touched just before.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import zlib
+from collections import deque
+from collections.abc import Sequence
+from dataclasses import dataclass
+from datetime import UTC, datetime
+from pathlib import Path
+from typing import Any
+
+from simrun_harness.layout import TaskPaths
+
+SEP = "@"
+META_FILE = "meta.json"
+UNITS_FILE = "units.json"
+LEDGER_FORMAT = 1
+
+
+@dataclass(frozen=True)
+class Holder:
+    """Who holds a claim: a worker in one attempt (a retried pod is a new holder)."""
+
+    worker: str
+    attempt: int
+
+    @property
+    def token(self) -> str:
+        return f"{self.worker}{SEP}{self.attempt}"
+
+    @classmethod
+    def parse(cls, token: str) -> Holder | None:
+        worker, _, attempt = token.rpartition(SEP)
+        if not worker or not attempt.isdigit():
+            return None
+        return cls(worker, int(attempt))
+
+
+def unit_names(total: int) -> list[str]:
+    """The names of `total` units: u000000, u000001 ... (wider when there are more)."""
+    width = max(6, len(str(max(total - 1, 0))))
+    return [f"u{i:0{width}d}" for i in range(total)]
+
+
+def unit_index(name: str) -> int:
+    """The position of a unit in unit order, from its name."""
+    return int(name[1:])
+
+
+def _listing(path: Path) -> list[str]:
+    """Names in a directory, by listing it (a listing revalidates a directory on NFS)."""
+    try:
+        return os.listdir(path)
+    except FileNotFoundError:
+        return []
+
+
+def ledger_exists(paths: TaskPaths) -> bool:
+    """Whether the ledger exists, by listing the task directory (no cached negative lookup)."""
+    return paths.ledger.name in _listing(paths.root)
+
+
+def create_ledger(paths: TaskPaths, units: Sequence[Any], holder: Holder) -> bool:
+    """Create the ledger with every unit pending, atomically; False if it already exists.
+
+    The ledger is built in a temporary directory beside it and renamed into place: renaming
+    onto an existing (non-empty) ledger fails, so a retried coordinator keeps the first one.
+    """
+    paths.root.mkdir(parents=True, exist_ok=True)
+    paths.units.mkdir(exist_ok=True)
+    if ledger_exists(paths):
+        return False
+    tmp = paths.root / f".ledger-{holder.token}-{os.getpid()}"
+    shutil.rmtree(tmp, ignore_errors=True)
+    for sub in ("pending", "claimed", "done", "heartbeats"):
+        (tmp / sub).mkdir(parents=True)
+    names = unit_names(len(units))
+    (tmp / UNITS_FILE).write_text(json.dumps(list(units)))
+    meta = {
+        "format": LEDGER_FORMAT,
+        "total": len(names),
+        "created_at": datetime.now(UTC).isoformat(),
+        "created_by": holder.token,
+    }
+    (tmp / META_FILE).write_text(json.dumps(meta))
+    pending = str(tmp / "pending")
+    for name in names:
+        os.close(os.open(os.path.join(pending, name), os.O_CREAT | os.O_WRONLY, 0o644))
+    try:
+        os.rename(tmp, paths.ledger)
+    except OSError:
+        shutil.rmtree(tmp, ignore_errors=True)
+        if ledger_exists(paths):
+            return False
+        raise
+    return True
+
+
+def read_units(paths: TaskPaths) -> list[Any]:
+    """The unit values, in unit order."""
+    units: list[Any] = json.loads((paths.ledger / UNITS_FILE).read_text())
+    return units
+
+
+def read_total(paths: TaskPaths) -> int:
+    total: int = json.loads((paths.ledger / META_FILE).read_text())["total"]
+    return total
+
+
+@dataclass(frozen=True)
+class LedgerCounts:
+    """How many units are in each state."""
+
+    pending: int
+    claimed: int
+    done: int
+    total: int
+
+
+def counts(paths: TaskPaths) -> LedgerCounts | None:
+    """The counts of a task's ledger, None while it has none (for progress bars)."""
+    if not ledger_exists(paths):
+        return None
+    return LedgerCounts(
+        pending=len(_listing(paths.pending)),
+        claimed=len(_listing(paths.claimed)),
+        done=len(_listing(paths.done)),
+        total=read_total(paths),
+    )
+
+
+def claims_by_worker(paths: TaskPaths) -> dict[str, int]:
+    """How many units each worker holds now (over its attempts)."""
+    found: dict[str, int] = {}
+    for entry in _listing(paths.claimed):
+        holder = Holder.parse(entry.partition(SEP)[2])
+        if holder is not None:
+            found[holder.worker] = found.get(holder.worker, 0) + 1
+    return found
+
+
+class Ledger:
+    """One holder's view of the ledger: claim, commit, give back, heartbeat, reclaim."""
+
+    def __init__(self, paths: TaskPaths, holder: Holder) -> None:
+        self.paths = paths
+        self.holder = holder
+        self._heartbeat = paths.heartbeats / holder.token
+        self._candidates: deque[str] = deque()
+        self._offset = zlib.crc32(holder.token.encode())
+        # plain strings on the hot path: a claim and a commit are a rename each, no more
+        self._pending = str(paths.pending) + os.sep
+        self._done = str(paths.done) + os.sep
+        self._claimed = str(paths.claimed) + os.sep
+        self._suffix = SEP + holder.token
+
+    def _claim_path(self, name: str) -> str:
+        return self._claimed + name + self._suffix
+
+    def heartbeat(self) -> float:
+        """Touch the heartbeat; returns its mtime, the file server's "now"."""
+        try:
+            os.utime(self._heartbeat, None)
+        except FileNotFoundError:
+            self._heartbeat.touch()
+        return self._heartbeat.stat().st_mtime
+
+    def remove_heartbeat(self) -> None:
+        self._heartbeat.unlink(missing_ok=True)
+
+    def refill(self) -> int:
+        """List pending units as candidates, starting at a place of our own (less contention)."""
+        names = sorted(_listing(self.paths.pending))
+        if names:
+            start = self._offset % len(names)
+            names = names[start:] + names[:start]
+        self._candidates = deque(names)
+        return len(names)
+
+    def claim(self) -> str | None:
+        """Claim one pending unit by renaming it to our name; None when none is left."""
+        for listed in (False, True):
+            if listed and not self.refill():
+                return None
+            while self._candidates:
+                name = self._candidates.popleft()
+                try:
+                    os.rename(self._pending + name, self._claim_path(name))
+                except FileNotFoundError:
+                    continue  # another worker won it
+                return name
+        return None
+
+    def commit(self, name: str) -> bool:
+        """Mark a claimed unit done; False if the claim was taken from us meanwhile."""
+        try:
+            os.rename(self._claim_path(name), self._done + name)
+        except FileNotFoundError:
+            return False
+        return True
+
+    def give_back(self, names: Sequence[str]) -> int:
+        """Return our claims to pending; returns how many we still held."""
+        returned = 0
+        for name in names:
+            try:
+                os.rename(self._claim_path(name), self._pending + name)
+            except FileNotFoundError:
+                continue
+            returned += 1
+        return returned
+
+    def reclaim_stale(self, stale_s: float) -> list[tuple[str, str]]:
+        """Return to pending the claims of holders that stopped heartbeating.
+
+        A holder is stale when its heartbeat is older than `stale_s` (or gone), or when it is
+        an earlier attempt of our own worker (that pod is over). Returns (unit, holder) pairs.
+        """
+        now = self.heartbeat()
+        beats: dict[str, float] = {}
+        with os.scandir(self.paths.heartbeats) as entries:
+            for entry in entries:
+                try:
+                    beats[entry.name] = entry.stat().st_mtime
+                except FileNotFoundError:
+                    continue
+        returned: list[tuple[str, str]] = []
+        for entry_name in _listing(self.paths.claimed):
+            name, _, token = entry_name.partition(SEP)
+            if token == self.holder.token:
+                continue
+            holder = Holder.parse(token)
+            earlier_self = (
+                holder is not None
+                and holder.worker == self.holder.worker
+                and holder.attempt < self.holder.attempt
+            )
+            beat = beats.get(token)
+            if not earlier_self and beat is not None and now - beat <= stale_s:
+                continue
+            try:
+                os.rename(self.paths.claimed / entry_name, self.paths.pending / name)
+            except FileNotFoundError:
+                continue  # committed or returned meanwhile
+            returned.append((name, token))
+        return returned
+
+    def return_earlier_attempts(self) -> list[tuple[str, str]]:
+        """Return the claims our worker left in earlier attempts (that pod has ended)."""
+        returned: list[tuple[str, str]] = []
+        for entry_name in _listing(self.paths.claimed):
+            name, _, token = entry_name.partition(SEP)
+            holder = Holder.parse(token)
+            if (
+                holder is not None
+                and holder.worker == self.holder.worker
+                and holder.attempt < self.holder.attempt
+            ):
+                try:
+                    os.rename(self.paths.claimed / entry_name, self.paths.pending / name)
+                except FileNotFoundError:
+                    continue
+                returned.append((name, token))
+        return returned
+
+    def done_count(self) -> int:
+        return len(_listing(self.paths.done))

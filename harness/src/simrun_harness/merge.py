@@ -1,0 +1,100 @@
+"""`simrun-merge`: merge the unit outputs of a split task into `out/`, marker last.
+
+The same merge runs inside the coordinator when SIMRUN_COORDINATOR_MERGES=1. The plugin's
+`merge` runs in a pool process (its memory is measured, a kill is seen); its output is
+published by `output.publish_output`, so a half merge is never taken for a whole one.
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+from typing import NoReturn
+
+from simrun_harness.attempt import Attempt
+from simrun_harness.config import ConfigError, single_config
+from simrun_harness.console import run_console
+from simrun_harness.exits import EXIT_CONFIGURATION, EXIT_FAILED, EXIT_OK
+from simrun_harness.ledger import ledger_exists, read_total, unit_names
+from simrun_harness.output import is_published, prepare_output, publish_output
+from simrun_harness.plugin import SplitTaskType
+from simrun_harness.pool import Job, JobRunner, ProcessPool
+from simrun_harness.report import ReportError
+from simrun_harness.taskfile import LoadedTask, load_task
+from simrun_harness.termination import StopSignal
+
+log = logging.getLogger("simrun")
+
+
+def merge_output(
+    task: LoadedTask, pool: ProcessPool, stop: StopSignal, attempt: Attempt, token: str
+) -> int:
+    """Merge the units of a complete ledger into `out/`; returns the exit code."""
+    paths = task.paths
+    if is_published(paths):
+        log.info("%s: out/ is already merged; nothing to do", attempt.worker)
+        return EXIT_OK
+    if not ledger_exists(paths):
+        attempt.error = ReportError(message="the task has no ledger: nothing to merge")
+        return EXIT_FAILED
+    names = unit_names(read_total(paths))
+    done = set(os.listdir(paths.done))
+    missing = [n for n in names if n not in done or not paths.unit_dir(n).is_dir()]
+    if missing:
+        attempt.error = ReportError(
+            message=f"{len(missing)} of {len(names)} units are not done (first: {missing[0]})"
+        )
+        return EXIT_FAILED
+    tmp = prepare_output(paths, token)
+    job = Job("merge", out=str(tmp), unit_dirs=tuple(str(paths.unit_dir(n)) for n in names))
+    log.info("%s: merging %d units", attempt.worker, len(names))
+    code = attempt.run_job(pool, job, stop, enforce=False)
+    if code != EXIT_OK:
+        return code
+    publish_output(paths, tmp, {"worker": attempt.worker, "units": len(names)})
+    log.info("%s: merged %d units into %s", attempt.worker, len(names), paths.out)
+    return EXIT_OK
+
+
+def load_or_report(attempt: Attempt) -> LoadedTask:
+    """Load the task; a configuration error is reported (exit 4) before it is raised."""
+    try:
+        task = load_task(attempt.config)
+    except ConfigError as exc:
+        attempt.error = ReportError(message=str(exc))
+        attempt.finish(EXIT_CONFIGURATION)
+        raise
+    attempt.task_id = task.file.task
+    return task
+
+
+def _main() -> int:
+    stop = StopSignal()
+    config = single_config()
+    common = config.common
+    task_id = common.task_dir.name
+    worker = config.worker or f"{task_id}-merge"
+    attempt = Attempt(common, task_id, worker, "merge", config.memory_per_worker_gb)
+    task = load_or_report(attempt)
+    if not isinstance(task.task_type, SplitTaskType):
+        attempt.error = ReportError(message=f"type {task.file.type!r} is not splittable")
+        attempt.finish(EXIT_CONFIGURATION)
+        raise ConfigError(attempt.error.message)
+    if is_published(task.paths):
+        log.info("%s: out/ is already merged; nothing to do", worker)
+        return attempt.finish(EXIT_OK)
+    token = f"{worker}@{common.attempt}"
+    pool = ProcessPool(JobRunner(task.task_type, task.context, task.paths.units, token), 1)
+    attempt.processes = 1
+    pool.start()
+    code = EXIT_FAILED
+    try:
+        code = merge_output(task, pool, stop, attempt, token)
+    finally:
+        pool.shutdown(kill=code != EXIT_OK)
+    return attempt.finish(code)
+
+
+def main() -> NoReturn:
+    """Console script `simrun-merge`."""
+    run_console("simrun-merge", _main)

@@ -1,0 +1,102 @@
+"""The progress file of a task: one JSON object per line, appended by every worker.
+
+    {"event": "unit_done", "time": "2025-01-01T10:00:00.123+00:00", "worker": "scan-w1",
+     "unit": "u000042", "seconds": 1.25, "peak_memory_gb": 0.31}
+
+Each line is written by a single `write` on a file opened with O_APPEND. On a local file
+system lines never interleave; over NFS, appends from several machines are not atomic, so
+the reader skips a line it cannot parse. The ledger, not this file, is the truth about which
+units are done; the progress file is for people watching (progress bars, rates, the last unit).
+"""
+
+from __future__ import annotations
+
+import json
+import os
+from collections.abc import Iterator
+from datetime import UTC, datetime
+from pathlib import Path
+
+from pydantic import BaseModel, ConfigDict, ValidationError
+
+UNIT_DONE = "unit_done"
+CLAIMS_RETURNED = "claims_returned"
+
+
+class ProgressEvent(BaseModel):
+    """One line of the progress file; `unit_done` lines carry every optional field."""
+
+    model_config = ConfigDict(extra="ignore")
+
+    event: str
+    time: datetime
+    worker: str
+    unit: str | None = None
+    seconds: float | None = None
+    peak_memory_gb: float | None = None
+    units: list[str] | None = None
+    holder: str | None = None
+
+
+def parse_progress_line(line: str) -> ProgressEvent | None:
+    """One parsed line, None for a blank, torn or foreign line."""
+    line = line.strip()
+    if not line:
+        return None
+    try:
+        return ProgressEvent.model_validate_json(line)
+    except ValidationError:
+        return None
+
+
+def read_progress(path: Path) -> Iterator[ProgressEvent]:
+    """Every parseable event of a progress file, in file order (nothing if it is missing)."""
+    try:
+        handle = path.open(encoding="utf-8", errors="replace")
+    except FileNotFoundError:
+        return
+    with handle:
+        for line in handle:
+            event = parse_progress_line(line)
+            if event is not None:
+                yield event
+
+
+class ProgressWriter:
+    """Appends events of one worker to the progress file, one `write` per line."""
+
+    def __init__(self, path: Path, worker: str) -> None:
+        self.worker = worker
+        self._fd = os.open(path, os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o644)
+
+    def _write(self, record: dict[str, object]) -> None:
+        os.write(self._fd, (json.dumps(record, separators=(",", ":")) + "\n").encode())
+
+    def unit_done(self, unit: str, seconds: float, peak_memory_gb: float | None) -> None:
+        self._write(
+            {
+                "event": UNIT_DONE,
+                "time": datetime.now(UTC).isoformat(),
+                "worker": self.worker,
+                "unit": unit,
+                "seconds": round(seconds, 6),
+                "peak_memory_gb": None if peak_memory_gb is None else round(peak_memory_gb, 6),
+            }
+        )
+
+    def claims_returned(self, units: list[str], holder: str) -> None:
+        """The coordinator returned the claims of a stale holder (or a worker its own)."""
+        self._write(
+            {
+                "event": CLAIMS_RETURNED,
+                "time": datetime.now(UTC).isoformat(),
+                "worker": self.worker,
+                "units": units,
+                "holder": holder,
+            }
+        )
+
+    def close(self) -> None:
+        if self._fd >= 0:
+            os.close(self._fd)
+            self._fd = -1

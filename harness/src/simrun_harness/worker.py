@@ -1,0 +1,268 @@
+"""`simrun-worker`: one worker of a split task, the coordinator (role base) or an extra.
+
+The coordinator creates the ledger, computes units, returns stale claims to pending and
+exits once every unit is done (merging first when SIMRUN_COORDINATOR_MERGES=1). An extra
+waits for the ledger, computes units and exits when nothing is pending. Both heartbeat,
+give their claims back on SIGTERM (exit 143), fail the task when a unit raises (exit 3) and
+exit 137 when a process of their pool is killed. The main loop is single-threaded: it waits
+on the pool's pipes, its processes and the signal pipe at once, with a timeout for the
+heartbeat, the stale check and the memory watch.
+"""
+
+from __future__ import annotations
+
+import logging
+import select
+import time
+import traceback
+from collections import defaultdict
+from typing import Any, NoReturn
+
+from simrun_harness.attempt import Attempt
+from simrun_harness.config import (
+    ConfigError,
+    WorkerConfig,
+    available_cores,
+    resolve_processes,
+    worker_config,
+)
+from simrun_harness.console import run_console
+from simrun_harness.exits import (
+    EXIT_ANALYSIS,
+    EXIT_CONFIGURATION,
+    EXIT_FAILED,
+    EXIT_OK,
+    EXIT_POOL_BROKEN,
+    EXIT_TERMINATED,
+)
+from simrun_harness.ledger import (
+    Holder,
+    Ledger,
+    create_ledger,
+    ledger_exists,
+    read_total,
+    read_units,
+    unit_index,
+)
+from simrun_harness.merge import load_or_report, merge_output
+from simrun_harness.plugin import SettingsError, SplitTaskType
+from simrun_harness.pool import Death, Job, JobResult, JobRunner, ProcessPool
+from simrun_harness.progress import ProgressWriter
+from simrun_harness.report import ReportError
+from simrun_harness.taskfile import LoadedTask
+from simrun_harness.termination import StopSignal
+
+log = logging.getLogger("simrun")
+
+SHORT_UNIT_S = 0.5
+"""Units shorter than this get a second unit queued per process (hides the round trip)."""
+LEDGER_POLL_S = 0.2
+
+
+class Worker:
+    """One attempt of one worker."""
+
+    def __init__(self, config: WorkerConfig, stop: StopSignal) -> None:
+        self.config = config
+        self.stop = stop
+        common = config.common
+        self.holder = Holder(config.worker, common.attempt)
+        self.attempt = Attempt(
+            common, common.task_dir.name, config.worker, config.role, config.memory_per_worker_gb
+        )
+        self.base = config.role == "base"
+        self.poll_s = min(1.0, config.heartbeat_s)
+        self.held: set[str] = set()
+        self._mean_s: float | None = None
+
+    def run(self) -> int:
+        task = load_or_report(self.attempt)
+        task_type = task.task_type
+        if not isinstance(task_type, SplitTaskType):
+            return self._config_error(f"type {task.file.type!r} is not splittable")
+        common = self.config.common
+        processes = resolve_processes(
+            explicit=self.config.processes,
+            cores=available_cores(self.config.cores, self.attempt.meter.cgroup.cpu_cores()),
+            cores_per_process=task_type.hint.cores_per_process,
+            memory_limit_gb=self.attempt.meter.limit_gb(common.memory_limit_gb),
+            memory_base_gb=task_type.hint.memory_base_gb,
+            memory_per_worker_gb=self.config.memory_per_worker_gb,
+        )
+        self.attempt.processes = processes
+        early = self._ensure_ledger(task, task_type) if self.base else self._wait_for_ledger(task)
+        if early is not None:
+            return self.attempt.finish(early)
+        ledger = Ledger(task.paths, self.holder)
+        runner = JobRunner(task_type, task.context, task.paths.units, self.holder.token)
+        pool = ProcessPool(runner, processes)
+        pool.start()
+        progress = ProgressWriter(task.paths.progress, self.config.worker)
+        ledger.heartbeat()
+        log.info("%s (%s) runs %d processes", self.config.worker, self.config.role, processes)
+        code = EXIT_FAILED
+        try:
+            self._log_returned(ledger.return_earlier_attempts(), progress)
+            code = self._loop(task, ledger, pool, progress)
+        except Exception as exc:  # a harness bug or an unusable store: report it, exit 1
+            log.exception("%s: unexpected error", self.holder.token)
+            self.attempt.error = ReportError(
+                message=f"harness error: {type(exc).__name__}: {exc}",
+                traceback=traceback.format_exc(),
+            )
+        finally:
+            if code != EXIT_OK:
+                pool.shutdown(kill=True)
+                self.attempt.claims_returned += ledger.give_back(sorted(self.held))
+            pool.shutdown(kill=False)
+            ledger.remove_heartbeat()
+            progress.close()
+        return self.attempt.finish(code)
+
+    def _config_error(self, message: str) -> int:
+        self.attempt.error = ReportError(message=message)
+        self.attempt.finish(EXIT_CONFIGURATION)
+        raise ConfigError(message)
+
+    def _ensure_ledger(self, task: LoadedTask, task_type: SplitTaskType) -> int | None:
+        """Create the ledger if it does not exist yet; an exit code if the units cannot be had."""
+        if ledger_exists(task.paths):
+            return None
+        try:
+            units = list(task_type.units(task.context))
+        except SettingsError as exc:
+            self._config_error(f"task {task.file.task!r}: {exc}")
+        except Exception as exc:
+            self.attempt.error = ReportError(
+                message=f"listing the units raised {type(exc).__name__}: {exc}",
+                traceback=traceback.format_exc(),
+            )
+            return EXIT_ANALYSIS
+        created = create_ledger(task.paths, units, self.holder)
+        log.info(
+            "%s: ledger %s with %d units",
+            self.config.worker,
+            "created" if created else "found",
+            len(units),
+        )
+        return None
+
+    def _wait_for_ledger(self, task: LoadedTask) -> int | None:
+        """Extras may start before the coordinator: wait for its ledger (or a stop)."""
+        waited = False
+        while not ledger_exists(task.paths):
+            if not waited:
+                log.info("%s: waiting for the ledger of %s", self.config.worker, task.file.task)
+                waited = True
+            if self.stop.requested:
+                return EXIT_TERMINATED
+            select.select([self.stop.fileno()], [], [], LEDGER_POLL_S)
+        return None
+
+    def _depth(self) -> int:
+        return 2 if self._mean_s is not None and self._mean_s < SHORT_UNIT_S else 1
+
+    def _loop(
+        self, task: LoadedTask, ledger: Ledger, pool: ProcessPool, progress: ProgressWriter
+    ) -> int:
+        units: list[Any] = read_units(task.paths)
+        total = read_total(task.paths)
+        heartbeat_s = self.config.heartbeat_s
+        now = time.monotonic()
+        next_beat = now + heartbeat_s
+        next_poll = now + self.poll_s
+        exhausted = False
+        while True:
+            if self.stop.requested:
+                log.warning(
+                    "%s: signal %s, giving back %d claims",
+                    self.holder.token,
+                    self.stop.signum,
+                    len(self.held),
+                )
+                return EXIT_TERMINATED
+            now = time.monotonic()
+            if now >= next_beat:
+                ledger.heartbeat()
+                next_beat = now + heartbeat_s
+            if now >= next_poll:
+                next_poll = now + self.poll_s
+                exhausted = False
+                if self.base:
+                    self._log_returned(ledger.reclaim_stale(self.config.stale_s), progress)
+            while not exhausted and (slot := pool.free_slot(self._depth())) is not None:
+                name = ledger.claim()
+                if name is None:
+                    exhausted = True
+                    break
+                self.held.add(name)
+                pool.submit(slot, Job("unit", name, units[unit_index(name)]))
+            if pool.busy == 0 and exhausted:
+                if not self.base:
+                    return EXIT_OK
+                if ledger.done_count() >= total:
+                    return self._complete(task, pool, progress)
+            timeout = min(next_beat, next_poll) - time.monotonic()
+            timeout = min(timeout, self.attempt.watch(pool))
+            for event in pool.wait(timeout, wake=[self.stop.fileno()]):
+                if isinstance(event, Death):
+                    killed = event.pid in self.attempt.killed_for_memory
+                    self.attempt.broken_by(event, killed)
+                    log.error(
+                        "%s: %s",
+                        self.holder.token,
+                        self.attempt.error.message if self.attempt.error else "",
+                    )
+                    return EXIT_POOL_BROKEN
+                self.attempt.record_result(event)
+                if not event.ok:
+                    log.error(
+                        "%s: unit %s raised:\n%s",
+                        self.holder.token,
+                        event.job.name,
+                        event.traceback,
+                    )
+                    return self.attempt.fail_with(event)
+                self._commit(ledger, progress, event)
+
+    def _commit(self, ledger: Ledger, progress: ProgressWriter, result: JobResult) -> None:
+        name = result.job.name
+        assert name is not None
+        self.held.discard(name)
+        if not ledger.commit(name):
+            self.attempt.claims_lost += 1
+            log.warning(
+                "%s: the claim of %s was taken back meanwhile; not counted", self.holder.token, name
+            )
+            return
+        self.attempt.units_done += 1
+        self.attempt.unit_seconds.append(result.seconds)
+        self._mean_s = (
+            result.seconds if self._mean_s is None else 0.8 * self._mean_s + 0.2 * result.seconds
+        )
+        progress.unit_done(name, result.seconds, result.peak_rss_bytes / 1024**3)
+
+    def _log_returned(self, returned: list[tuple[str, str]], progress: ProgressWriter) -> None:
+        """Record claims taken back from other holders, one progress line per holder."""
+        by_holder: dict[str, list[str]] = defaultdict(list)
+        for name, token in returned:
+            by_holder[token].append(name)
+        for token, names in by_holder.items():
+            log.warning("%s: took back the claims of %s: %s", self.holder.token, token, names)
+            progress.claims_returned(names, token)
+
+    def _complete(self, task: LoadedTask, pool: ProcessPool, progress: ProgressWriter) -> int:
+        log.info("%s: every unit is done", self.config.worker)
+        if not self.config.coordinator_merges:
+            return EXIT_OK
+        return merge_output(task, pool, self.stop, self.attempt, self.holder.token)
+
+
+def _main() -> int:
+    stop = StopSignal()
+    return Worker(worker_config(), stop).run()
+
+
+def main() -> NoReturn:
+    """Console script `simrun-worker`."""
+    run_console("simrun-worker", _main)

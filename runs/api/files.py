@@ -1,0 +1,70 @@
+"""Streaming a file (or a byte range of it) in chunks, never whole in memory.
+
+Django consumes an iterator of the other kind whole (a sync one under ASGI, an async one under
+WSGI), so the chunks come from an iterator of the server's own kind.
+"""
+
+from __future__ import annotations
+
+import mimetypes
+import re
+from collections.abc import AsyncIterator, Iterator
+from pathlib import Path
+from typing import IO
+
+from asgiref.sync import sync_to_async
+from django.core.handlers.asgi import ASGIRequest
+from django.http import HttpRequest, StreamingHttpResponse
+
+from runs.selectors.outputs import ByteRange
+
+CHUNK = 256 * 1024
+_SAFE = re.compile(r"[^A-Za-z0-9._+-]")
+
+
+def _chunks(handle: IO[bytes], length: int) -> Iterator[bytes]:
+    with handle:
+        while length > 0:
+            chunk = handle.read(min(CHUNK, length))
+            if not chunk:
+                return
+            length -= len(chunk)
+            yield chunk
+
+
+async def _async_chunks(handle: IO[bytes], length: int) -> AsyncIterator[bytes]:
+    read = sync_to_async(handle.read, thread_sensitive=False)
+    try:
+        while length > 0:
+            chunk = await read(min(CHUNK, length))
+            if not chunk:
+                return
+            length -= len(chunk)
+            yield chunk
+    finally:
+        handle.close()
+
+
+def file_response(
+    request: HttpRequest, file: Path, part: ByteRange | None
+) -> StreamingHttpResponse:
+    """The file, or the bytes `part` selects (206 with Content-Range)."""
+    size = file.stat().st_size
+    start, length = (0, size) if part is None else (part.start, part.length)
+    handle = file.open("rb")
+    handle.seek(start)
+    content = (
+        _async_chunks(handle, length)
+        if isinstance(request, ASGIRequest)
+        else _chunks(handle, length)
+    )
+    content_type = mimetypes.guess_type(file.name)[0] or "application/octet-stream"
+    response = StreamingHttpResponse(
+        content, status=200 if part is None else 206, content_type=content_type
+    )
+    response["Content-Length"] = str(length)
+    response["Accept-Ranges"] = "bytes"
+    response["Content-Disposition"] = f'inline; filename="{_SAFE.sub("_", file.name)}"'
+    if part is not None:
+        response["Content-Range"] = part.content_range(size)
+    return response

@@ -1,0 +1,319 @@
+"""Runs: list, submit, show, delete, and their verbs (cancel, tasks, workers, outputs, logs,
+events).
+
+Every identity of the lab reads every run. Cancelling and deleting are for the run's person
+(and the agents acting for them) and the owner; anyone else gets 403 with a message naming
+whose run it is. Not 404: the run is visible to them anyway, so hiding it would only confuse.
+An unknown run is 404.
+"""
+
+from __future__ import annotations
+
+from dataclasses import asdict
+from typing import Any
+
+from django.conf import settings
+from django.http import HttpResponseBase, StreamingHttpResponse
+from drf_spectacular.types import OpenApiTypes
+from drf_spectacular.utils import OpenApiParameter, OpenApiResponse, extend_schema
+from rest_framework.decorators import action
+from rest_framework.renderers import JSONRenderer
+from rest_framework.request import Request
+from rest_framework.response import Response
+
+from runs.api.auth import identity_of
+from runs.api.base import ApiViewSet
+from runs.api.errors import InvalidInput
+from runs.api.events import EventId, run_events
+from runs.api.files import file_response
+from runs.api.log_follow import follow_logs
+from runs.api.renderers import AnyMediaRenderer, EventStreamRenderer, PlainTextRenderer
+from runs.api.schema import PagedListSchema
+from runs.api.serializers import (
+    CleanupResultSerializer,
+    ErrorSerializer,
+    LogEntrySerializer,
+    OutputListingSerializer,
+    RunDetailSerializer,
+    RunListQuerySerializer,
+    RunPageSerializer,
+    SubmitSerializer,
+    TaskSerializer,
+    WorkerSerializer,
+)
+from runs.api.workflows import parse_workflow
+from runs.backends import backend
+from runs.models import Identity, Run
+from runs.selectors.logs import task_logs
+from runs.selectors.outputs import byte_range, output_file, run_outputs
+from runs.selectors.runs_list import get_run, list_runs, run_item
+from runs.selectors.servers import schedulable_nodes
+from runs.selectors.tasks import run_tasks
+from runs.selectors.workers import task_workers
+from runs.services.cleanup import delete_one
+from runs.services.runs import cancel_run, may_change
+from runs.services.submission import create_run
+
+IDEMPOTENCY_KEY = "Idempotency-Key"
+E = ErrorSerializer
+READ_ERRORS = {401: E, 404: E, 429: E}
+
+
+def run_detail(run: Run, identity: Identity) -> dict[str, Any]:
+    """A run with its tasks and whether `identity` may change it."""
+    return {
+        **asdict(run_item(run)),
+        "workflow_name": run.workflow_name,
+        "workflow": run.workflow,
+        "sources": run.sources,
+        "environment": run.environment,
+        "reserve": run.reserve,
+        "tasks": [asdict(t) for t in run_tasks(run)],
+        "may_change": may_change(identity, run),
+    }
+
+
+def _task_param(request: Request, run: Run, *, required: bool) -> str | None:
+    task_id = request.query_params.get("task")
+    if task_id is None and required:
+        raise InvalidInput("task: give the task, e.g. ?task=scan")
+    if task_id is not None and not any(t.task_id == task_id for t in run.tasks.all()):
+        known = ", ".join(t.task_id for t in run.tasks.all())
+        raise InvalidInput(f"task: run {run.id} has no task {task_id!r} (tasks: {known})")
+    return task_id
+
+
+def _int_param(request: Request, name: str, low: int, high: int) -> int | None:
+    value = request.query_params.get(name)
+    if value is None or value == "":
+        return None
+    if not value.isdigit() or not low <= int(value) <= high:
+        raise InvalidInput(f"{name}: a whole number from {low} to {high}")
+    return int(value)
+
+
+def _flag(request: Request, name: str) -> bool:
+    value = request.query_params.get(name, "").lower()
+    if value not in ("", "0", "1", "true", "false"):
+        raise InvalidInput(f"{name}: true or false")
+    return value in ("1", "true")
+
+
+TASK = OpenApiParameter("task", str, description="The task id.")
+
+
+class RunViewSet(ApiViewSet):
+    """Runs of the lab."""
+
+    lookup_value_regex = "[a-z0-9]{1,24}"
+    schema = PagedListSchema()
+
+    @extend_schema(
+        operation_id="runs_list",
+        parameters=[RunListQuerySerializer],
+        responses={200: RunPageSerializer, 400: E, 401: E, 429: E},
+    )
+    def list(self, request: Request) -> Response:
+        """Runs newest first; filters state (comma list, live, ended), group, owner; keyset
+        pages (`cursor` = the `next_cursor` of the page before)."""
+        query = RunListQuerySerializer(data=request.query_params)
+        query.is_valid(raise_exception=True)
+        page = list_runs(**query.validated_data)
+        return Response(RunPageSerializer(page).data)
+
+    @extend_schema(
+        request=SubmitSerializer,
+        parameters=[
+            OpenApiParameter(
+                IDEMPOTENCY_KEY,
+                str,
+                OpenApiParameter.HEADER,
+                description="A retried submission with the same key returns the same run.",
+            )
+        ],
+        responses={
+            201: RunDetailSerializer,
+            200: OpenApiResponse(RunDetailSerializer, description="The run of this key."),
+            400: E,
+            401: E,
+            429: E,
+        },
+    )
+    def create(self, request: Request) -> Response:
+        """Submit a run: validated, resolved and planned now, answered `submitting` (S3); the
+        environment and the workflow follow in the background."""
+        identity = identity_of(request)
+        key = request.headers.get(IDEMPOTENCY_KEY) or None
+        if key is not None and not 1 <= len(key) <= 128:
+            raise InvalidInput(f"{IDEMPOTENCY_KEY}: 1 to 128 characters")
+        body = SubmitSerializer(data=request.data)
+        body.is_valid(raise_exception=True)
+        data = body.validated_data
+        replay = (
+            key is not None and Run.objects.filter(owner=identity, idempotency_key=key).exists()
+        )
+        run = create_run(
+            identity=identity,
+            workflow=parse_workflow(data["workflow"]),
+            sources=data["sources"],
+            nodes=[] if replay else schedulable_nodes(),
+            group=data["group"],
+            split=data["split"],
+            reserve=data["reserve"],
+            idempotency_key=key,
+        )
+        detail = run_detail(get_run(run.id), identity)
+        return Response(
+            RunDetailSerializer(detail).data,
+            status=200 if replay else 201,
+            headers={"Location": f"/api/runs/{run.id}/"},
+        )
+
+    @extend_schema(responses={200: RunDetailSerializer, **READ_ERRORS})
+    def retrieve(self, request: Request, pk: str) -> Response:
+        """A run with its tasks."""
+        detail = run_detail(get_run(pk), identity_of(request))
+        return Response(RunDetailSerializer(detail).data)
+
+    @extend_schema(responses={200: CleanupResultSerializer, 403: E, 409: E, **READ_ERRORS})
+    def destroy(self, request: Request, pk: str) -> Response:
+        """Delete an ended run: its record and its files; says what was removed."""
+        result = delete_one(run_id=pk, identity=identity_of(request))
+        return Response(CleanupResultSerializer(result).data)
+
+    @extend_schema(
+        request=None, responses={200: RunDetailSerializer, 403: E, 409: E, **READ_ERRORS}
+    )
+    @action(detail=True, methods=["post"])
+    def cancel(self, request: Request, pk: str) -> Response:
+        """Cancel a live run (C16): written cancelled, then its workflow stopped."""
+        identity = identity_of(request)
+        cancel_run(run_id=pk, identity=identity, backend=backend())
+        return Response(RunDetailSerializer(run_detail(get_run(pk), identity)).data)
+
+    @extend_schema(responses={200: TaskSerializer(many=True), **READ_ERRORS})
+    @action(detail=True, methods=["get"])
+    def tasks(self, request: Request, pk: str) -> Response:
+        """The tasks with their ledger counts and first and last progress lines (S6)."""
+        return Response(TaskSerializer([asdict(t) for t in run_tasks(get_run(pk))], many=True).data)
+
+    @extend_schema(
+        parameters=[TASK], responses={200: WorkerSerializer(many=True), 400: E, **READ_ERRORS}
+    )
+    @action(detail=True, methods=["get"])
+    def workers(self, request: Request, pk: str) -> Response:
+        """The workers of the run's tasks (of one with ?task=) (S9)."""
+        run = get_run(pk)
+        task_id = _task_param(request, run, required=False)
+        rows = [
+            {"task_id": task.task_id, **asdict(worker)}
+            for task in run.tasks.all()
+            if task_id is None or task.task_id == task_id
+            for worker in task_workers(run, task)
+        ]
+        return Response(WorkerSerializer(rows, many=True).data)
+
+    @extend_schema(
+        parameters=[TASK], responses={200: OutputListingSerializer, 400: E, **READ_ERRORS}
+    )
+    @action(detail=True, methods=["get"])
+    def outputs(self, request: Request, pk: str) -> Response:
+        """The files of the tasks' outputs, paths relative to the store (S10)."""
+        run = get_run(pk)
+        listing = run_outputs(run.id, _task_param(request, run, required=False))
+        return Response(OutputListingSerializer(listing).data)
+
+    @extend_schema(
+        parameters=[
+            OpenApiParameter("path", str, required=True, description="As the listing gives it."),
+            OpenApiParameter("Range", str, OpenApiParameter.HEADER, description="bytes=a-b"),
+        ],
+        responses={
+            (200, "application/octet-stream"): OpenApiTypes.BINARY,
+            (206, "application/octet-stream"): OpenApiTypes.BINARY,
+            400: E,
+            416: E,
+            **READ_ERRORS,
+        },
+    )
+    @action(
+        detail=True,
+        methods=["get"],
+        url_path="outputs/download",
+        renderer_classes=[JSONRenderer, AnyMediaRenderer],
+    )
+    def download(self, request: Request, pk: str) -> HttpResponseBase:
+        """One output file; a `Range: bytes=a-b` header gets those bytes (206)."""
+        run = get_run(pk)
+        path = request.query_params.get("path")
+        if not path:
+            raise InvalidInput("path: give the file's path as the outputs listing shows it")
+        file = output_file(run.id, path)
+        part = byte_range(request.headers.get("Range"), file.stat().st_size)
+        return file_response(request._request, file, part)
+
+    @extend_schema(
+        parameters=[
+            OpenApiParameter("task", str, required=True, description="The task id."),
+            OpenApiParameter("tail", int, description="Only the last lines (1-100000)."),
+            OpenApiParameter("follow", bool, description="Stream new lines as text/plain."),
+        ],
+        responses={
+            200: LogEntrySerializer(many=True),
+            (200, "text/plain"): OpenApiTypes.STR,
+            400: E,
+            **READ_ERRORS,
+        },
+    )
+    @action(detail=True, methods=["get"], renderer_classes=[JSONRenderer, PlainTextRenderer])
+    def logs(self, request: Request, pk: str) -> HttpResponseBase:
+        """The logs of a task's pods, every attempt; `follow` streams new lines until the task
+        ends (or SIMRUN_EVENTS_MAX_S passes)."""
+        run = get_run(pk)
+        task_id = _task_param(request, run, required=True)
+        assert task_id is not None
+        tail = _int_param(request, "tail", 1, 100_000)
+        if _flag(request, "follow"):
+            stream = follow_logs(
+                run.id,
+                task_id,
+                tail=tail,
+                poll_s=settings.SIMRUN_EVENTS_POLL_S,
+                max_s=settings.SIMRUN_EVENTS_MAX_S,
+            )
+            response = StreamingHttpResponse(stream, content_type="text/plain; charset=utf-8")
+            response["Cache-Control"] = "no-cache"
+            response["X-Accel-Buffering"] = "no"
+            return response
+        task = next(t for t in run.tasks.all() if t.task_id == task_id)
+        entries = [asdict(e) for e in task_logs(run, task, tail)]
+        return Response(LogEntrySerializer(entries, many=True).data)
+
+    @extend_schema(
+        parameters=[
+            OpenApiParameter(
+                "Last-Event-ID", str, OpenApiParameter.HEADER, description="Resume after it."
+            )
+        ],
+        responses={(200, "text/event-stream"): OpenApiTypes.STR, 400: E, **READ_ERRORS},
+    )
+    @action(detail=True, methods=["get"], renderer_classes=[JSONRenderer, EventStreamRenderer])
+    def events(self, request: Request, pk: str) -> HttpResponseBase:
+        """Server-sent events of the run's state and progress (S16); resume with
+        `Last-Event-ID`. The stream ends when the run ends or after SIMRUN_EVENTS_MAX_S."""
+        run = get_run(pk)
+        last = request.headers.get("Last-Event-ID") or None
+        try:
+            after = EventId.parse(last) if last else None
+        except ValueError as exc:
+            raise InvalidInput(str(exc)) from None
+        stream = run_events(
+            run.id,
+            after=after,
+            poll_s=settings.SIMRUN_EVENTS_POLL_S,
+            max_s=settings.SIMRUN_EVENTS_MAX_S,
+        )
+        response = StreamingHttpResponse(stream, content_type="text/event-stream")
+        response["Cache-Control"] = "no-cache"
+        response["X-Accel-Buffering"] = "no"
+        return response

@@ -1,0 +1,306 @@
+"""Shapes of the API's requests and answers; no logic beyond checking input types and ranges.
+
+Answers are serialized from the plain values of `runs.selectors` and `runs.services`; the
+same classes describe them in the OpenAPI document.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from rest_framework import serializers
+
+from runs.models import RunState
+from runs.selectors.runs_list import MAX_LIMIT
+
+RUN_ID = r"^[a-z0-9]{1,24}$"
+DIGEST = r"^[A-Za-z0-9][A-Za-z0-9_.-]{0,127}$"
+
+
+class ErrorItemSerializer(serializers.Serializer):
+    loc = serializers.CharField(help_text="Dotted location, e.g. tasks[0].settings.n_points.")
+    message = serializers.CharField()
+    task = serializers.CharField(allow_null=True)
+    line = serializers.IntegerField(allow_null=True, help_text="Line in the workflow text.")
+    text = serializers.CharField(help_text="The error as one line.")
+
+
+class ErrorSerializer(serializers.Serializer):
+    detail = serializers.CharField(help_text="What is wrong, for a person or an agent.")
+    code = serializers.CharField(help_text="A stable code, e.g. run_not_found, not_yours.")
+    errors = ErrorItemSerializer(many=True, required=False)
+    fields = serializers.DictField(required=False, help_text="Errors per input field.")
+
+
+class WorkflowField(serializers.JSONField):
+    """A workflow: an object, or its YAML/JSON text (errors then carry line numbers)."""
+
+    def to_internal_value(self, data: Any) -> Any:
+        if not isinstance(data, (dict, str)):
+            raise serializers.ValidationError("a workflow object or its YAML/JSON text")
+        if isinstance(data, str) and not data.strip():
+            raise serializers.ValidationError("the workflow text is empty")
+        return data
+
+
+class SplitField(serializers.CharField):
+    """auto, none, or a number of pods (1-1000)."""
+
+    def to_internal_value(self, data: Any) -> Any:
+        text = str(data).strip()
+        if text in ("auto", "none"):
+            return text
+        if text.isdigit() and 1 <= int(text) <= 1000:
+            return int(text)
+        raise serializers.ValidationError("split is auto, none or a number of pods (1-1000)")
+
+
+class WhoAmISerializer(serializers.Serializer):
+    name = serializers.CharField()
+    kind = serializers.CharField()
+    tier = serializers.CharField(help_text="The priority tier of the runs this token submits.")
+    acts_for = serializers.CharField(allow_null=True)
+
+
+class RunItemSerializer(serializers.Serializer):
+    id = serializers.CharField()
+    name = serializers.CharField(help_text="The workflow's name.")
+    state = serializers.ChoiceField(choices=RunState.choices)
+    message = serializers.CharField(allow_blank=True)
+    owner = serializers.CharField(help_text="Whose run it counts as (an agent's person).")
+    submitted_by = serializers.CharField()
+    tier = serializers.CharField()
+    group = serializers.CharField(allow_blank=True)
+    progress = serializers.FloatField(
+        allow_null=True, help_text="0 to 1 while active (S7); null once ended."
+    )
+    created_at = serializers.DateTimeField()
+    submitted_at = serializers.DateTimeField(allow_null=True)
+    started_at = serializers.DateTimeField(allow_null=True)
+    ended_at = serializers.DateTimeField(allow_null=True)
+
+
+class RunPageSerializer(serializers.Serializer):
+    runs = RunItemSerializer(many=True)
+    next_cursor = serializers.CharField(allow_null=True)
+
+
+class RunListQuerySerializer(serializers.Serializer):
+    state = serializers.CharField(
+        required=False, help_text="Comma list of states, or live / ended."
+    )
+    group = serializers.CharField(required=False, max_length=128)
+    owner = serializers.CharField(required=False, max_length=64)
+    cursor = serializers.CharField(required=False, max_length=200)
+    limit = serializers.IntegerField(required=False, min_value=1, max_value=MAX_LIMIT, default=50)
+
+
+class LedgerCountsSerializer(serializers.Serializer):
+    pending = serializers.IntegerField()
+    claimed = serializers.IntegerField()
+    done = serializers.IntegerField()
+    total = serializers.IntegerField()
+
+
+class TaskSerializer(serializers.Serializer):
+    task_id = serializers.CharField()
+    type = serializers.CharField()
+    state = serializers.CharField()
+    splittable = serializers.BooleanField()
+    dependencies = serializers.ListField(child=serializers.CharField())
+    units_total = serializers.IntegerField(allow_null=True)
+    counts = LedgerCountsSerializer(allow_null=True)
+    first = serializers.DictField(allow_null=True, help_text="The first progress line.")
+    last = serializers.DictField(allow_null=True, help_text="The last progress line.")
+    fraction = serializers.FloatField()
+    message = serializers.CharField(allow_blank=True)
+    started_at = serializers.DateTimeField(allow_null=True)
+    ended_at = serializers.DateTimeField(allow_null=True)
+
+
+class RunDetailSerializer(RunItemSerializer):
+    workflow_name = serializers.CharField()
+    workflow = serializers.JSONField()
+    sources = serializers.JSONField()
+    environment = serializers.JSONField()
+    reserve = serializers.CharField(allow_blank=True)
+    tasks = TaskSerializer(many=True)
+    may_change = serializers.BooleanField(help_text="Whether this token may cancel/delete it.")
+
+
+class SubmitSerializer(serializers.Serializer):
+    workflow = WorkflowField()
+    sources = serializers.ListField(
+        child=serializers.RegexField(DIGEST),
+        default=list,
+        max_length=32,
+        help_text="Snapshot digests, the model first.",
+    )
+    group = serializers.CharField(max_length=128, allow_blank=True, default="")
+    split = SplitField(required=False, allow_null=True, default=None)
+    reserve = serializers.CharField(max_length=253, required=False, allow_null=True, default=None)
+
+
+class ValidateSerializer(serializers.Serializer):
+    workflow = WorkflowField()
+
+
+class ValidationResultSerializer(serializers.Serializer):
+    valid = serializers.BooleanField()
+    errors = ErrorItemSerializer(many=True)
+
+
+class EstimateSerializer(SubmitSerializer):
+    group = None  # type: ignore[assignment]
+
+
+class TaskEstimateSerializer(serializers.Serializer):
+    task_id = serializers.CharField()
+    type = serializers.CharField()
+    units = serializers.IntegerField(allow_null=True)
+    resources = serializers.DictField()
+    plan = serializers.DictField()
+    seconds = serializers.FloatField(allow_null=True, help_text="null without history.")
+
+
+class WorkerSerializer(serializers.Serializer):
+    task_id = serializers.CharField()
+    worker = serializers.CharField()
+    role = serializers.CharField()
+    state = serializers.CharField()
+    node = serializers.CharField(allow_null=True)
+    attempts = serializers.IntegerField()
+    processes = serializers.IntegerField(allow_null=True)
+    units_done = serializers.IntegerField()
+    units_claimed = serializers.IntegerField()
+    peak_memory_gb = serializers.FloatField(allow_null=True)
+    memory_limit_gb = serializers.FloatField(allow_null=True)
+    oom_killed = serializers.BooleanField()
+    exit_code = serializers.IntegerField(allow_null=True)
+    error = serializers.CharField(allow_null=True)
+
+
+class OutputFileSerializer(serializers.Serializer):
+    path = serializers.CharField(help_text="Relative to the run store.")
+    task = serializers.CharField()
+    size = serializers.IntegerField()
+    modified = serializers.DateTimeField()
+
+
+class OutputListingSerializer(serializers.Serializer):
+    files = OutputFileSerializer(many=True)
+    truncated = serializers.BooleanField()
+
+
+class LogEntrySerializer(serializers.Serializer):
+    pod = serializers.CharField()
+    attempt = serializers.IntegerField()
+    text = serializers.CharField(allow_blank=True)
+    ended = serializers.BooleanField()
+    error = serializers.CharField(allow_null=True)
+    truncated = serializers.BooleanField()
+    kept = serializers.BooleanField()
+
+
+class PodUsageSerializer(serializers.Serializer):
+    run_id = serializers.CharField(allow_null=True)
+    task_id = serializers.CharField()
+    pod = serializers.CharField()
+    phase = serializers.CharField()
+    cores = serializers.FloatField()
+    memory_gb = serializers.FloatField()
+
+
+class ServerSerializer(serializers.Serializer):
+    name = serializers.CharField()
+    cores = serializers.FloatField(help_text="What the scheduler gives runs.")
+    memory_gb = serializers.FloatField()
+    gpus = serializers.IntegerField()
+    reserved_by = serializers.CharField(allow_null=True)
+    cores_used = serializers.FloatField()
+    memory_used_gb = serializers.FloatField()
+    pods = PodUsageSerializer(many=True)
+
+
+class ServersSerializer(serializers.Serializer):
+    servers = ServerSerializer(many=True)
+    unplaced = PodUsageSerializer(many=True)
+
+
+class CleanupRequestSerializer(serializers.Serializer):
+    older_than_days = serializers.FloatField(min_value=0, max_value=36_500)
+    group = serializers.CharField(max_length=128, required=False, allow_blank=True)
+    failed_only = serializers.BooleanField(default=False)
+    dry_run = serializers.BooleanField(default=False)
+
+
+class SkippedSerializer(serializers.Serializer):
+    run = serializers.CharField()
+    reason = serializers.CharField()
+
+
+class CleanupResultSerializer(serializers.Serializer):
+    dry_run = serializers.BooleanField()
+    runs = serializers.ListField(child=serializers.CharField())
+    paths = serializers.ListField(child=serializers.CharField(), help_text="Relative to store.")
+    bytes_freed = serializers.IntegerField()
+    skipped = SkippedSerializer(many=True)
+
+
+class UsageSerializer(serializers.Serializer):
+    runs = serializers.DictField(child=serializers.IntegerField())
+    groups = serializers.DictField(child=serializers.IntegerField())
+    snapshots = serializers.IntegerField()
+    total = serializers.IntegerField()
+
+
+class CompareRowSerializer(serializers.Serializer):
+    section = serializers.CharField()
+    key = serializers.CharField()
+    values = serializers.ListField(child=serializers.JSONField(allow_null=True))
+    differs = serializers.BooleanField()
+
+
+class ComparisonSerializer(serializers.Serializer):
+    runs = RunItemSerializer(many=True)
+    rows = CompareRowSerializer(many=True)
+
+
+class TaskTypeSerializer(serializers.Serializer):
+    name = serializers.CharField()
+    description = serializers.CharField(allow_blank=True)
+    splittable = serializers.BooleanField()
+    ports = serializers.ListField(child=serializers.CharField())
+    outputs = serializers.ListField(child=serializers.CharField())
+    any_port = serializers.BooleanField()
+    hint = serializers.DictField(help_text="The default resources.")
+    settings_schema = serializers.DictField(help_text="JSON Schema of the settings.")
+
+
+class SnapshotSerializer(serializers.Serializer):
+    digest = serializers.CharField()
+    name = serializers.CharField(allow_blank=True)
+    source_path = serializers.CharField(allow_blank=True)
+    git_remote = serializers.CharField(allow_blank=True)
+    git_commit = serializers.CharField(allow_blank=True)
+    git_dirty = serializers.BooleanField(allow_null=True)
+    files = serializers.IntegerField()
+    bytes = serializers.IntegerField()
+    created_by = serializers.CharField(source="created_by.name", allow_null=True, default=None)
+    created_at = serializers.DateTimeField()
+
+
+class ProvenanceSerializer(serializers.Serializer):
+    name = serializers.CharField(max_length=255, required=False, allow_blank=True, default="")
+    source_path = serializers.CharField(
+        max_length=1024, required=False, allow_blank=True, default=""
+    )
+    git_remote = serializers.CharField(
+        max_length=1024, required=False, allow_blank=True, default=""
+    )
+    git_commit = serializers.CharField(max_length=64, required=False, allow_blank=True, default="")
+    git_dirty = serializers.BooleanField(required=False, allow_null=True, default=None)
+
+
+class RegisterSnapshotSerializer(ProvenanceSerializer):
+    digest = serializers.RegexField(DIGEST, help_text="A snapshot written into the store.")

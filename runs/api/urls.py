@@ -1,0 +1,48 @@
+"""The routes of the API under /api/ (see docs/api.md); the OpenAPI document and its docs.
+
+The document (/api/schema/) and the docs pages (/api/docs/, /api/redoc/) answer without a
+token: they describe the API and hold no data of the lab. Every other route needs one.
+"""
+
+from __future__ import annotations
+
+from django.urls import include, path
+from drf_spectacular.views import SpectacularAPIView, SpectacularRedocView, SpectacularSwaggerView
+from rest_framework.routers import SimpleRouter
+
+from runs.api import schema  # noqa: F401  (registers the bearer scheme)
+from runs.api.admin_ops import CleanupView, CompareView, UsageView
+from runs.api.runs import RunViewSet
+from runs.api.servers import ServersView
+from runs.api.snapshots import SnapshotListView, SnapshotRegisterView, SnapshotView
+from runs.api.workflows import (
+    EstimateView,
+    TaskTypeListView,
+    TaskTypeView,
+    ValidateView,
+    WhoAmIView,
+)
+
+router = SimpleRouter()
+router.register("runs", RunViewSet, basename="run")
+
+_public = {"authentication_classes": [], "permission_classes": []}
+
+urlpatterns = [
+    path("", include(router.urls)),
+    path("whoami/", WhoAmIView.as_view(), name="whoami"),
+    path("validate/", ValidateView.as_view(), name="validate"),
+    path("estimate/", EstimateView.as_view(), name="estimate"),
+    path("task-types/", TaskTypeListView.as_view(), name="task-types"),
+    path("task-types/<str:name>/", TaskTypeView.as_view(), name="task-type"),
+    path("servers/", ServersView.as_view(), name="servers"),
+    path("cleanup/", CleanupView.as_view(), name="cleanup"),
+    path("usage/", UsageView.as_view(), name="usage"),
+    path("compare/", CompareView.as_view(), name="compare"),
+    path("snapshots/", SnapshotListView.as_view(), name="snapshots"),
+    path("snapshots/register/", SnapshotRegisterView.as_view(), name="snapshot-register"),
+    path("snapshots/<str:digest>/", SnapshotView.as_view(), name="snapshot"),
+    path("schema/", SpectacularAPIView.as_view(**_public), name="schema"),
+    path("docs/", SpectacularSwaggerView.as_view(url_name="schema", **_public), name="docs"),
+    path("redoc/", SpectacularRedocView.as_view(url_name="schema", **_public), name="redoc"),
+]

@@ -1,0 +1,112 @@
+"""Routes about workflows before they run: validate, estimate, the task types (S4, S5, S11)."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from drf_spectacular.utils import extend_schema
+from rest_framework.request import Request
+from rest_framework.response import Response
+
+from runs.api.auth import identity_of
+from runs.api.base import ApiView
+from runs.api.errors import workflow_error
+from runs.api.serializers import (
+    ErrorSerializer,
+    EstimateSerializer,
+    TaskEstimateSerializer,
+    TaskTypeSerializer,
+    ValidateSerializer,
+    ValidationResultSerializer,
+    WhoAmISerializer,
+)
+from runs.priorities import tier_of
+from runs.selectors.servers import schedulable_nodes
+from runs.selectors.task_estimates import estimate_workflow
+from runs.task_types import describe, registry
+from runs.validation import load, load_data
+from runs.workflow import Workflow, WorkflowInvalid
+
+ERRORS = {400: ErrorSerializer, 401: ErrorSerializer, 429: ErrorSerializer}
+
+
+def parse_workflow(value: str | dict[str, Any]) -> Workflow:
+    """A valid workflow from its text (errors with lines) or object; WorkflowInvalid else."""
+    return load(value) if isinstance(value, str) else load_data(value)
+
+
+class WhoAmIView(ApiView):
+    """The identity of the token: its name, kind and the priority tier of its runs (S2)."""
+
+    @extend_schema(responses={200: WhoAmISerializer, 401: ErrorSerializer})
+    def get(self, request: Request) -> Response:
+        identity = identity_of(request)
+        return Response(
+            {
+                "name": identity.name,
+                "kind": identity.kind,
+                "tier": tier_of(identity.kind),
+                "acts_for": identity.acts_for.name if identity.acts_for else None,
+            }
+        )
+
+
+class ValidateView(ApiView):
+    """Every error of a workflow at once, each with its location (S4); valid: no errors."""
+
+    @extend_schema(
+        request=ValidateSerializer, responses={200: ValidationResultSerializer, **ERRORS}
+    )
+    def post(self, request: Request) -> Response:
+        body = ValidateSerializer(data=request.data)
+        body.is_valid(raise_exception=True)
+        try:
+            parse_workflow(body.validated_data["workflow"])
+        except WorkflowInvalid as exc:
+            return Response({"valid": False, "errors": [workflow_error(e) for e in exc.errors]})
+        return Response({"valid": True, "errors": []})
+
+
+class EstimateView(ApiView):
+    """Resources, plan and expected seconds of every task, on the servers as they are (S5)."""
+
+    @extend_schema(
+        request=EstimateSerializer, responses={200: TaskEstimateSerializer(many=True), **ERRORS}
+    )
+    def post(self, request: Request) -> Response:
+        body = EstimateSerializer(data=request.data)
+        body.is_valid(raise_exception=True)
+        data = body.validated_data
+        estimates = estimate_workflow(
+            identity=identity_of(request),
+            workflow=parse_workflow(data["workflow"]),
+            sources=data["sources"],
+            nodes=schedulable_nodes(),
+            split=data["split"],
+            reserve=data["reserve"],
+        )
+        return Response(TaskEstimateSerializer(estimates, many=True).data)
+
+
+class TaskTypeListView(ApiView):
+    """The task types of the installed plugins, with the JSON Schema of their settings (S11)."""
+
+    @extend_schema(responses={200: TaskTypeSerializer(many=True), 401: ErrorSerializer})
+    def get(self, request: Request) -> Response:
+        types = [describe(name, cls) for name, cls in sorted(registry().items())]
+        return Response(TaskTypeSerializer(types, many=True).data)
+
+
+class TaskTypeView(ApiView):
+    """One task type."""
+
+    @extend_schema(responses={200: TaskTypeSerializer, 401: ErrorSerializer, 404: ErrorSerializer})
+    def get(self, request: Request, name: str) -> Response:
+        cls = registry().get(name)
+        if cls is None:
+            known = ", ".join(sorted(registry()))
+            return Response(
+                {"detail": f"no task type {name!r} (known: {known})", "code": "not_found"},
+                status=404,
+            )
+        return Response(TaskTypeSerializer(describe(name, cls)).data)

@@ -1,0 +1,80 @@
+"""A pod's log tail that follows while the pod lives, and downloads of a run's outputs."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from django.http import FileResponse, Http404, HttpResponse
+from django.shortcuts import render
+
+from runs.models import Identity, Run, Task
+from runs.pages.access import HtmxHttpRequest, with_identity
+from runs.selectors.logs import LogEntry, task_logs
+from runs.selectors.outputs import OutputNotFound, output_file
+from runs.selectors.runs_list import get_run
+from runs.services.runs import RunNotFound
+
+TAIL_LINES = 200
+TEMPLATE = "runs/log.html"
+
+
+@dataclass(frozen=True)
+class LogTail:
+    """The last lines of a pod's newest attempt, and whether more may come."""
+
+    run_id: str
+    task_id: str
+    pod: str
+    entry: LogEntry | None
+    attempts: int
+    follow: bool
+
+
+def run_or_404(run_id: str) -> Run:
+    try:
+        return get_run(run_id)
+    except RunNotFound as exc:
+        raise Http404(str(exc)) from exc
+
+
+def task_or_404(run: Run, task_id: str) -> Task:
+    task = next((t for t in run.tasks.all() if t.task_id == task_id), None)
+    if task is None:
+        raise Http404(f"run {run.id} has no task {task_id!r}")
+    return task
+
+
+def log_tail(run: Run, task: Task, pod: str) -> LogTail:
+    """The tail of the newest attempt of `pod`; it follows until that attempt has ended."""
+    entries = [e for e in task_logs(run, task, tail_lines=TAIL_LINES) if e.pod == pod]
+    entry = max(entries, key=lambda e: e.attempt, default=None)
+    ended = entry is not None and (entry.ended or entry.kept)
+    follow = not run.ended and not ended
+    return LogTail(run.id, task.task_id, pod, entry, len(entries), follow)
+
+
+@with_identity
+def log(
+    request: HtmxHttpRequest, identity: Identity, run_id: str, task_id: str, pod: str
+) -> HttpResponse:
+    """A pod's log page; the tail when htmx polls it, the panel when the run page opens it."""
+    run = run_or_404(run_id)
+    task = task_or_404(run, task_id)
+    if pod != task_id and not pod.startswith(f"{task_id}-"):
+        raise Http404(f"{pod!r} is no pod of task {task_id!r}")
+    context = {"run": run, "task": task, "tail": log_tail(run, task, pod)}
+    parts = {"log-tail": "tail", "log-panel": "panel"}
+    if request.htmx and request.htmx.target in parts:
+        return render(request, f"{TEMPLATE}#{parts[request.htmx.target]}", context)
+    return render(request, TEMPLATE, context)
+
+
+@with_identity
+def download(request: HtmxHttpRequest, identity: Identity, run_id: str, path: str) -> FileResponse:
+    """An output file of the run, streamed; `path` is relative to the run's directory."""
+    run = run_or_404(run_id)
+    try:
+        file = output_file(run.id, f"runs/{run.id}/{path}")
+    except OutputNotFound as exc:
+        raise Http404(str(exc)) from exc
+    return FileResponse(file.open("rb"), as_attachment=True, filename=file.name)

@@ -1,0 +1,171 @@
+"""The list of runs and one run, as the API and the pages show them (S7).
+
+Keyset pagination on (created_at, id), newest first, so a page costs the same with 100 or
+100,000 runs; the number of queries per page is fixed (the runs with their identities, their
+tasks, and the owner named in a filter). The progress of an active run comes from its task
+rows and its ledgers (`runs.selectors.progress`).
+"""
+
+from __future__ import annotations
+
+import base64
+import binascii
+from dataclasses import dataclass
+from datetime import datetime
+
+from django.db.models import Prefetch, Q, QuerySet
+
+from runs.models import Identity, Run, RunState, Task
+from runs.selectors.progress import progress_of
+from runs.services.runs import RunNotFound
+
+DEFAULT_LIMIT = 50
+MAX_LIMIT = 200
+LIVE, ENDED = "live", "ended"
+
+
+class BadFilter(ValueError):
+    """A filter or cursor that cannot be used; the message says which and why."""
+
+
+@dataclass(frozen=True)
+class RunItem:
+    """A run of the list: its summary, owner, workflow name and progress (None once ended).
+
+    `owner` is whose run it counts as (an agent's person); `submitted_by` is the identity whose
+    token submitted it.
+    """
+
+    id: str
+    name: str
+    state: str
+    message: str
+    owner: str
+    submitted_by: str
+    tier: str
+    group: str
+    progress: float | None
+    created_at: datetime
+    submitted_at: datetime | None
+    started_at: datetime | None
+    ended_at: datetime | None
+
+
+@dataclass(frozen=True)
+class RunPage:
+    runs: list[RunItem]
+    next_cursor: str | None
+
+
+def run_item(run: Run) -> RunItem:
+    """The list entry of a run (its owner, principal and tasks should be loaded with it)."""
+    return RunItem(
+        id=run.id,
+        name=run.name,
+        state=run.state,
+        message=run.message,
+        owner=run.principal.name,
+        submitted_by=run.owner.name,
+        tier=run.tier,
+        group=run.group,
+        progress=progress_of(run),
+        created_at=run.created_at,
+        submitted_at=run.submitted_at,
+        started_at=run.started_at,
+        ended_at=run.ended_at,
+    )
+
+
+def runs_with_details() -> QuerySet[Run]:
+    """Runs with their identities and tasks loaded in a fixed number of queries."""
+    return Run.objects.select_related("owner", "principal").prefetch_related(
+        Prefetch("tasks", queryset=Task.objects.order_by("position"))
+    )
+
+
+def get_run(run_id: str) -> Run:
+    """One run with its identities and tasks; RunNotFound for an unknown id."""
+    run = runs_with_details().filter(pk=run_id).first()
+    if run is None:
+        raise RunNotFound(f"no run {run_id!r}")
+    return run
+
+
+def states_of(value: str | None) -> list[str] | None:
+    """The states a filter names: a comma list of run states, or `live` / `ended`."""
+    if not value:
+        return None
+    states: list[str] = []
+    for part in (p.strip() for p in value.split(",") if p.strip()):
+        if part == LIVE:
+            states.extend(RunState.live())
+        elif part == ENDED:
+            states.extend(RunState.ended())
+        elif part in RunState.values:
+            states.append(part)
+        else:
+            allowed = ", ".join([*RunState.values, LIVE, ENDED])
+            raise BadFilter(f"state: unknown state {part!r} (allowed: {allowed})")
+    return states
+
+
+def encode_cursor(run: Run) -> str:
+    raw = f"{run.created_at.isoformat()}|{run.id}".encode()
+    return base64.urlsafe_b64encode(raw).decode().rstrip("=")
+
+
+def decode_cursor(cursor: str) -> tuple[datetime, str]:
+    """The (created_at, id) a cursor points after; BadFilter when it is not one of ours."""
+    try:
+        raw = base64.urlsafe_b64decode(cursor + "=" * (-len(cursor) % 4)).decode()
+        stamp, _, run_id = raw.partition("|")
+        created = datetime.fromisoformat(stamp)
+    except (binascii.Error, UnicodeDecodeError, ValueError):
+        raise BadFilter("cursor: not a cursor of this list (use next_cursor as given)") from None
+    if not run_id or created.tzinfo is None:
+        raise BadFilter("cursor: not a cursor of this list (use next_cursor as given)")
+    return created, run_id
+
+
+def list_runs(
+    *,
+    state: str | None = None,
+    group: str | None = None,
+    owner: str | None = None,
+    cursor: str | None = None,
+    limit: int = DEFAULT_LIMIT,
+) -> RunPage:
+    """A page of runs, newest first.
+
+    Args:
+        state: A comma list of states, or `live` / `ended`.
+        group: Only runs of this group ("" is not a filter).
+        owner: Runs that count as this identity's (its own and its agents'), or that this
+            identity submitted.
+        cursor: The `next_cursor` of the page before.
+        limit: Runs per page, 1 to MAX_LIMIT.
+
+    Raises:
+        BadFilter: An unknown state, a limit out of range or a foreign cursor.
+    """
+    if not 1 <= limit <= MAX_LIMIT:
+        raise BadFilter(f"limit: must be between 1 and {MAX_LIMIT}")
+    runs = runs_with_details().order_by("-created_at", "-id")
+    states = states_of(state)
+    if states:
+        runs = runs.filter(state__in=states)
+    if group:
+        runs = runs.filter(group=group)
+    if owner:
+        ids = list(Identity.objects.filter(name=owner).values_list("pk", flat=True))
+        runs = runs.filter(Q(principal_id__in=ids) | Q(owner_id__in=ids))
+    if cursor:
+        created, run_id = decode_cursor(cursor)
+        runs = runs.filter(Q(created_at__lt=created) | Q(created_at=created, id__lt=run_id))
+    found = list(runs[: limit + 1])
+    more = len(found) > limit
+    found = found[:limit]
+    return RunPage(
+        runs=[run_item(r) for r in found],
+        next_cursor=encode_cursor(found[-1]) if more and found else None,
+    )

@@ -1,0 +1,80 @@
+"""What a submission would do, without doing it: resources, plan and seconds per task (S5).
+
+The same resolution and planning a submission makes (`runs.services.submission`), on the
+nodes as they are now, plus the expected seconds of each split task from its history.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any
+
+from runs.estimates import estimate
+from runs.models import Identity, Snapshot
+from runs.observations import history
+from runs.plans import Node, TaskPlan
+from runs.priorities import tier_of
+from runs.services.submission import SubmissionRefused, _plan_tasks
+from runs.workflow import SplitMode, Workflow
+
+
+@dataclass(frozen=True)
+class TaskEstimateView:
+    task_id: str
+    type: str
+    units: int | None
+    resources: dict[str, Any]
+    plan: dict[str, Any]
+    seconds: float | None
+
+
+def estimate_workflow(
+    *,
+    identity: Identity,
+    workflow: Workflow,
+    sources: list[str],
+    nodes: list[Node],
+    split: SplitMode | None = None,
+    reserve: str | None = None,
+) -> list[TaskEstimateView]:
+    """Every task's estimate, in topological order.
+
+    Raises SubmissionRefused (unknown sources or node) or runs.planner.PlanRefused.
+    """
+    known = set(Snapshot.objects.filter(digest__in=sources).values_list("digest", flat=True))
+    missing = [d for d in sources if d not in known]
+    if missing:
+        raise SubmissionRefused(f"sources: unknown snapshot(s) {', '.join(missing)}")
+    reserve = reserve or workflow.defaults.reserve
+    if reserve and not any(n.name == reserve for n in nodes):
+        names = ", ".join(n.name for n in nodes) or "none"
+        raise SubmissionRefused(f"reserve: no node named {reserve!r} (nodes: {names})")
+    model = sources[0] if sources else None
+    rows = _plan_tasks(
+        workflow,
+        nodes=nodes,
+        model=model,
+        split=split,
+        tier=tier_of(identity.kind),
+        reserve=reserve,
+    )
+    views = []
+    for row in rows:
+        plan = TaskPlan.from_json(row["plan"])
+        seconds = estimate(
+            units=row["units_total"],
+            plan=plan,
+            history=history(task_type=row["type"], model_digest=model or ""),
+            splittable=row["splittable"],
+        )
+        views.append(
+            TaskEstimateView(
+                task_id=row["task_id"],
+                type=row["type"],
+                units=row["units_total"],
+                resources=row["resources"],
+                plan=row["plan"],
+                seconds=seconds,
+            )
+        )
+    return views

@@ -1,0 +1,149 @@
+"""The workers of a task (S9): from the pods the controller stores, the reports, the ledger.
+
+A worker is one pod of a task: `<task>-w0` (the coordinator), `<task>-w1..` (extra workers),
+`<task>-merge`, or `<task>` for an unsplit task. What it shows:
+
+- state: while a pod lives whose current attempt has no report yet, the pod's phase
+  (running, queued, preempted, retrying); else from its last report: failed when it was
+  killed for memory or exited non-zero, else done; waiting when nothing is known yet.
+- node: of the live attempt (None while it is not bound), else of the last report.
+- attempts: one more than the highest attempt of its reports and of its live pod.
+- units done: the distinct units its `unit_done` progress lines name, over all attempts.
+- units claimed: the units it holds in the ledger now.
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass
+from typing import Any
+
+from simrun_harness.ledger import claims_by_worker
+from simrun_harness.progress import UNIT_DONE, read_progress
+from simrun_harness.report import WorkerReport
+
+from runs.models import Run, Task
+from runs.store import reports, task_paths
+
+LIVE_PHASES = frozenset({"queued", "running", "preempted", "retrying"})
+_ENDED_WITHOUT_REPORT = {"succeeded": "done", "failed": "failed", "skipped": "skipped"}
+
+
+@dataclass(frozen=True)
+class WorkerView:
+    worker: str
+    role: str
+    state: str
+    node: str | None
+    attempts: int
+    processes: int | None
+    units_done: int
+    units_claimed: int
+    peak_memory_gb: float | None
+    memory_limit_gb: float | None
+    oom_killed: bool
+    exit_code: int | None
+    error: str | None
+
+
+def role_of(task: Task, worker: str) -> str:
+    """base (coordinator), extra, merge, or exec (the single pod of an unsplit task)."""
+    if worker == f"{task.task_id}-merge":
+        return "merge"
+    if worker == f"{task.task_id}-w0":
+        return "base"
+    if task.splittable:
+        return "extra"
+    return "exec"
+
+
+def _belongs(task: Task, pod: str) -> bool:
+    if not task.splittable:
+        return pod == task.task_id
+    prefix = re.escape(task.task_id)
+    return re.fullmatch(rf"{prefix}-(w\d+|merge)", pod) is not None
+
+
+def _units_done_by_worker(task: Task) -> dict[str, set[str]]:
+    done: dict[str, set[str]] = {}
+    for event in read_progress(task_paths(task.run_id, task.task_id).progress):
+        if event.event == UNIT_DONE and event.unit is not None:
+            done.setdefault(event.worker, set()).add(event.unit)
+    return done
+
+
+def _worker_order(name: str) -> tuple[int, int, str]:
+    match = re.search(r"-w(\d+)$", name)
+    if match:
+        return (0, int(match.group(1)), name)
+    return (1 if name.endswith("-merge") else 0, 0, name)
+
+
+def task_workers(run: Run, task: Task) -> list[WorkerView]:
+    """The workers of one task of a run, coordinator first, the merge last."""
+    paths = task_paths(run.id, task.task_id)
+    by_worker: dict[str, list[WorkerReport]] = {}
+    for _, report in reports(paths):
+        by_worker.setdefault(report.worker, []).append(report)
+    pods: dict[str, dict[str, Any]] = {
+        name: pod for name, pod in (run.pods or {}).items() if _belongs(task, name)
+    }
+    claims = claims_by_worker(paths) if task.splittable else {}
+    done = _units_done_by_worker(task) if task.splittable else {}
+    names = set(by_worker) | set(pods) | set(claims) | set(done)
+    return [
+        _view(
+            task,
+            name,
+            sorted(by_worker.get(name, []), key=lambda r: r.attempt),
+            pods.get(name),
+            units_done=len(done.get(name, ())),
+            units_claimed=claims.get(name, 0),
+        )
+        for name in sorted(names, key=_worker_order)
+    ]
+
+
+def _view(
+    task: Task,
+    name: str,
+    worker_reports: list[WorkerReport],
+    pod: dict[str, Any] | None,
+    *,
+    units_done: int,
+    units_claimed: int,
+) -> WorkerView:
+    last = worker_reports[-1] if worker_reports else None
+    reported = {r.attempt for r in worker_reports}
+    pod_attempts = int(pod.get("attempts") or 0) if pod else 0
+    live_attempt = pod_attempts - 1
+    phase = str(pod.get("phase", "")) if pod else ""
+    live = phase in LIVE_PHASES and live_attempt not in reported
+    attempts = max(pod_attempts, (last.attempt + 1) if last else 0)
+    if live:
+        state, node = phase, (pod or {}).get("node")
+    elif last is not None:
+        state = "failed" if last.oom_kills > 0 or last.exit_code != 0 else "done"
+        node = last.node
+    else:
+        state, node = _ENDED_WITHOUT_REPORT.get(phase, "waiting"), (pod or {}).get("node")
+    return WorkerView(
+        worker=name,
+        role=role_of(task, name),
+        state=state,
+        node=node,
+        attempts=attempts,
+        processes=last.processes if last else None,
+        units_done=units_done,
+        units_claimed=units_claimed,
+        peak_memory_gb=last.peak_memory_gb if last else None,
+        memory_limit_gb=last.memory_limit_gb if last else None,
+        oom_killed=bool(last and last.oom_kills > 0),
+        exit_code=last.exit_code if last else (pod or {}).get("exit_code"),
+        error=last.error.message if last and last.error else None,
+    )
+
+
+def run_workers(run: Run) -> dict[str, list[WorkerView]]:
+    """The workers of every task of a run, by task id."""
+    return {task.task_id: task_workers(run, task) for task in run.tasks.all()}

@@ -1,0 +1,73 @@
+"""Snapshot records: an uploaded snapshot, or one a client wrote into a mounted store.
+
+The files are immutable and named by their digest, so a record is made once per digest; a
+second upload of the same sources returns the first record.
+"""
+
+from __future__ import annotations
+
+import json
+
+from runs.models import Identity, Snapshot
+from runs.snapshots import Provenance, SnapshotRefused
+from runs.store import store
+
+MANIFEST = ".simrun-manifest.json"
+
+
+def record_snapshot(
+    *,
+    digest: str,
+    files: int,
+    size: int,
+    provenance: Provenance,
+    name: str = "",
+    identity: Identity,
+) -> tuple[Snapshot, bool]:
+    """The record of a stored snapshot, made now (True) or found (False)."""
+    return Snapshot.objects.get_or_create(
+        digest=digest,
+        defaults={
+            "name": name,
+            "source_path": provenance.source_path,
+            "git_remote": provenance.git_remote,
+            "git_commit": provenance.git_commit,
+            "git_dirty": provenance.git_dirty,
+            "files": files,
+            "bytes": size,
+            "created_by": identity,
+        },
+    )
+
+
+def register_stored_snapshot(
+    *, digest: str, provenance: Provenance, name: str = "", identity: Identity
+) -> tuple[Snapshot, bool]:
+    """Record a snapshot a client wrote into the store itself (SIMRUN_STORE mounted).
+
+    Raises SnapshotRefused when `snapshots/<digest>/` or its manifest is missing.
+    """
+    try:
+        folder = store().snapshot(digest)
+    except ValueError as exc:
+        raise SnapshotRefused(str(exc)) from None
+    try:
+        manifest = json.loads((folder / MANIFEST).read_text())
+    except (OSError, ValueError):
+        raise SnapshotRefused(
+            f"snapshot {digest!r} is not in the run store (write it there first, or upload it)"
+        ) from None
+    size = 0
+    for entry in manifest:
+        try:
+            size += (folder / entry[0]).stat().st_size
+        except (OSError, IndexError, TypeError):
+            raise SnapshotRefused(f"snapshot {digest!r} is incomplete in the run store") from None
+    return record_snapshot(
+        digest=digest,
+        files=len(manifest),
+        size=size,
+        provenance=provenance,
+        name=name,
+        identity=identity,
+    )

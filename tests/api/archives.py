@@ -1,0 +1,43 @@
+"""Archives built in memory for upload tests, benign and malicious."""
+
+from __future__ import annotations
+
+import io
+import tarfile
+import zipfile
+from collections.abc import Iterable
+
+
+def tar_member(
+    name: str, data: bytes = b"", *, kind: bytes = tarfile.REGTYPE, link: str = ""
+) -> tuple[tarfile.TarInfo, bytes]:
+    info = tarfile.TarInfo(name)
+    info.type = kind
+    info.size = len(data) if kind == tarfile.REGTYPE else 0
+    info.linkname = link
+    info.mode = 0o644
+    return info, data
+
+
+def tar_of(members: Iterable[tuple[tarfile.TarInfo, bytes]], *, gz: bool = False) -> bytes:
+    buffer = io.BytesIO()
+    with tarfile.open(fileobj=buffer, mode="w:gz" if gz else "w") as archive:
+        for info, data in members:
+            archive.addfile(info, io.BytesIO(data) if info.type == tarfile.REGTYPE else None)
+    return buffer.getvalue()
+
+
+def tar_files(files: dict[str, bytes], *, gz: bool = False) -> bytes:
+    return tar_of((tar_member(name, data) for name, data in files.items()), gz=gz)
+
+
+def zip_of(files: dict[str, bytes], *, links: dict[str, str] | None = None) -> bytes:
+    buffer = io.BytesIO()
+    with zipfile.ZipFile(buffer, "w", compression=zipfile.ZIP_DEFLATED) as archive:
+        for name, data in files.items():
+            archive.writestr(name, data)
+        for name, target in (links or {}).items():
+            info = zipfile.ZipInfo(name)
+            info.external_attr = 0o120777 << 16
+            archive.writestr(info, target)
+    return buffer.getvalue()

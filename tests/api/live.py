@@ -1,0 +1,41 @@
+"""The API served for real: uvicorn on 127.0.0.1 in a thread, the same ASGI app as production."""
+
+from __future__ import annotations
+
+import asyncio
+import threading
+from collections.abc import Iterator
+from contextlib import contextmanager
+
+import uvicorn
+from django.core.asgi import get_asgi_application
+from django.db import connections
+
+from runs.api.upload_limit import UploadSizeLimit
+from tests.waiting import wait_for
+
+
+@contextmanager
+def serving() -> Iterator[str]:
+    """Serve the API until the block ends; yields its base URL.
+
+    The test database must hold committed rows (`django_db(transaction=True)`): the server's
+    threads have connections of their own. They close after every request (CONN_MAX_AGE 0),
+    so none is left open when the test database is flushed or dropped.
+    """
+    database = connections.settings["default"]
+    kept_age = database.get("CONN_MAX_AGE", 0)
+    database["CONN_MAX_AGE"] = 0
+    app = UploadSizeLimit(get_asgi_application())
+    config = uvicorn.Config(app, host="127.0.0.1", port=0, log_level="warning", lifespan="off")
+    server = uvicorn.Server(config)
+    thread = threading.Thread(target=lambda: asyncio.run(server.serve()), daemon=True)
+    thread.start()
+    try:
+        wait_for(lambda: server.started, timeout=20, what="uvicorn to start")
+        port = server.servers[0].sockets[0].getsockname()[1]
+        yield f"http://127.0.0.1:{port}"
+    finally:
+        server.should_exit = True
+        thread.join(timeout=20)
+        database["CONN_MAX_AGE"] = kept_age

@@ -1,0 +1,129 @@
+"""`simrun` against the API (ApiLab) over real HTTP, and uploads cut at the ASGI edge."""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from pathlib import Path
+
+import httpx
+import pytest
+from simrun_harness.layout import StorePaths
+
+from runs.cli.api_client import ApiError, ApiLab
+from runs.models import Run, Snapshot
+from runs.store import task_paths
+from tests import factories
+from tests.api.conftest import Lab
+from tests.api.live import serving
+from tests.api.test_uploads import files_below
+
+pytestmark = pytest.mark.django_db(transaction=True)
+
+WORKFLOW = """\
+name: hello
+tasks:
+  - id: hello
+    type: command
+    settings: {args: [python, model.py]}
+"""
+
+
+@pytest.fixture
+def base_url() -> Iterator[str]:
+    with serving() as url:
+        yield url
+
+
+@pytest.fixture
+def source(tmp_path: Path) -> Path:
+    model = tmp_path / "model"
+    (model / "pkg" / "__pycache__").mkdir(parents=True)
+    (model / "model.py").write_text("print('hi')\n")
+    (model / "pkg" / "a.py").write_text("A = 1\n")
+    (model / "pkg" / "__pycache__" / "a.pyc").write_bytes(b"\x00")
+    (model / "same.py").symlink_to("model.py")
+    return model
+
+
+def test_submit_uploads_the_sources_and_returns_the_run(
+    lab: Lab, base_url: str, source: Path, store: Path
+) -> None:
+    """S3: `simrun` snapshots --source directories through the API, then submits."""
+    with ApiLab(base_url, lab.person.secret) as api:
+        run = api.submit(WORKFLOW, [source], group="study")
+        assert (run["state"], run["group"], run["owner"]) == ("submitting", "study", "paul")
+        [digest] = run["sources"]
+        folder = StorePaths(store).snapshot(digest)
+        assert sorted(p.name for p in folder.rglob("*.py")) == ["a.py", "model.py", "same.py"]
+        assert not list(folder.rglob("*.pyc"))
+        assert Snapshot.objects.get(digest=digest).source_path == str(source)
+        assert [r["id"] for r in api.runs(owner="paul")] == [run["id"]]
+        assert api.show(run["id"])["tasks"][0]["task_id"] == "hello"
+
+
+def test_with_the_store_mounted_sources_are_written_there_and_registered(
+    lab: Lab, base_url: str, source: Path, store: Path
+) -> None:
+    """Clients that mount the store (SIMRUN_STORE) write snapshots themselves."""
+    with ApiLab(base_url, lab.agent.secret, store=store) as api:
+        digest = api.upload_snapshot(source)
+    assert (StorePaths(store).snapshot(digest) / "model.py").read_text() == "print('hi')\n"
+    assert Snapshot.objects.get(digest=digest).created_by.name == "ada"  # type: ignore[union-attr]
+
+
+def test_cancel_logs_and_outputs_through_the_client(
+    lab: Lab, base_url: str, tmp_path: Path
+) -> None:
+    run = factories.run(by=lab.person.identity)
+    paths = task_paths(run.id, "hello")
+    paths.logs.mkdir(parents=True)
+    (paths.logs / "hello-0.log").write_text("started\n")
+    paths.out.mkdir()
+    (paths.out / "result.txt").write_text("42\n")
+    with ApiLab(base_url, lab.other.secret) as api:
+        with pytest.raises(ApiError) as refused:
+            api.cancel(run.id)
+        assert (refused.value.status, refused.value.code) == (403, "not_yours")
+        [output] = api.outputs(run.id)
+        assert api.download(run.id, output["path"], tmp_path / "r.txt").read_text() == "42\n"
+    with ApiLab(base_url, lab.person.secret) as api:
+        assert api.cancel(run.id)["state"] == "cancelled"
+        assert list(api.logs(run.id, "hello", follow=True)) == ["[hello#0] started"]
+        assert "started" in next(api.logs(run.id, "hello"))
+    assert Run.objects.get(pk=run.pk).state == "cancelled"
+
+
+def test_an_invalid_workflow_raises_with_every_error(lab: Lab, base_url: str) -> None:
+    with ApiLab(base_url, lab.person.secret) as api, pytest.raises(ApiError) as refused:
+        api.submit("name: x\ntasks:\n  - id: a\n    type: nope\n", [])
+    assert refused.value.code == "workflow_invalid"
+    assert refused.value.errors[0]["line"] == 4
+
+
+def test_an_announced_oversized_upload_is_413_before_its_body_is_read(
+    lab: Lab, base_url: str, store: Path, settings: object
+) -> None:
+    """S15: the ASGI edge refuses by Content-Length before Django reads the body."""
+    settings.SIMRUN_MAX_UPLOAD_BYTES = 1000  # type: ignore[attr-defined]
+    headers = {"Authorization": f"Bearer {lab.person.secret}", "Content-Type": "application/x-tar"}
+    response = httpx.post(f"{base_url}/api/snapshots/", content=bytes(1001), headers=headers)
+    assert response.status_code == 413
+    assert response.json()["code"] == "too_large"
+    assert files_below(store) == []
+
+
+def test_a_chunked_upload_is_cut_once_it_passes_the_limit(
+    lab: Lab, base_url: str, store: Path, settings: object
+) -> None:
+    """S15: a body without a length is counted as it arrives and cut beyond the limit."""
+    settings.SIMRUN_MAX_UPLOAD_BYTES = 100_000  # type: ignore[attr-defined]
+
+    def body() -> Iterator[bytes]:
+        for _ in range(20):
+            yield bytes(10_000)
+
+    headers = {"Authorization": f"Bearer {lab.person.secret}", "Content-Type": "application/x-tar"}
+    response = httpx.post(f"{base_url}/api/snapshots/", content=body(), headers=headers)
+    assert response.status_code == 413
+    assert files_below(store) == []
+    assert Snapshot.objects.count() == 0

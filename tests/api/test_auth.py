@@ -1,0 +1,91 @@
+"""Bearer tokens, the tier they give, and rate limits per token."""
+
+from __future__ import annotations
+
+import secrets
+
+import pytest
+from rest_framework.test import APIClient
+
+from runs.api import throttling
+from runs.services.identities import revoke_token
+from tests.api.conftest import Lab
+
+pytestmark = pytest.mark.django_db
+
+
+def test_a_request_without_a_token_is_refused_with_401(anonymous: APIClient) -> None:
+    """S1: every API route needs a bearer token."""
+    response = anonymous.get("/api/runs/")
+    assert response.status_code == 401
+    assert response["WWW-Authenticate"].startswith("Bearer")
+    assert response.json()["code"] == "not_authenticated"
+
+
+def test_a_revoked_token_is_refused_with_401(lab: Lab) -> None:
+    """S1: a revoked token no longer opens the API."""
+    assert lab.person.client.get("/api/whoami/").status_code == 200
+    revoke_token(prefix_or_id=str(lab.person.token_id))
+    response = lab.person.client.get("/api/whoami/")
+    assert response.status_code == 401
+    assert "revoked" in response.json()["detail"]
+
+
+def test_an_unknown_token_is_refused_with_401() -> None:
+    """S1: a token that was never issued is refused."""
+    client = APIClient()
+    client.credentials(HTTP_AUTHORIZATION="Bearer srn_not-a-real-token")
+    assert client.get("/api/whoami/").status_code == 401
+
+
+def test_a_header_that_is_not_bearer_is_refused_with_a_hint(lab: Lab) -> None:
+    """S1: only the bearer scheme is accepted, and the error says how to send it."""
+    client = APIClient()
+    client.credentials(HTTP_AUTHORIZATION=f"Token {lab.person.secret}")
+    response = client.get("/api/whoami/")
+    assert response.status_code == 401
+    assert "Bearer" in response.json()["detail"]
+
+
+@pytest.mark.parametrize(
+    ("who", "tier", "acts_for"),
+    [("owner", "owner", None), ("person", "person", None), ("agent", "agent", "paul")],
+)
+def test_the_token_decides_the_tier(lab: Lab, who: str, tier: str, acts_for: str | None) -> None:
+    """S2: the identity of the token decides the priority tier of its runs."""
+    body = getattr(lab, who).client.get("/api/whoami/").json()
+    assert body["tier"] == tier
+    assert body["acts_for"] == acts_for
+
+
+def test_the_openapi_document_is_served_without_a_token(anonymous: APIClient) -> None:
+    """S1: the document describes the API and holds no data, so it is public."""
+    response = anonymous.get("/api/schema/", HTTP_ACCEPT="application/vnd.oai.openapi+json")
+    assert response.status_code == 200
+    assert "/api/runs/" in response.json()["paths"]
+
+
+def test_requests_beyond_the_limit_get_429_with_retry_after(lab: Lab, settings: object) -> None:
+    """S1: a token is limited per minute with an atomic counter in Redis."""
+    settings.SIMRUN_RATE_LIMIT_PER_MINUTE = 3  # type: ignore[attr-defined]
+    statuses = [lab.person.client.get("/api/whoami/").status_code for _ in range(4)]
+    assert statuses == [200, 200, 200, 429]
+    refused = lab.person.client.get("/api/whoami/")
+    assert 1 <= int(refused["Retry-After"]) <= 60
+    assert lab.other.client.get("/api/whoami/").status_code == 200  # another token is not counted
+
+
+def test_the_redis_counter_counts_every_hit_of_a_window() -> None:
+    """S1: the counter is Redis's, so every process of the service shares it."""
+    token = secrets.token_hex(32)
+    assert throttling.hit(token, now=120.0) == (1, 60)
+    assert throttling.hit(token, now=150.5) == (2, 30)
+    assert throttling.hit(token, now=180.0) == (1, 60)  # a new window starts from one
+
+
+def test_without_redis_the_limit_is_counted_in_the_process(lab: Lab, settings: object) -> None:
+    """S1: the embedded default has no Redis; the counter is then the process's own."""
+    settings.SIMRUN_REDIS_URL = ""  # type: ignore[attr-defined]
+    settings.SIMRUN_RATE_LIMIT_PER_MINUTE = 2  # type: ignore[attr-defined]
+    statuses = [lab.agent.client.get("/api/whoami/").status_code for _ in range(3)]
+    assert statuses == [200, 200, 429]

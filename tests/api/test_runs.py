@@ -1,0 +1,243 @@
+"""Runs: list with filters and keyset pages, one run, submit (idempotent), cancel, delete."""
+
+from __future__ import annotations
+
+import pytest
+from django.utils import timezone
+
+from runs.models import Run, RunState
+from runs.store import run_paths
+from tests import factories
+from tests.api import scenes
+from tests.api.conftest import Lab
+
+pytestmark = pytest.mark.django_db
+
+COMMAND = {
+    "name": "hello",
+    "tasks": [{"id": "hello", "type": "command", "settings": {"args": ["echo", "hi"]}}],
+}
+
+
+def ids(response: object) -> list[str]:
+    return [r["id"] for r in response.json()["runs"]]  # type: ignore[attr-defined]
+
+
+# --- list -----------------------------------------------------------------------------------
+
+
+def test_runs_are_listed_newest_first_in_keyset_pages(lab: Lab) -> None:
+    """S7: the list pages by cursor; every run appears once."""
+    made = [factories.run(by=lab.person.identity).id for _ in range(5)]
+    seen: list[str] = []
+    url = "/api/runs/?limit=2"
+    while url:
+        body = lab.other.client.get(url).json()
+        seen += [r["id"] for r in body["runs"]]
+        url = f"/api/runs/?limit=2&cursor={body['next_cursor']}" if body["next_cursor"] else ""
+    assert seen == list(reversed(made))
+
+
+def test_runs_filter_by_state_group_and_owner(lab: Lab) -> None:
+    """S7: filters state, group and owner (a person's runs include their agents')."""
+    paul = factories.run(by=lab.person.identity, group="study")
+    ada = factories.run(by=lab.agent.identity, state="succeeded", group="study")
+    sam = factories.run(by=lab.other.identity, state="failed")
+    client = lab.owner.client
+    assert ids(client.get("/api/runs/?owner=paul")) == [ada.id, paul.id]
+    assert ids(client.get("/api/runs/?owner=ada")) == [ada.id]
+    assert ids(client.get("/api/runs/?group=study&state=ended")) == [ada.id]
+    assert ids(client.get("/api/runs/?state=failed,running")) == [sam.id, paul.id]
+
+
+def test_an_active_run_shows_its_progress_and_an_ended_one_none(lab: Lab) -> None:
+    """S7: the mean over tasks of units done, capped below 1; null once the run ended."""
+    active = scenes.split_run(by=lab.person.identity, units=4)
+    scenes.work(active, "scan-w0", done=2)
+    ended = factories.run(by=lab.person.identity, state="succeeded")
+    runs = {r["id"]: r for r in lab.agent.client.get("/api/runs/").json()["runs"]}
+    assert runs[active.id]["progress"] == 0.5
+    assert runs[ended.id]["progress"] is None
+    assert runs[active.id]["owner"] == "paul"
+
+
+@pytest.mark.parametrize(
+    ("query", "message"),
+    [
+        ("state=sleeping", "unknown state 'sleeping'"),
+        ("cursor=zzz", "cursor"),
+        ("limit=0", "limit"),
+    ],
+)
+def test_a_bad_filter_is_400_with_its_message(lab: Lab, query: str, message: str) -> None:
+    response = lab.person.client.get(f"/api/runs/?{query}")
+    assert response.status_code == 400
+    assert message in response.json()["detail"]
+
+
+# --- one run --------------------------------------------------------------------------------
+
+
+def test_everyone_of_the_lab_reads_every_run(lab: Lab) -> None:
+    """S1: people and agents read every run of the lab; only changing it is restricted."""
+    run = factories.run(by=lab.person.identity)
+    for who, may_change in [("owner", True), ("person", True), ("agent", True), ("other", False)]:
+        body = getattr(lab, who).client.get(f"/api/runs/{run.id}/").json()
+        assert (body["id"], body["may_change"]) == (run.id, may_change)
+        assert body["tasks"][0]["task_id"] == "hello"
+
+
+def test_an_unknown_run_is_404_with_its_id(lab: Lab) -> None:
+    response = lab.person.client.get("/api/runs/nosuchrun/")
+    assert response.status_code == 404
+    assert response.json() == {"detail": "no run 'nosuchrun'", "code": "run_not_found"}
+
+
+# --- submit ---------------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize(("who", "tier"), [("owner", "owner"), ("agent", "agent")])
+def test_a_submission_answers_at_once_with_the_run_submitting(
+    lab: Lab, who: str, tier: str
+) -> None:
+    """S3, S2: the run is recorded submitting with the tier of the token, task files written."""
+    response = getattr(lab, who).client.post(
+        "/api/runs/", {"workflow": COMMAND, "group": "g1"}, format="json"
+    )
+    assert response.status_code == 201, response.json()
+    body = response.json()
+    assert (body["state"], body["tier"], body["group"]) == ("submitting", tier, "g1")
+    assert response["Location"] == f"/api/runs/{body['id']}/"
+    assert run_paths(body["id"]).task("hello").task_file.exists()
+
+
+def test_a_retried_submission_with_its_key_returns_the_same_run(lab: Lab) -> None:
+    """S3: an Idempotency-Key makes a retried submission return the run of the first."""
+    client = lab.person.client
+    first = client.post(
+        "/api/runs/", {"workflow": COMMAND}, format="json", HTTP_IDEMPOTENCY_KEY="k"
+    )
+    again = client.post(
+        "/api/runs/", {"workflow": COMMAND}, format="json", HTTP_IDEMPOTENCY_KEY="k"
+    )
+    other = client.post(
+        "/api/runs/", {"workflow": COMMAND}, format="json", HTTP_IDEMPOTENCY_KEY="j"
+    )
+    assert (first.status_code, again.status_code, other.status_code) == (201, 200, 201)
+    assert first.json()["id"] == again.json()["id"] != other.json()["id"]
+    assert Run.objects.count() == 2
+
+
+def test_an_invalid_workflow_text_is_400_with_every_error_and_its_line(lab: Lab) -> None:
+    """S4: every error at once, with its location and line; nothing is recorded."""
+    text = (
+        "name: bad\n"
+        "tasks:\n"
+        "  - id: scan\n"
+        "    type: sleep\n"
+        "    settings: {units: 0, colour: red}\n"
+        "  - id: sum\n"
+        "    type: nosuchtype\n"
+    )
+    response = lab.person.client.post("/api/runs/", {"workflow": text}, format="json")
+    assert response.status_code == 400
+    body = response.json()
+    assert body["code"] == "workflow_invalid"
+    found = {(e["task"], e["loc"], e["line"]) for e in body["errors"]}
+    assert {("scan", "settings.colour", 5), ("scan", "settings.units", 5)} <= found
+    assert ("sum", "type", 7) in found
+    assert Run.objects.count() == 0
+
+
+@pytest.mark.parametrize(
+    ("body", "status", "message"),
+    [
+        ({"workflow": COMMAND, "sources": ["f" * 64]}, 400, "unknown snapshot"),
+        ({"workflow": COMMAND, "split": "lots"}, 400, "split is auto, none or a number"),
+        ({"workflow": COMMAND, "reserve": "elsewhere"}, 400, "no node named 'elsewhere'"),
+        ({"workflow": 42}, 400, "workflow: a workflow object or its YAML/JSON text"),
+        ({}, 400, "workflow: This field is required."),
+    ],
+)
+def test_a_refused_submission_is_400_with_its_message(
+    lab: Lab, body: dict[str, object], status: int, message: str
+) -> None:
+    response = lab.person.client.post("/api/runs/", body, format="json")
+    assert response.status_code == status
+    assert message in response.json()["detail"]
+    assert Run.objects.count() == 0
+
+
+def test_a_task_larger_than_every_server_is_refused_with_what_it_asks(lab: Lab) -> None:
+    workflow = {
+        "name": "huge",
+        "tasks": [
+            {
+                "id": "hello",
+                "type": "command",
+                "settings": {"args": ["true"]},
+                "resources": {"memory_base_gb": 64},
+            }
+        ],
+    }
+    response = lab.person.client.post("/api/runs/", {"workflow": workflow}, format="json")
+    assert response.status_code == 400
+    assert response.json()["code"] == "plan_refused"
+
+
+# --- cancel ---------------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize("who", ["person", "agent", "owner"])
+def test_a_run_is_cancelled_by_its_person_their_agent_or_the_owner(lab: Lab, who: str) -> None:
+    """C16: cancel writes the run cancelled; its person, their agents and the owner may."""
+    run = factories.run(by=lab.person.identity)
+    response = getattr(lab, who).client.post(f"/api/runs/{run.id}/cancel/")
+    assert response.status_code == 200, response.json()
+    assert response.json()["state"] == "cancelled"
+    run.refresh_from_db()
+    assert run.state == RunState.CANCELLED
+
+
+@pytest.mark.parametrize("who", ["other", "agent"])
+def test_someone_elses_run_cannot_be_cancelled(lab: Lab, who: str) -> None:
+    """Someone else's run is readable, so refusing to change it is 403 (not 404), naming whose
+    run it is."""
+    run = factories.run(by=lab.other.identity if who == "agent" else lab.person.identity)
+    response = getattr(lab, who).client.post(f"/api/runs/{run.id}/cancel/")
+    assert response.status_code == 403
+    assert response.json()["code"] == "not_yours"
+    assert "only they or the owner may cancel it" in response.json()["detail"]
+    run.refresh_from_db()
+    assert run.state == RunState.RUNNING
+
+
+def test_cancelling_an_ended_or_unknown_run_is_an_error(lab: Lab) -> None:
+    """C16: an unknown run and an ended run are errors."""
+    ended = factories.run(by=lab.person.identity, state="succeeded")
+    assert lab.person.client.post(f"/api/runs/{ended.id}/cancel/").status_code == 409
+    assert lab.person.client.post("/api/runs/nosuchrun/cancel/").status_code == 404
+
+
+# --- delete ---------------------------------------------------------------------------------
+
+
+def test_an_ended_run_is_deleted_with_its_files(lab: Lab) -> None:
+    run = factories.run(by=lab.agent.identity, state="failed", ended_at=timezone.now())
+    (run_paths(run.id).root / "tasks").mkdir(parents=True)
+    (run_paths(run.id).root / "tasks" / "out.txt").write_bytes(b"x" * 10)
+    response = lab.person.client.delete(f"/api/runs/{run.id}/")
+    assert response.status_code == 200
+    assert response.json()["paths"] == [f"runs/{run.id}"]
+    assert response.json()["bytes_freed"] == 10
+    assert not run_paths(run.id).root.exists()
+    assert not Run.objects.filter(pk=run.id).exists()
+
+
+def test_deleting_is_refused_for_others_live_and_unknown_runs(lab: Lab) -> None:
+    ended = factories.run(by=lab.person.identity, state="succeeded")
+    live = factories.run(by=lab.person.identity)
+    assert lab.other.client.delete(f"/api/runs/{ended.id}/").status_code == 403
+    assert lab.person.client.delete(f"/api/runs/{live.id}/").status_code == 409
+    assert lab.person.client.delete("/api/runs/nosuchrun/").status_code == 404
+    assert Run.objects.filter(pk__in=[ended.id, live.id]).count() == 2

@@ -1,0 +1,155 @@
+"""Archives of sources: every malicious one is refused and leaves nothing; good ones are stored
+once by content."""
+
+from __future__ import annotations
+
+import io
+import os
+import tarfile
+from pathlib import Path
+
+import pytest
+from simrun_harness.layout import StorePaths
+
+from runs.services.uploads import (
+    UnsupportedArchive,
+    UploadLimits,
+    UploadRefused,
+    UploadTooLarge,
+    archive_kind,
+    spool,
+    store_archive,
+    store_upload,
+)
+from tests.api.archives import tar_files, tar_member, tar_of, zip_of
+
+LIMITS = UploadLimits(max_bytes=10 * 1024**2, max_files=5, max_unpacked_bytes=8 * 1024**2)
+ZEROS = bytes(5 * 1024**2)
+
+
+def files_below(root: Path) -> list[str]:
+    return sorted(str(p.relative_to(root)) for p in root.rglob("*") if not p.is_dir())
+
+
+@pytest.fixture
+def paths(tmp_path: Path) -> StorePaths:
+    return StorePaths(tmp_path / "store")
+
+
+def upload(paths: StorePaths, body: bytes, content_type: str = "application/x-tar") -> object:
+    return store_upload(paths, io.BytesIO(body), content_type=content_type, limits=LIMITS)
+
+
+MALICIOUS = {
+    "absolute path": (tar_files({"/etc/passwd": b"x"}), "absolute paths are not allowed"),
+    "dot-dot": (tar_files({"ok.txt": b"1", "../escape.txt": b"x"}), "'..' would leave"),
+    "link outside": (
+        tar_of([tar_member("a.txt", b"1"), tar_member("l", kind=tarfile.SYMTYPE, link="../../x")]),
+        "a link pointing outside the archive",
+    ),
+    "absolute link": (
+        tar_of([tar_member("a.txt", b"1"), tar_member("l", kind=tarfile.SYMTYPE, link="/etc")]),
+        "a link pointing outside the archive",
+    ),
+    "hard link": (
+        tar_of([tar_member("a.txt", b"1"), tar_member("h", kind=tarfile.LNKTYPE, link="a.txt")]),
+        "hard links are not allowed",
+    ),
+    "device": (tar_of([tar_member("dev", kind=tarfile.CHRTYPE)]), "devices and fifos"),
+    "fifo": (tar_of([tar_member("pipe", kind=tarfile.FIFOTYPE)]), "devices and fifos"),
+    "too many files": (tar_files({f"f{i}": b"x" for i in range(6)}), "more than 5 files"),
+    "too many bytes": (
+        tar_files({"a": bytes(5 * 1024**2), "b": bytes(4 * 1024**2)}),
+        "unpacks to more than 8388608 bytes",
+    ),
+    "gzip bomb": (tar_files({"zeros": ZEROS}, gz=True), "decompression bomb"),
+    "zip bomb": (zip_of({"zeros": ZEROS}), "decompression bomb"),
+    "zip dot-dot": (zip_of({"../x": b"x"}), "'..' would leave"),
+    "zip link outside": (zip_of({"a": b"1"}, links={"l": "../../etc/passwd"}), "outside"),
+    "link to a directory": (
+        tar_of([tar_member("d/a", b"1"), tar_member("l", kind=tarfile.SYMTYPE, link="d")]),
+        "links to directories are not supported",
+    ),
+    "twice the same name": (
+        tar_of([tar_member("a", b"1"), tar_member("a", b"2")]),
+        "appears twice",
+    ),
+    "not an archive": (b"hello, I am not a tar file" * 40, "not a readable tar archive"),
+    "nothing in it": (tar_of([]), "holds no file"),
+}
+
+
+@pytest.mark.parametrize("case", sorted(MALICIOUS))
+def test_a_malicious_archive_is_refused_and_leaves_nothing(paths: StorePaths, case: str) -> None:
+    """S15: refused with a clear error before extraction; no blob, snapshot or spool file."""
+    body, message = MALICIOUS[case]
+    kind = "application/zip" if case.startswith("zip") else "application/x-tar"
+    if case == "gzip bomb":
+        kind = "application/gzip"
+    with pytest.raises(UploadRefused, match=message.replace("(", r"\(").replace(".", r"\.")):
+        upload(paths, body, kind)
+    assert files_below(paths.root) == []
+
+
+def test_a_corrupt_member_found_while_storing_leaves_no_blob(paths: StorePaths) -> None:
+    """S15: a member whose data is broken (seen only when read) removes what was stored."""
+    body = bytearray(zip_of({"a.txt": b"first file " * 100, "b.txt": b"second file " * 100}))
+    second = body.find(b"b.txt") + len("b.txt") + 5  # inside b.txt's compressed data
+    body[second] ^= 0xFF
+    with pytest.raises(UploadRefused):
+        upload(paths, bytes(body), "application/zip")
+    assert files_below(paths.root) == []
+
+
+def test_an_archive_becomes_a_snapshot_whose_equal_files_are_one_blob(paths: StorePaths) -> None:
+    """S15: files deduplicated by content with hard links; a link inside is its target's file."""
+    body = tar_of(
+        [
+            tar_member("model/a.txt", b"same"),
+            tar_member("model/b.txt", b"same"),
+            tar_member("model/c.txt", b"other"),
+            tar_member("model/link", kind=tarfile.SYMTYPE, link="c.txt"),
+        ],
+        gz=True,
+    )
+    stored = upload(paths, body, "application/gzip")
+    folder = paths.snapshot(stored.digest)  # type: ignore[attr-defined]
+    assert (folder / "model/link").read_bytes() == b"other"
+    assert os.stat(folder / "model/a.txt").st_ino == os.stat(folder / "model/b.txt").st_ino
+    assert len(list(paths.blobs.rglob("*/*"))) == 2
+    assert files_below(paths.uploads) == []
+    assert (stored.files, stored.bytes) == (4, 4 + 4 + 5 + 5)  # type: ignore[attr-defined]
+
+
+def test_the_same_sources_give_the_same_snapshot(paths: StorePaths) -> None:
+    body = zip_of({"x.py": b"print(1)\n"})
+    assert upload(paths, body, "application/zip") == upload(paths, body, "application/zip")
+
+
+def test_a_body_beyond_the_limit_is_cut_while_spooled(paths: StorePaths) -> None:
+    """S15: uploads are spooled to disk and refused as soon as they pass the limit."""
+    with pytest.raises(UploadTooLarge):
+        spool(io.BytesIO(bytes(1001)), directory=paths.uploads, limit=1000)
+    assert files_below(paths.root) == []
+    spooled = spool(io.BytesIO(bytes(1000)), directory=paths.uploads, limit=1000)
+    assert spooled.stat().st_size == 1000
+
+
+def test_only_archives_are_accepted() -> None:
+    with pytest.raises(UnsupportedArchive, match="send one of application/gzip"):
+        archive_kind("text/plain")
+    assert archive_kind("application/zip; charset=binary") == "zip"
+
+
+def test_a_link_in_a_zip_is_its_targets_file(paths: StorePaths) -> None:
+    stored = upload(paths, zip_of({"a/t.txt": b"t"}, links={"a/l": "t.txt"}), "application/zip")
+    assert (paths.snapshot(stored.digest) / "a/l").read_bytes() == b"t"  # type: ignore[attr-defined]
+
+
+def test_store_archive_checks_before_it_extracts(paths: StorePaths, tmp_path: Path) -> None:
+    """S15: a refusal of the last member stores nothing of the members before it."""
+    archive = tmp_path / "a.tar"
+    archive.write_bytes(tar_files({"a.txt": b"aaa", "b.txt": b"bbb", "/abs": b"x"}))
+    with pytest.raises(UploadRefused, match="absolute"):
+        store_archive(paths, archive, "tar", LIMITS)
+    assert files_below(paths.root) == []

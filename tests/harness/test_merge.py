@@ -1,0 +1,71 @@
+"""simrun-merge: the marker comes last, a killed merge is redone, a repeated one is harmless."""
+
+from __future__ import annotations
+
+import os
+import signal
+
+from simrun_harness.exits import EXIT_FAILED, EXIT_OK
+from simrun_harness.layout import MERGE_MARKER, TaskPaths
+from simrun_harness.output import PARTIAL_PREFIX, is_published
+from tests.harness.conftest import Store, expected_counting_output, out_files
+from tests.waiting import wait_for
+
+
+def _partial_files(paths: TaskPaths) -> int:
+    partial = [paths.root / n for n in os.listdir(paths.root) if n.startswith(PARTIAL_PREFIX)]
+    return sum(len(os.listdir(p)) for p in partial if p.is_dir())
+
+
+def _merge_env(run_store: Store) -> dict[str, str]:
+    env = run_store.env("t-merge")
+    for name in ("SIMRUN_WORKER", "SIMRUN_ROLE", "SIMRUN_STALE_S", "SIMRUN_PROCESSES"):
+        env.pop(name)
+    return env
+
+
+def test_a_merge_killed_half_way_and_run_again_gives_the_whole_output_marker_last(
+    run_store: Store,
+) -> None:
+    paths = run_store.write_task("sleep", {"units": 6, "seconds": 0, "merge_seconds": 2.4})
+    assert run_store.run("simrun-worker", run_store.env("t-w0", processes=2)) == EXIT_OK
+    merge = run_store.start("simrun-merge", _merge_env(run_store))
+    wait_for(lambda: _partial_files(paths) >= 2, timeout=60, what="half a merge")
+
+    merge.signal_group(signal.SIGKILL)
+    merge.wait()
+
+    assert not is_published(paths)
+    assert not paths.out.exists()
+    assert run_store.run("simrun-merge", _merge_env(run_store)) == EXIT_OK
+    assert out_files(paths) == expected_counting_output(6)
+    marker = paths.merge_marker.stat().st_mtime_ns
+    assert all(marker >= p.stat().st_mtime_ns for p in paths.out.iterdir())
+    assert _partial_files(paths) == 0
+    assert run_store.report("t-merge").role == "merge"
+
+
+def test_a_repeated_merge_is_harmless(run_store: Store) -> None:
+    paths = run_store.write_task("sleep", {"units": 3, "seconds": 0})
+    env = run_store.env("t-w0", SIMRUN_COORDINATOR_MERGES="1")
+    assert run_store.run("simrun-worker", env) == EXIT_OK
+    assert is_published(paths)
+    before = {p.name: p.stat().st_mtime_ns for p in paths.out.iterdir()}
+
+    assert run_store.run("simrun-merge", _merge_env(run_store)) == EXIT_OK
+
+    assert {p.name: p.stat().st_mtime_ns for p in paths.out.iterdir()} == before
+    assert MERGE_MARKER in before
+    assert out_files(paths) == expected_counting_output(3)
+
+
+def test_a_merge_of_an_unfinished_ledger_fails_and_publishes_nothing(run_store: Store) -> None:
+    paths = run_store.write_task("sleep", {"units": 3, "seconds": 0})
+    assert run_store.run("simrun-worker", run_store.env("t-w0")) == EXIT_OK
+    os.rename(paths.done / "u000002", paths.pending / "u000002")
+
+    assert run_store.run("simrun-merge", _merge_env(run_store)) == EXIT_FAILED
+
+    assert not paths.out.exists()
+    report = run_store.report("t-merge")
+    assert report.error is not None and "1 of 3 units are not done" in report.error.message

@@ -1,0 +1,62 @@
+"""Logged-in clients of the named people, and a fresh backend per test (its store moves)."""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+from django.test import Client
+
+from runs.backends import backend
+from tests import factories
+
+
+@pytest.fixture(autouse=True)
+def page_settings(settings: Any, tmp_path: Path) -> None:
+    """Fast password hashing (tests need no strength; the default takes a second here) and a
+    collected-static directory of the test's own (WhiteNoise warns when there is none)."""
+    settings.PASSWORD_HASHERS = ["django.contrib.auth.hashers.MD5PasswordHasher"]
+    settings.STATIC_ROOT = tmp_path / "static"
+    settings.STATIC_ROOT.mkdir()
+
+
+@pytest.fixture(autouse=True)
+def fresh_backend(request: pytest.FixtureRequest) -> Iterator[None]:
+    """The backend is cached per process; each test has its own store.
+
+    Tests on the real stack get theirs from the `services` fixture of tests/e2e instead.
+    """
+    if "services" not in request.fixturenames:
+        request.getfixturevalue("store")
+    backend.cache_clear()
+    yield
+    backend.cache_clear()
+
+
+def logged_in(name: str) -> Client:
+    client = Client()
+    assert client.login(username=name, password=f"{name}-pw-123")
+    return client
+
+
+@pytest.fixture
+def paul(db: None) -> Client:
+    """A person of the lab."""
+    factories.person()
+    return logged_in(factories.PERSON)
+
+
+@pytest.fixture
+def olivia(db: None) -> Client:
+    """The owner of the lab."""
+    factories.owner()
+    return logged_in(factories.OWNER)
+
+
+@pytest.fixture
+def sam(db: None) -> Client:
+    """Another person."""
+    factories.other_person()
+    return logged_in(factories.OTHER_PERSON)

@@ -1,0 +1,152 @@
+"""The run page: DAG, tasks, workers, plots, log tail, outputs, downloads, cancel."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+from django.test import Client
+
+from runs.models import Run
+from runs.store import task_paths
+from tests import factories
+from tests.pages.scenes import LOG_LINE, scan_run
+
+pytestmark = pytest.mark.django_db
+HX = {"HTTP_HX_REQUEST": "true"}
+
+
+def page(client: Client, run: Run, query: str = "") -> str:
+    response = client.get(f"/runs/{run.id}/{query}")
+    assert response.status_code == 200
+    return response.content.decode()
+
+
+def test_the_dag_draws_every_task_with_its_state_and_progress(paul: Client) -> None:
+    html = page(paul, scan_run())
+    assert "<svg" in html and 'class="dag"' in html
+    assert 'data-task="scan" data-state="running"' in html
+    assert 'aria-label="scan: running, 67%"' in html  # 4 of 6 units done
+    assert 'aria-label="summary: waiting, 0%"' in html
+
+
+def test_the_tasks_table_writes_states_in_text_and_units_done(paul: Client) -> None:
+    html = page(paul, scan_run())
+    assert '<span class="badge state-running">running</span>' in html
+    assert "4 of 6 units" in html
+
+
+def test_the_workers_of_the_split_task_show_attempts_units_and_memory(paul: Client) -> None:
+    """S9: workers with attempts, units done and claimed, peak memory against the limit."""
+    html = page(paul, scan_run(), "?task=scan")
+    assert 'data-worker="scan-w0"' in html and 'data-worker="scan-w1"' in html
+    assert "0.75 / 1.50 GiB" in html
+    assert "Peak memory per worker against its limit" in html
+    assert "Units done over time: scan" in html
+
+
+def test_the_log_tail_of_a_worker_is_shown_and_follows_while_the_run_lives(paul: Client) -> None:
+    run = scan_run()
+    html = page(paul, run, "?task=scan&pod=scan-w0")
+    assert LOG_LINE in html
+    response = paul.get(f"/runs/{run.id}/tasks/scan/logs/scan-w0/", HTTP_HX_TARGET="log-tail", **HX)
+    tail = response.content.decode()
+    assert response.status_code == 200 and LOG_LINE in tail
+    assert "<html" not in tail
+
+
+def test_the_log_tail_stops_polling_once_the_run_has_ended(paul: Client) -> None:
+    run = scan_run(state="succeeded")
+    response = paul.get(f"/runs/{run.id}/tasks/scan/logs/scan-w0/", HTTP_HX_TARGET="log-tail", **HX)
+    assert 'hx-trigger="every 2s"' not in response.content.decode()
+
+
+def test_the_live_partial_polls_while_the_run_is_active_and_not_after(paul: Client) -> None:
+    live = paul.get(f"/runs/{scan_run().id}/", HTTP_HX_TARGET="run-live", **HX).content.decode()
+    assert live.lstrip().startswith('<div id="run-live"') and 'hx-trigger="every 2s"' in live
+    ended = scan_run(state="succeeded")
+    html = paul.get(f"/runs/{ended.id}/", HTTP_HX_TARGET="run-live", **HX).content.decode()
+    assert 'hx-trigger="every 2s"' not in html and "100%" in html
+
+
+def test_outputs_are_listed_and_downloaded(paul: Client) -> None:
+    """S10: outputs listed by their path relative to the store, and downloaded."""
+    run = scan_run()
+    html = page(paul, run)
+    href = f"/runs/{run.id}/files/tasks/scan/out/table.csv"
+    assert href in html
+    response = paul.get(href)
+    assert response.status_code == 200
+    assert b"".join(response.streaming_content) == b"point,value\n0,1.5\n"  # type: ignore[attr-defined]
+    assert "attachment" in response["Content-Disposition"]
+
+
+@pytest.mark.parametrize(
+    "path",
+    ["tasks/scan/out/../../../run.json", "tasks/scan/ledger/meta.json", "tasks/scan/out/missing"],
+)
+def test_a_download_outside_the_outputs_is_not_found(paul: Client, path: str) -> None:
+    run = scan_run()
+    assert paul.get(f"/runs/{run.id}/files/{path}").status_code == 404
+
+
+def test_a_download_through_a_link_out_of_the_output_is_not_found(
+    paul: Client, tmp_path: Path
+) -> None:
+    run = scan_run()
+    secret = tmp_path / "secret.txt"
+    secret.write_text("no")
+    (task_paths(run.id, "scan").out / "link.txt").symlink_to(secret)
+    assert paul.get(f"/runs/{run.id}/files/tasks/scan/out/link.txt").status_code == 404
+
+
+def test_an_unknown_run_or_task_is_not_found(paul: Client) -> None:
+    run = scan_run()
+    assert paul.get("/runs/nosuchrun/").status_code == 404
+    assert paul.get(f"/runs/{run.id}/tasks/nope/logs/nope/").status_code == 404
+    assert paul.get(f"/runs/{run.id}/tasks/scan/logs/summary/").status_code == 404
+
+
+def test_the_owner_of_a_run_sees_the_cancel_button_another_person_does_not(
+    paul: Client, sam: Client
+) -> None:
+    run = scan_run(by=factories.person())
+    assert 'id="cancel-run"' in page(paul, run)
+    assert 'id="cancel-run"' not in page(sam, run)
+
+
+def test_cancel_asks_for_confirmation_without_javascript(paul: Client) -> None:
+    run = scan_run()
+    response = paul.get(f"/runs/{run.id}/cancel/")
+    assert response.status_code == 200
+    assert b"Yes, cancel the run" in response.content
+    run.refresh_from_db()
+    assert run.state == "running"
+
+
+def test_cancel_posted_cancels_the_run_and_returns_to_it(paul: Client) -> None:
+    """C16: cancel writes the run cancelled (by whom)."""
+    run = scan_run()
+    response = paul.post(f"/runs/{run.id}/cancel/")
+    assert response.status_code == 302 and response["Location"] == f"/runs/{run.id}/"
+    run.refresh_from_db()
+    assert run.state == "cancelled" and run.message == "cancelled by paul"
+
+
+def test_cancel_by_htmx_redirects_the_browser(paul: Client) -> None:
+    run = scan_run()
+    response = paul.post(f"/runs/{run.id}/cancel/", **HX)
+    assert response.status_code == 200 and response["HX-Redirect"] == f"/runs/{run.id}/"
+
+
+def test_someone_else_cannot_cancel_a_run(sam: Client) -> None:
+    run = scan_run(by=factories.person())
+    assert sam.post(f"/runs/{run.id}/cancel/").status_code == 403
+    run.refresh_from_db()
+    assert run.state == "running"
+
+
+def test_cancelling_an_ended_run_says_why(paul: Client) -> None:
+    run = scan_run(state="succeeded")
+    response = paul.post(f"/runs/{run.id}/cancel/", follow=True)
+    assert "has ended" in response.content.decode()

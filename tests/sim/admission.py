@@ -1,0 +1,80 @@
+"""What the API server does to a pod before storing it: defaults and priority admission.
+
+- Defaults (`pkg/apis/core/v1/defaults.go`): `restartPolicy: Always`,
+  `terminationGracePeriodSeconds: 30`, `schedulerName: default-scheduler`, a container's
+  limits copied into its missing requests, status `Pending` with its QoS class.
+- Priority admission (`plugin/pkg/admission/priority`): `spec.priority` from the
+  PriorityClass named by `priorityClassName` (403 Forbidden when there is none), else from the
+  class marked `globalDefault`, else 0.
+
+Kueue's mutating webhook (the scheduling gates) is registered by `tests.sim.kueue`.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from tests.sim import status
+from tests.sim.resources import PODS, PRIORITY_CLASSES, ResourceInfo
+from tests.sim.store import Obj, Store
+
+
+def _qos(containers: list[dict[str, Any]]) -> str:
+    resources = [c.get("resources") or {} for c in containers]
+    if not any(r.get("requests") or r.get("limits") for r in resources):
+        return "BestEffort"
+    guaranteed = all(
+        all(
+            (r.get("limits") or {}).get(name) is not None
+            and (r.get("requests") or {}).get(name) == (r.get("limits") or {}).get(name)
+            for name in ("cpu", "memory")
+        )
+        for r in resources
+    )
+    return "Guaranteed" if guaranteed else "Burstable"
+
+
+def pod_defaults(info: ResourceInfo, pod: Obj) -> None:
+    """Fill the fields the API server defaults on a new pod."""
+    if info is not PODS:
+        return
+    spec = pod.setdefault("spec", {})
+    spec.setdefault("restartPolicy", "Always")
+    spec.setdefault("terminationGracePeriodSeconds", 30)
+    spec.setdefault("schedulerName", "default-scheduler")
+    spec.setdefault("dnsPolicy", "ClusterFirst")
+    spec.setdefault("serviceAccountName", spec.get("serviceAccount") or "default")
+    containers = [*(spec.get("initContainers") or []), *(spec.get("containers") or [])]
+    for container in containers:
+        resources = container.setdefault("resources", {})
+        limits = resources.get("limits") or {}
+        if limits:
+            resources["requests"] = {**limits, **(resources.get("requests") or {})}
+        container.setdefault("terminationMessagePath", "/dev/termination-log")
+        container.setdefault("imagePullPolicy", "IfNotPresent")
+    pod["status"] = {"phase": "Pending", "qosClass": _qos(spec.get("containers") or [])}
+
+
+def priority_admission(store: Store) -> Any:
+    """The admission hook that resolves a pod's priority from the PriorityClasses."""
+
+    def admit(info: ResourceInfo, pod: Obj) -> None:
+        if info is not PODS:
+            return
+        spec = pod.setdefault("spec", {})
+        name = spec.get("priorityClassName")
+        if name:
+            found = store.find(PRIORITY_CLASSES, "", name)
+            if found is None:
+                raise status.forbidden(
+                    PODS, pod["metadata"]["name"], f"no PriorityClass with name {name} was found"
+                )
+            spec["priority"] = int(found.get("value", 0))
+            return
+        classes, _ = store.objects(PRIORITY_CLASSES)
+        default = next((c for c in classes if c.get("globalDefault")), None)
+        if default is not None:
+            spec["priorityClassName"] = default["metadata"]["name"]
+        spec["priority"] = int(default.get("value", 0)) if default else 0
+
+    return admit
