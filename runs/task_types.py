@@ -10,6 +10,7 @@ from functools import cache
 from typing import Any, ClassVar
 
 from pydantic import BaseModel, ConfigDict, Field
+
 from simrun_harness.plugin import ResourceHint, TaskType, UnsplitTaskType, load_task_types
 
 COMMAND = "command"

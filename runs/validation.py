@@ -10,7 +10,6 @@ from collections import Counter
 from typing import Any
 
 from pydantic import BaseModel, ValidationError
-from simrun_harness.plugin import TaskType
 
 from runs.task_types import registry, takes_any_port
 from runs.workflow import (
@@ -26,6 +25,7 @@ from runs.workflow import (
     parse_text,
     structure_errors,
 )
+from simrun_harness.plugin import TaskType
 
 Lines = dict[tuple[str | int, ...], int]
 

@@ -102,9 +102,11 @@ def _rename_rate(directory: Path, count: int) -> float:
     names = unit_names(count)
     for name in names:
         (pending / name).touch()
+    sources = [os.path.join(pending, name) for name in names]
+    targets = [os.path.join(claimed, f"{name}@bench@0") for name in names]
     start = time.perf_counter()
-    for name in names:
-        os.rename(pending / name, claimed / f"{name}@bench@0")
+    for source, target in zip(sources, targets, strict=True):
+        os.rename(source, target)
     return count / (time.perf_counter() - start)
 
 

@@ -76,12 +76,16 @@ class CpuSampler:
         for pid, info in procs.items():
             if pid == os.getpid():
                 continue
-            part = self._part(pid, procs)
+            key = (pid, info["create_time"])
+            # An ended process waiting to be reaped (a zombie) has no command line any more
+            # and would pass for its parent's: it keeps the part it had.
+            ended = not info["cmdline"] and key in self.seen
+            part = self.seen[key][0] if ended else self._part(pid, procs)
             if part is not None:
                 times = info["cpu_times"]
-                self.seen[(pid, info["create_time"])] = (part, times.user + times.system)
+                self.seen[key] = (part, times.user + times.system)
 
-    def _part(self, pid: int, procs: dict[int, dict]) -> str | None:  # type: ignore[type-arg]
+    def _part(self, pid: int, procs: dict[int, dict]) -> str | None:
         """The part a process belongs to; None for a process of someone else."""
 
         def cmdline(p: int) -> str:

@@ -100,7 +100,7 @@ def _admin_sql(sql: str) -> None:
     import psycopg
 
     with psycopg.connect(f"{PG_SERVER}/postgres", autocommit=True) as conn:
-        conn.execute(sql)  # type: ignore[arg-type]
+        conn.execute(sql)
 
 
 def _kill_pods(store: Path) -> None:

@@ -12,6 +12,7 @@ import json
 import time
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 from _stack import wait_for
 
@@ -85,6 +86,21 @@ def unit_done_times(run_id: str, task: str) -> list[float]:
     return times
 
 
+def log_time(run_id: str, pod: str, text: str, attempt: int = 0) -> float | None:
+    """When the pod's log first has a line containing `text` (the harness stamps every line
+    with this machine's local time, to the millisecond)."""
+    log = store().run(run_id).pods / pod / str(attempt) / "log"
+    try:
+        lines = log.read_text(errors="replace").splitlines()
+    except FileNotFoundError:
+        return None
+    for line in lines:
+        if text in line:
+            stamp, _, millis = line[:23].partition(",")
+            return time.mktime(time.strptime(stamp, "%Y-%m-%d %H:%M:%S")) + int(millis) / 1000
+    return None
+
+
 def merge_marker_time(run_id: str, task: str) -> float | None:
     marker = store().run(run_id).task(task).out / ".simrun-merged"
     return marker.stat().st_mtime if marker.exists() else None
@@ -114,9 +130,9 @@ def wait_for_end(run_id: str, timeout: float = 600) -> tuple[Run, float]:
     return run, time.time()
 
 
-def _json(path: Path) -> dict[str, object] | None:
+def _json(path: Path) -> dict[str, Any] | None:
     try:
-        data: dict[str, object] = json.loads(path.read_text())
+        data: dict[str, Any] = json.loads(path.read_text())
     except (FileNotFoundError, ValueError):
         return None
     return data

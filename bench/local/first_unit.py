@@ -35,7 +35,7 @@ def measure_one(identity: object, units: int, seconds: float, name: str) -> dict
         "settings": {"units": units, "seconds": seconds},
         "split": "auto",
     }
-    run, called, returned = submit(identity, task, name)  # type: ignore[arg-type]
+    run, called, returned = submit(identity, task, name)
     first = wait_for(
         lambda: unit_done_times(run.pk, "spin"), timeout=120, what="the first unit", every=0.005
     )[0]

@@ -11,19 +11,22 @@ Where simrun's time goes, from the files the run leaves (`_timeline.py`):
 
     submit          create_run called → the coordinator's attempt created by the backend
     launch          → the coordinator's pod process started (its supervisor's start)
-    harness start   → the first unit done (imports, ledger of every unit, pool, first unit)
+    worker start    → its log says the ledger is created (imports, units, ledger)
+    first unit      → the first unit done (pool started, one unit)
     units           first → last unit done
     coord. exit     last unit → the coordinator's exit recorded
     merge start     → the merge pod's attempt created (the backend's next tick)
     merge launch    → the merge pod's process started
-    merge           → the merge marker written
+    merge start-up  → its log says it is merging (imports, checking every unit is done)
+    type's merge    → the merge marker written (the task type's merge of every unit in a
+                    pool process, then the output published)
     merge exit      → the merge's exit recorded
     reconcile       → the run's ended_at written by the watcher
 
 and the CPU seconds each part of the stack used meanwhile (`_cpu.py`), next to the CPU the
 rest of the machine used (other users of the shared cores).
 
-    python bench/local/scan.py [--units 2000] [--seconds 0.02] [--repeats 3] [--json]
+    python bench/local/scan.py [--units 2000] [--seconds 0.01] [--repeats 3] [--json]
 """
 
 from __future__ import annotations
@@ -34,7 +37,6 @@ import resource
 import statistics
 import subprocess
 import sys
-import time
 from pathlib import Path
 from typing import Any
 
@@ -47,12 +49,14 @@ CORES = 2
 PHASES = (
     "submit",
     "launch",
-    "harness start",
+    "worker start",
+    "first unit",
     "units",
     "coord. exit",
     "merge start",
     "merge launch",
-    "merge",
+    "merge start-up",
+    "type's merge",
     "merge exit",
     "reconcile",
 )
@@ -82,7 +86,14 @@ def bare(units: int, seconds: float) -> dict[str, float]:
 
 def through_simrun(the_stack: Stack, identity: Any, units: int, seconds: float) -> dict[str, Any]:
     """One scan through simrun: wall time, phases, CPU per part."""
-    from _timeline import merge_marker_time, pod_times, submit, unit_done_times, wait_for_end
+    from _timeline import (
+        log_time,
+        merge_marker_time,
+        pod_times,
+        submit,
+        unit_done_times,
+        wait_for_end,
+    )
 
     from runs.models import Task
     from runs.store import store
@@ -108,17 +119,22 @@ def through_simrun(the_stack: Stack, identity: Any, units: int, seconds: float) 
     assert w0 and merge and w0.started and w0.ended and merge.started and merge.ended
     done = sorted(unit_done_times(run.pk, "scan"))
     marker = merge_marker_time(run.pk, "scan")
+    ledger = log_time(run.pk, "scan-w0", "ledger created")
+    merging = log_time(run.pk, "scan-merge", ": merging ")
     assert len(done) == units and marker is not None, (len(done), marker)
+    assert ledger is not None and merging is not None
     report = json.loads((store().run(run.pk).task("scan").reports / "scan-w0-0.json").read_text())
     marks = [
         called,
         w0.created,
         w0.started,
+        ledger,
         done[0],
         done[-1],
         w0.ended,
         merge.created,
         merge.started,
+        merging,
         marker,
         merge.ended,
         end,
@@ -138,7 +154,7 @@ def through_simrun(the_stack: Stack, identity: Any, units: int, seconds: float) 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     parser.add_argument("--units", type=int, default=2000)
-    parser.add_argument("--seconds", type=float, default=0.02, help="CPU seconds per unit")
+    parser.add_argument("--seconds", type=float, default=0.01, help="CPU seconds per unit")
     parser.add_argument("--repeats", type=int, default=3)
     parser.add_argument("--json", action="store_true", help="print every figure as JSON too")
     args = parser.parse_args()
@@ -171,8 +187,8 @@ def report(
     ratios = [r["wall"] / b["wall"] for b, r in zip(bares, runs, strict=True)]
     first = runs[0]
     print(
-        f"\n{args.units} units × {args.seconds * 1000:g} ms CPU on {CORES} cores "
-        f"(ideal {ideal:.1f} s); simrun planned {first['pods']} pod(s) × "
+        f"\n{args.units} units x {args.seconds * 1000:g} ms CPU on {CORES} cores "
+        f"(ideal {ideal:.1f} s); simrun planned {first['pods']} pod(s) x "
         f"{first['processes']} processes; medians of {args.repeats}:"
     )
     print(f"  bare multiprocessing.Pool({CORES}): {bare_wall:.2f} s")
@@ -198,6 +214,20 @@ def report(
         f"machine {statistics.median(r['others_cpu'] for r in runs):.1f} during simrun, "
         f"{statistics.median(b['others_cpu'] for b in bares):.1f} during the pool)"
     )
+    work = statistics.median(
+        (r["cpu"]["units"] + r["cpu"]["pod"] + r["cpu"]["supervisor"]) / b["cpu"]
+        for b, r in zip(bares, runs, strict=True)
+    )
+    every = statistics.median(
+        sum(v for k, v in r["cpu"].items() if k != "bench") / b["cpu"]
+        for b, r in zip(bares, runs, strict=True)
+    )
+    print(
+        f"  CPU of the worker pod (units + pod + supervisor) ÷ CPU of the bare pool: {work:.3f}; "
+        f"of everything simrun ran ÷ the bare pool: {every:.3f}"
+    )
+    fixed = statistics.median(r["wall"] - r["phases"]["units"] for r in runs)
+    print(f"  simrun's time outside the units phase: {fixed:.2f} s")
     if args.json:
         print(json.dumps({"bare": bares, "simrun": runs}, indent=1))
 

@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import json
 import threading
+import time
 from collections.abc import Callable, Mapping
 from typing import Any
 
@@ -24,7 +25,7 @@ from kubernetes.client.rest import ApiException
 from cluster.argo import images
 from cluster.argo.builds import run_build
 from cluster.argo.config import ClusterConfig
-from cluster.argo.logs import WORKFLOW_LABEL, task_logs
+from cluster.argo.logs import task_logs, workflow_pods
 from cluster.argo.manifest import RUN_LABEL, workflow_manifest
 from cluster.argo.names import label_value
 from cluster.argo.nodes import (
@@ -36,13 +37,14 @@ from cluster.argo.nodes import (
     pod_requests,
     used_by_others,
 )
-from cluster.argo.status import workflow_status
+from cluster.argo.status import DONE_PHASES, workflow_status
 from cluster.argo.watch import GROUP, PLURAL, VERSION, WorkflowWatch
 from cluster.backend import BackendStatus, Placement, PodLog, RunLaunch
 from runs.plans import Node
 
 MERGE_PATCH = "application/merge-patch+json"
 RESERVE_ATTEMPTS = 10
+SHUTDOWN_POLL_S = 0.05
 TASK_LABEL = "simrun/task"
 POD_LABEL = "simrun/pod"
 
@@ -107,7 +109,14 @@ class ArgoBackend:
         return workflow_status(self._workflow(name))
 
     def _shut_down(self, name: str, strategy: str) -> None:
-        """Set the workflow's shutdown strategy, then delete its pods still gated (K10)."""
+        """Set the workflow's shutdown strategy, then delete its pods Argo has given up (K10).
+
+        Argo fails the nodes still pending and stops the running pods, but leaves the pods
+        Kueue still gates, and a pod Kueue admits after the workflow ended would run on. So
+        once Argo has ended a pod's node, a pod of it that has not ended is deleted; a pod is
+        never deleted while its node still waits, or Argo would create it again for the same
+        attempt (K3) before it saw the shutdown.
+        """
         try:
             self.custom.patch_namespaced_custom_object(
                 GROUP,
@@ -122,28 +131,40 @@ class ArgoBackend:
             if _missing(error):
                 raise KeyError(name) from None
             raise
-        reply = self.core.list_namespaced_pod(
-            self.config.namespace,
-            label_selector=f"{WORKFLOW_LABEL}={name}",
-            _preload_content=False,
-        )
-        for pod in json.loads(reply.data).get("items") or []:
-            spec = pod.get("spec") or {}
-            if spec.get("nodeName") or not spec.get("schedulingGates"):
+        deadline = time.monotonic() + self.config.shutdown_wait_s
+        while not self._remove_given_up(name) and time.monotonic() < deadline:
+            if self._closing.wait(SHUTDOWN_POLL_S):
+                return
+
+    def _remove_given_up(self, name: str) -> bool:
+        """Delete the live pods whose nodes Argo has ended; whether no live pod's node waits."""
+        try:
+            workflow = self._workflow(name)
+        except KeyError:
+            return True
+        nodes = (workflow.get("status") or {}).get("nodes") or {}
+        waiting = False
+        for node_id, pod in workflow_pods(self.core, self.config.namespace, name).items():
+            ended = (pod.get("status") or {}).get("phase") in ("Succeeded", "Failed")
+            if ended or pod["metadata"].get("deletionTimestamp"):
+                continue
+            if (nodes.get(node_id) or {}).get("phase") not in DONE_PHASES:
+                waiting = True
                 continue
             try:
                 self.core.delete_namespaced_pod(pod["metadata"]["name"], self.config.namespace)
             except ApiException as error:
                 if not _missing(error):
                     raise
+        return not waiting
 
     def cancel(self, name: str) -> None:
-        """Terminate a workflow: Argo stops its running pods; gated ones are deleted."""
+        """Terminate a workflow: Argo stops its running pods; waiting ones are deleted."""
         self._shut_down(name, "Terminate")
 
     def stop(self, name: str) -> None:
         """K10: stop a decided workflow: Argo fails its pending nodes and stops running pods;
-        pods still gated by Kueue are deleted."""
+        the pods it leaves (still gated by Kueue) are deleted."""
         self._shut_down(name, "Stop")
 
     def logs(self, name: str, task_id: str, tail_lines: int | None = None) -> list[PodLog]:

@@ -57,6 +57,9 @@ class ClusterConfig:
     """A kubeconfig file; empty: the pod's service account (in the cluster)."""
     watch_timeout_s: int = 60
     """B8: how long one watch request lasts before the thread renews it."""
+    shutdown_wait_s: float = 30.0
+    """K10: how long a stop waits for Argo to fail the pending nodes before it leaves their
+    gated pods (Argo stops them if Kueue ever admits them)."""
 
     @property
     def registry_api(self) -> str:

@@ -37,6 +37,7 @@ MANIFEST_TYPES = ", ".join(
     )
 )
 HTTP_TIMEOUT_S = 30
+BACKSTOP_S = 300
 BUILD_LABEL = "simrun/build"
 CONTEXT_DIR = "/context"
 SOURCE_DIR = "/source"
@@ -243,7 +244,8 @@ def build_job(image: str, config: ClusterConfig) -> dict[str, Any]:
         "metadata": {"name": name, "namespace": config.namespace, "labels": labels},
         "spec": {
             "backoffLimit": 0,
-            "activeDeadlineSeconds": max(1, int(config.build_timeout_s)),
+            # a backstop for a build whose waiting service died; the service times out first
+            "activeDeadlineSeconds": int(config.build_timeout_s) + BACKSTOP_S,
             "ttlSecondsAfterFinished": 3600,
             "template": {
                 "metadata": {"labels": labels},

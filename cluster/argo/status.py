@@ -163,6 +163,10 @@ def _pod_status(
         if a.get("phase") in FAILED_PHASES
     ]
     phase = node.get("phase", "")
+    if ended and phase not in DONE_PHASES | SKIPPED_PHASES:
+        # the workflow ended before Argo settled this node: its last attempt decides
+        phase = attempts[-1].get("phase", "Failed") if attempts else "Failed"
+        phase = phase if phase in DONE_PHASES else "Failed"
     message = node.get("message", "")
     if phase in SKIPPED_PHASES or node.get("type") == "Skipped":
         status = PodPhase.SKIPPED

@@ -41,6 +41,7 @@ class WorkflowWatch:
         self._watch: watch.Watch | None = None
         self.restarts = 0
         self.events = 0
+        self.threads_started = 0
 
     def subscribe(self, callback: Callable[[], None]) -> None:
         """Call `callback` (from the watch thread) on every change of a run's workflow."""
@@ -52,6 +53,7 @@ class WorkflowWatch:
                     target=self._run, name="simrun-argo-watch", daemon=True
                 )
                 self._thread.start()
+                self.threads_started += 1
 
     def close(self) -> None:
         """Stop the thread at its next event (or the end of its current watch request)."""

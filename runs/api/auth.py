@@ -2,20 +2,31 @@
 
 Only the SHA-256 of a token is stored; an unknown or revoked token is refused with 401. The
 identity decides the priority of the runs it submits (`runs.priorities.tier_of`).
+
+Every request checks in the database that its token is active (one indexed lookup of one
+column, so a revocation holds from the next request on). The identity behind an active token
+is kept in the process for IDENTITY_TTL_S: a change of an identity's kind or person shows
+within that time. Loading it goes through `identity_for_token`, which also notes when the
+token was last used.
 """
 
 from __future__ import annotations
 
+import threading
+import time
 from dataclasses import dataclass
+from functools import cache
 
+from django.db import connection, models
 from rest_framework.authentication import BaseAuthentication
 from rest_framework.exceptions import AuthenticationFailed, NotAuthenticated
 from rest_framework.request import Request
 
-from runs.models import Identity
+from runs.models import Identity, Token
 from runs.services.identities import hash_token, identity_for_token
 
 SCHEME = "bearer"
+IDENTITY_TTL_S = 30.0
 
 
 @dataclass(frozen=True)
@@ -31,6 +42,68 @@ class Caller:
         return self.identity.name
 
 
+@cache
+def _active_token_sql() -> str:
+    quote = connection.ops.quote_name
+
+    def column(name: str) -> str:
+        field = Token._meta.get_field(name)
+        assert isinstance(field, models.Field)
+        return quote(str(field.column))
+
+    return (
+        f"SELECT {column('identity')} FROM {quote(Token._meta.db_table)} "
+        f"WHERE {column('hash')} = %s AND {column('revoked_at')} IS NULL"
+    )
+
+
+def active_identity_id(token_hash: str) -> int | None:
+    """The identity of an active token with this hash; None for unknown or revoked ones."""
+    with connection.cursor() as cursor:
+        cursor.execute(_active_token_sql(), [token_hash])
+        row = cursor.fetchone()
+    return None if row is None else int(row[0])
+
+
+class _Identities:
+    """Identities of active tokens, kept for a while in this process."""
+
+    def __init__(self) -> None:
+        self._lock = threading.Lock()
+        self._found: dict[str, tuple[float, Identity]] = {}
+
+    def get(self, token_hash: str, identity_id: int) -> Identity | None:
+        with self._lock:
+            entry = self._found.get(token_hash)
+        if entry is None or entry[1].pk != identity_id:
+            return None
+        if time.monotonic() - entry[0] > IDENTITY_TTL_S:
+            return None
+        return entry[1]
+
+    def put(self, token_hash: str, identity: Identity) -> None:
+        with self._lock:
+            if len(self._found) > 10_000:
+                self._found.clear()
+            self._found[token_hash] = (time.monotonic(), identity)
+
+
+_identities = _Identities()
+
+
+def identity_of_token(secret: str, token_hash: str) -> Identity | None:
+    """The identity of an active token (and its hash), None for an unknown or revoked one."""
+    identity_id = active_identity_id(token_hash)
+    if identity_id is None:
+        return None
+    identity = _identities.get(token_hash, identity_id)
+    if identity is None:
+        identity = identity_for_token(secret)
+        if identity is not None:
+            _identities.put(token_hash, identity)
+    return identity
+
+
 class BearerTokenAuthentication(BaseAuthentication):
     """DRF authentication by bearer token; without a header the request is anonymous (401)."""
 
@@ -42,10 +115,10 @@ class BearerTokenAuthentication(BaseAuthentication):
         secret = secret.strip()
         if scheme.lower() != SCHEME or not secret or " " in secret:
             raise AuthenticationFailed("send the header as 'Authorization: Bearer <token>'")
-        identity = identity_for_token(secret)
+        token_hash = hash_token(secret)
+        identity = identity_of_token(secret, token_hash)
         if identity is None:
             raise AuthenticationFailed("the token is unknown or revoked")
-        token_hash = hash_token(secret)
         return Caller(identity, token_hash), token_hash
 
     def authenticate_header(self, request: Request) -> str:

@@ -10,6 +10,8 @@ from __future__ import annotations
 
 from typing import Any
 
+from django.core.exceptions import PermissionDenied as DjangoPermissionDenied
+from django.http import Http404
 from rest_framework import exceptions, status
 from rest_framework.response import Response
 from rest_framework.views import exception_handler
@@ -84,6 +86,10 @@ def api_exception_handler(exc: Exception, context: dict[str, Any]) -> Response |
     for kind, code_status, code in _MAPPED:
         if isinstance(exc, kind):
             return Response({"detail": str(exc), "code": code}, status=code_status)
+    if isinstance(exc, Http404):
+        exc = exceptions.NotFound(str(exc) or None)
+    elif isinstance(exc, DjangoPermissionDenied):
+        exc = exceptions.PermissionDenied(str(exc) or None)
     response = exception_handler(exc, context)
     if response is None:
         return None

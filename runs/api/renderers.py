@@ -7,6 +7,7 @@ wants. A streamed or file response bypasses rendering; errors are rendered as JS
 from __future__ import annotations
 
 import json
+from collections.abc import Mapping
 from typing import Any
 
 from rest_framework.renderers import BaseRenderer
@@ -19,7 +20,7 @@ class _JsonText(BaseRenderer):
         self,
         data: Any,
         accepted_media_type: str | None = None,
-        renderer_context: dict[str, Any] | None = None,
+        renderer_context: Mapping[str, Any] | None = None,
     ) -> bytes:
         if data is None:
             return b""

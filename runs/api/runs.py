@@ -37,6 +37,7 @@ from runs.api.serializers import (
     RunDetailSerializer,
     RunListQuerySerializer,
     RunPageSerializer,
+    ServerEventSerializer,
     SubmitSerializer,
     TaskSerializer,
     WorkerSerializer,
@@ -105,7 +106,7 @@ TASK = OpenApiParameter("task", str, description="The task id.")
 class RunViewSet(ApiViewSet):
     """Runs of the lab."""
 
-    lookup_value_regex = "[a-z0-9]{1,24}"
+    lookup_value_regex = "[^/]+"  # any id: an unknown one is a 404 of the API, in JSON
     schema = PagedListSchema()
 
     @extend_schema(
@@ -295,7 +296,7 @@ class RunViewSet(ApiViewSet):
                 "Last-Event-ID", str, OpenApiParameter.HEADER, description="Resume after it."
             )
         ],
-        responses={(200, "text/event-stream"): OpenApiTypes.STR, 400: E, **READ_ERRORS},
+        responses={(200, "text/event-stream"): ServerEventSerializer, 400: E, **READ_ERRORS},
     )
     @action(detail=True, methods=["get"], renderer_classes=[JSONRenderer, EventStreamRenderer])
     def events(self, request: Request, pk: str) -> HttpResponseBase:

@@ -8,7 +8,7 @@ from drf_spectacular.extensions import OpenApiAuthenticationExtension
 from drf_spectacular.openapi import AutoSchema
 
 
-class BearerTokenScheme(OpenApiAuthenticationExtension):  # type: ignore[no-untyped-call]
+class BearerTokenScheme(OpenApiAuthenticationExtension):
     target_class = "runs.api.auth.BearerTokenAuthentication"
     name = "bearerAuth"
 
@@ -17,7 +17,11 @@ class BearerTokenScheme(OpenApiAuthenticationExtension):  # type: ignore[no-unty
 
 
 class PagedListSchema(AutoSchema):
-    """The schema of a view set whose `list` answers one page object, not an array."""
+    """The schema of a view set whose `list` answers one page object, not an array, and
+    whose media types are chosen by the Accept header only (no `?format=`)."""
+
+    def _get_format_parameters(self) -> list[Any]:
+        return []
 
     def _is_list_view(self, serializer: Any = None) -> bool:
         if getattr(self.view, "action", None) == "list":

@@ -28,8 +28,10 @@ class ErrorItemSerializer(serializers.Serializer):
 class ErrorSerializer(serializers.Serializer):
     detail = serializers.CharField(help_text="What is wrong, for a person or an agent.")
     code = serializers.CharField(help_text="A stable code, e.g. run_not_found, not_yours.")
-    errors = ErrorItemSerializer(many=True, required=False)
-    fields = serializers.DictField(required=False, help_text="Errors per input field.")
+    # `errors`, `fields` and `data` name attributes of a serializer too; as declared fields they
+    # are only keys of the answer
+    errors = ErrorItemSerializer(many=True, required=False)  # type: ignore[assignment]
+    fields = serializers.DictField(required=False, help_text="Errors per input field.")  # type: ignore[assignment]
 
 
 class WorkflowField(serializers.JSONField):
@@ -147,7 +149,7 @@ class ValidateSerializer(serializers.Serializer):
 
 class ValidationResultSerializer(serializers.Serializer):
     valid = serializers.BooleanField()
-    errors = ErrorItemSerializer(many=True)
+    errors = ErrorItemSerializer(many=True)  # type: ignore[assignment]
 
 
 class EstimateSerializer(SubmitSerializer):
@@ -304,3 +306,11 @@ class ProvenanceSerializer(serializers.Serializer):
 
 class RegisterSnapshotSerializer(ProvenanceSerializer):
     digest = serializers.RegexField(DIGEST, help_text="A snapshot written into the store.")
+
+
+class ServerEventSerializer(serializers.Serializer):
+    """One server-sent event of a run's stream; `data` is JSON text."""
+
+    event = serializers.ChoiceField(choices=["state", "progress", "end", "deleted"])
+    id = serializers.CharField(required=False, help_text="<version>-<done>; resume after it.")
+    data = serializers.CharField(help_text="JSON: the run's state, its counts, or its end.")  # type: ignore[assignment]

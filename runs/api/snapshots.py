@@ -28,7 +28,7 @@ from runs.api.serializers import (
 from runs.models import Snapshot
 from runs.services.snapshot_records import record_snapshot, register_stored_snapshot
 from runs.services.uploads import (
-    CONTENT_TYPES,
+    DOCUMENTED_TYPES,
     UploadLimits,
     UploadTooLarge,
     archive_kind,
@@ -78,7 +78,7 @@ class SnapshotListView(ApiView):
 
     @extend_schema(
         parameters=[ProvenanceSerializer],
-        request={media: OpenApiTypes.BINARY for media in sorted(CONTENT_TYPES)},
+        request={media: OpenApiTypes.BINARY for media in DOCUMENTED_TYPES},
         responses={
             201: SnapshotSerializer,
             200: OpenApiResponse(SnapshotSerializer, description="These sources were stored."),

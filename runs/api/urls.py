@@ -6,7 +6,10 @@ token: they describe the API and hold no data of the lab. Every other route need
 
 from __future__ import annotations
 
-from django.urls import include, path
+from typing import Any
+
+from django.http import HttpRequest, JsonResponse
+from django.urls import include, path, re_path
 from drf_spectacular.views import SpectacularAPIView, SpectacularRedocView, SpectacularSwaggerView
 from rest_framework.routers import SimpleRouter
 
@@ -23,10 +26,20 @@ from runs.api.workflows import (
     WhoAmIView,
 )
 
+
+def not_found(request: HttpRequest) -> JsonResponse:
+    """Any other path below /api/: a 404 in the API's shape, not an HTML page."""
+    hint = "; routes end with a slash" if not request.path.endswith("/") else ""
+    return JsonResponse(
+        {"detail": f"no route {request.path} (see /api/docs/){hint}", "code": "no_route"},
+        status=404,
+    )
+
+
 router = SimpleRouter()
 router.register("runs", RunViewSet, basename="run")
 
-_public = {"authentication_classes": [], "permission_classes": []}
+_public: dict[str, Any] = {"authentication_classes": [], "permission_classes": []}
 
 urlpatterns = [
     path("", include(router.urls)),
@@ -45,4 +58,5 @@ urlpatterns = [
     path("schema/", SpectacularAPIView.as_view(**_public), name="schema"),
     path("docs/", SpectacularSwaggerView.as_view(url_name="schema", **_public), name="docs"),
     path("redoc/", SpectacularRedocView.as_view(url_name="schema", **_public), name="redoc"),
+    re_path(r"^.*$", not_found),
 ]

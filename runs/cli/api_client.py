@@ -21,9 +21,9 @@ from pathlib import Path
 from typing import Any
 
 import httpx
-from simrun_harness.layout import StorePaths
 
 from runs.snapshots import SKIPPED_DIRS, git_provenance, snapshot_directory
+from simrun_harness.layout import StorePaths
 
 END_EVENTS = frozenset({"end", "deleted"})
 
@@ -90,7 +90,8 @@ def _raise_for(response: httpx.Response) -> None:
     except ValueError:
         body = None
     if isinstance(body, dict):
-        raise ApiError(response.status_code, str(body.get("detail", "")), body.get("code", ""), body)
+        detail, code = str(body.get("detail", "")), str(body.get("code", ""))
+        raise ApiError(response.status_code, detail, code, body)
     raise ApiError(response.status_code, response.text[:500] or response.reason_phrase)
 
 
@@ -115,7 +116,7 @@ class ApiLab:
         )
 
     @classmethod
-    def from_env(cls, env: Mapping[str, str] | None = None) -> ApiLab:
+    def from_environment(cls, env: Mapping[str, str] | None = None) -> ApiLab:
         """From SIMRUN_URL, SIMRUN_TOKEN and (when the store is mounted here) SIMRUN_STORE."""
         env = os.environ if env is None else env
         url, token = env.get("SIMRUN_URL", ""), env.get("SIMRUN_TOKEN", "")
@@ -161,7 +162,7 @@ class ApiLab:
         if reserve:
             body["reserve"] = reserve
         headers = {"Idempotency-Key": idempotency_key} if idempotency_key else {}
-        run: dict[str, Any] = self._call("POST", "runs/", json=body, headers=headers)
+        run = _with_task_totals(self._call("POST", "runs/", json=body, headers=headers))
         if follow:
             return self.wait(run["id"], on_event=on_event)
         return run
@@ -198,12 +199,11 @@ class ApiLab:
         return found
 
     def show(self, run_id: str) -> dict[str, Any]:
-        result: dict[str, Any] = self._call("GET", f"runs/{run_id}/")
-        return result
+        """The run with its tasks (each also with `id`, `done` and `total` for progress bars)."""
+        return _with_task_totals(self._call("GET", f"runs/{run_id}/"))
 
     def cancel(self, run_id: str) -> dict[str, Any]:
-        result: dict[str, Any] = self._call("POST", f"runs/{run_id}/cancel/")
-        return result
+        return _with_task_totals(self._call("POST", f"runs/{run_id}/cancel/"))
 
     def delete(self, run_id: str) -> dict[str, Any]:
         result: dict[str, Any] = self._call("DELETE", f"runs/{run_id}/")
@@ -218,7 +218,12 @@ class ApiLab:
         result: list[dict[str, Any]] = self._call("GET", f"runs/{run_id}/workers/", params=params)
         return result
 
-    def outputs(self, run_id: str, task_id: str | None = None) -> list[dict[str, Any]]:
+    def outputs(self, run_id: str) -> list[str]:
+        """The paths of the run's output files, relative to the store."""
+        return [f["path"] for f in self.output_files(run_id)]
+
+    def output_files(self, run_id: str, task_id: str | None = None) -> list[dict[str, Any]]:
+        """The output files with their task, size and time (of one task when given)."""
         params = {"task": task_id} if task_id else {}
         listing = self._call("GET", f"runs/{run_id}/outputs/", params=params)
         files: list[dict[str, Any]] = listing["files"]
@@ -236,22 +241,30 @@ class ApiLab:
                     out.write(chunk)
         return target
 
-    def logs(
-        self, run_id: str, task_id: str, *, follow: bool = False, tail: int | None = None
-    ) -> Iterator[str]:
-        """The logs of a task: each attempt's text, or with `follow` new lines as they come."""
+    def logs(self, run_id: str, task_id: str, *, tail: int | None = None) -> str:
+        """The logs of a task's pods, every attempt under a `==> pod-attempt <==` header."""
         params: dict[str, Any] = {"task": task_id}
         if tail:
             params["tail"] = tail
-        if not follow:
-            for entry in self._call("GET", f"runs/{run_id}/logs/", params=params):
-                header = f"==> {entry['pod']} attempt {entry['attempt']} <==\n"
-                yield header + (entry["text"] or f"[{entry['error'] or 'empty'}]\n")
-            return
-        params["follow"] = "true"
-        headers = {"Accept": "text/plain"}
+        parts = [
+            f"==> {e['pod']}-{e['attempt']} <==\n"
+            + (e["text"] if e["error"] is None else f"[{e['error']}]\n")
+            for e in self._call("GET", f"runs/{run_id}/logs/", params=params)
+        ]
+        return "\n".join(parts)
+
+    def follow_logs(self, run_id: str, task_id: str, *, tail: int | None = None) -> Iterator[str]:
+        """New lines of a task's logs as they come (`[pod#attempt] line`), until it ends or
+        the service ends the stream."""
+        params: dict[str, Any] = {"task": task_id, "follow": "true"}
+        if tail:
+            params["tail"] = tail
         with self.http.stream(
-            "GET", f"runs/{run_id}/logs/", params=params, headers=headers, timeout=None
+            "GET",
+            f"runs/{run_id}/logs/",
+            params=params,
+            headers={"Accept": "text/plain"},
+            timeout=httpx.Timeout(self.http.timeout.connect, read=None),
         ) as response:
             if not response.is_success:
                 response.read()
@@ -332,6 +345,17 @@ class ApiLab:
             )
         digest: str = snapshot["digest"]
         return digest
+
+
+def _with_task_totals(run: dict[str, Any]) -> dict[str, Any]:
+    """Add to each task `id`, `done` and `total` (units; 1 for a task without a ledger), the
+    shape the command's progress bars read for the API and this machine alike."""
+    for task in run.get("tasks", []):
+        counts = task.get("counts")
+        task["id"] = task["task_id"]
+        task["done"] = counts["done"] if counts else int(task["state"] == "done")
+        task["total"] = counts["total"] if counts else 1
+    return run
 
 
 def _write_tar_gz(directory: Path, out: Any) -> None:

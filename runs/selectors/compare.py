@@ -144,8 +144,9 @@ def compare_runs(run_ids: list[str]) -> Comparison:
         .order_by()
     )
     for row in rows:
-        key = (str(row.pop("run_id")), str(row.pop("task_id")))
-        observed[key] = row
+        values: dict[str, Any] = dict(row)
+        key = (str(values.pop("run_id")), str(values.pop("task_id")))
+        observed[key] = values
     per_run = [
         {
             "run": _run_values(run),

@@ -14,9 +14,8 @@ from dataclasses import dataclass
 from datetime import UTC, datetime
 from pathlib import Path, PurePosixPath
 
-from simrun_harness.layout import MERGE_MARKER
-
 from runs.store import run_paths, store
+from simrun_harness.layout import MERGE_MARKER
 
 MAX_LISTED = 10_000
 _RANGE = re.compile(r"^bytes=(\d*)-(\d*)$")

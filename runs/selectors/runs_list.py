@@ -1,9 +1,9 @@
 """The list of runs and one run, as the API and the pages show them (S7).
 
 Keyset pagination on (created_at, id), newest first, so a page costs the same with 100 or
-100,000 runs; the number of queries per page is fixed (the runs with their identities, their
-tasks, and the owner named in a filter). The progress of an active run comes from its task
-rows and its ledgers (`runs.selectors.progress`).
+100,000 runs; the number of queries per page is fixed (the runs with their identities, the
+tasks of the live ones, and the owner named in a filter). The progress of a live run comes
+from its task rows and its ledgers (`runs.selectors.progress`).
 """
 
 from __future__ import annotations
@@ -16,9 +16,26 @@ from datetime import datetime
 from django.db.models import Prefetch, Q, QuerySet
 
 from runs.models import Identity, Run, RunState, Task
-from runs.selectors.progress import progress_of
+from runs.selectors.progress import TaskProgress, progress_of, run_progress
 from runs.services.runs import RunNotFound
+from runs.store import task_paths
+from simrun_harness.ledger import counts
 
+LISTED_FIELDS = (
+    "id",
+    "name",
+    "state",
+    "message",
+    "tier",
+    "group",
+    "created_at",
+    "submitted_at",
+    "started_at",
+    "ended_at",
+    "owner__name",
+    "principal__name",
+)
+"""What a list entry shows: the large JSON fields of a run are not read for a list."""
 DEFAULT_LIMIT = 50
 MAX_LIMIT = 200
 LIVE, ENDED = "live", "ended"
@@ -59,6 +76,10 @@ class RunPage:
 
 def run_item(run: Run) -> RunItem:
     """The list entry of a run (its owner, principal and tasks should be loaded with it)."""
+    return _item(run, progress_of(run))
+
+
+def _item(run: Run, progress: float | None) -> RunItem:
     return RunItem(
         id=run.id,
         name=run.name,
@@ -68,7 +89,7 @@ def run_item(run: Run) -> RunItem:
         submitted_by=run.owner.name,
         tier=run.tier,
         group=run.group,
-        progress=progress_of(run),
+        progress=progress,
         created_at=run.created_at,
         submitted_at=run.submitted_at,
         started_at=run.started_at,
@@ -150,7 +171,11 @@ def list_runs(
     """
     if not 1 <= limit <= MAX_LIMIT:
         raise BadFilter(f"limit: must be between 1 and {MAX_LIMIT}")
-    runs = runs_with_details().order_by("-created_at", "-id")
+    runs = (
+        Run.objects.select_related("owner", "principal")
+        .only(*LISTED_FIELDS)
+        .order_by("-created_at", "-id")
+    )
     states = states_of(state)
     if states:
         runs = runs.filter(state__in=states)
@@ -165,7 +190,20 @@ def list_runs(
     found = list(runs[: limit + 1])
     more = len(found) > limit
     found = found[:limit]
+    progress = live_progress([r.id for r in found if not r.ended])
     return RunPage(
-        runs=[run_item(r) for r in found],
+        runs=[_item(r, progress.get(r.id)) for r in found],
         next_cursor=encode_cursor(found[-1]) if more and found else None,
     )
+
+
+def live_progress(run_ids: list[str]) -> dict[str, float]:
+    """S7: the progress of live runs, from their tasks (one query) and their ledgers."""
+    if not run_ids:
+        return {}
+    by_run: dict[str, list[TaskProgress]] = {r: [] for r in run_ids}
+    tasks = Task.objects.filter(run_id__in=run_ids).only("run_id", "task_id", "state", "splittable")
+    for task in tasks:
+        ledger = counts(task_paths(task.run_id, task.task_id)) if task.splittable else None
+        by_run[task.run_id].append(TaskProgress(task.task_id, task.state, ledger, None, None))
+    return {run_id: run_progress(progress) for run_id, progress in by_run.items()}

@@ -14,7 +14,7 @@ from runs.models import Identity, Snapshot
 from runs.observations import history
 from runs.plans import Node, TaskPlan
 from runs.priorities import tier_of
-from runs.services.submission import SubmissionRefused, _plan_tasks
+from runs.services.submission import SubmissionRefused, plan_tasks
 from runs.workflow import SplitMode, Workflow
 
 
@@ -50,7 +50,7 @@ def estimate_workflow(
         names = ", ".join(n.name for n in nodes) or "none"
         raise SubmissionRefused(f"reserve: no node named {reserve!r} (nodes: {names})")
     model = sources[0] if sources else None
-    rows = _plan_tasks(
+    rows = plan_tasks(
         workflow,
         nodes=nodes,
         model=model,

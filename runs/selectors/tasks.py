@@ -6,10 +6,9 @@ from dataclasses import dataclass
 from datetime import datetime
 from typing import Any
 
-from simrun_harness.ledger import LedgerCounts
-
 from runs.models import Run
 from runs.selectors.progress import task_progress
+from simrun_harness.ledger import LedgerCounts
 
 
 @dataclass(frozen=True)

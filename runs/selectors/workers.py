@@ -18,12 +18,11 @@ import re
 from dataclasses import dataclass
 from typing import Any
 
+from runs.models import Run, Task
+from runs.store import reports, task_paths
 from simrun_harness.ledger import claims_by_worker
 from simrun_harness.progress import UNIT_DONE, read_progress
 from simrun_harness.report import WorkerReport
-
-from runs.models import Run, Task
-from runs.store import reports, task_paths
 
 LIVE_PHASES = frozenset({"queued", "running", "preempted", "retrying"})
 _ENDED_WITHOUT_REPORT = {"succeeded": "done", "failed": "failed", "skipped": "skipped"}

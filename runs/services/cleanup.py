@@ -73,8 +73,8 @@ def cleanup_runs(
             chosen.append(run.id)
     bytes_freed = freed_bytes([run_paths(r).root for r in chosen])
     if dry_run:
-        paths = [f"runs/{r}" for r in chosen if run_paths(r).root.exists()]
-        return CleanupResult(True, chosen, paths, bytes_freed, skipped)
+        present = [f"runs/{r}" for r in chosen if run_paths(r).root.exists()]
+        return CleanupResult(True, chosen, present, bytes_freed, skipped)
     removed_runs: list[str] = []
     paths: list[str] = []
     for run_id in chosen:
@@ -91,6 +91,8 @@ def cleanup_runs(
 
 def delete_one(*, run_id: str, identity: Identity) -> CleanupResult:
     """Delete one ended run (see `delete_run`) and say what it removed and freed."""
+    if not Run.objects.filter(pk=run_id).exists():
+        raise RunNotFound(f"no run {run_id!r}")
     freed = freed_bytes([run_paths(run_id).root])
     paths = delete_run(run_id=run_id, identity=identity)
     return CleanupResult(False, [run_id], paths, freed)

@@ -78,7 +78,7 @@ def create_run(
         names = ", ".join(n.name for n in nodes) or "none"
         raise SubmissionRefused(f"reserve: no node named {reserve!r} (nodes: {names})")
     tier = tier_of(identity.kind)
-    rows = _plan_tasks(spec, nodes=nodes, model=model, split=split, tier=tier, reserve=reserve)
+    rows = plan_tasks(spec, nodes=nodes, model=model, split=split, tier=tier, reserve=reserve)
     run = Run(
         name=spec.name,
         owner=identity,
@@ -110,7 +110,7 @@ def _enqueue(run_id: str) -> None:
     submit_run.delay(run_id)
 
 
-def _plan_tasks(
+def plan_tasks(
     spec: Workflow,
     *,
     nodes: list[Node],

@@ -26,12 +26,14 @@ from collections.abc import Iterator
 from contextlib import suppress
 from dataclasses import dataclass
 from pathlib import Path
-from typing import BinaryIO, Protocol, cast
+from typing import IO, BinaryIO, Protocol, cast
 
 from runs.snapshots import CHUNK, SnapshotRefused, safe_relpath, snapshot_entries
 from simrun_harness.layout import StorePaths
 
 TAR, TGZ, ZIP = "tar", "tgz", "zip"
+DOCUMENTED_TYPES = ("application/x-tar", "application/gzip", "application/zip")
+"""The media types the API documents; the others of CONTENT_TYPES are accepted aliases."""
 CONTENT_TYPES = {
     "application/x-tar": TAR,
     "application/tar": TAR,
@@ -267,7 +269,7 @@ class _Hashing:
     """Reads a stream through while hashing it; at its end notes the content's sha256 under the
     member's name, so a link can reuse its target's blob and a refusal can remove it."""
 
-    def __init__(self, name: str, stream: BinaryIO, blobs: dict[str, str]) -> None:
+    def __init__(self, name: str, stream: IO[bytes], blobs: dict[str, str]) -> None:
         self.name = name
         self.stream = stream
         self.blobs = blobs
@@ -282,6 +284,31 @@ class _Hashing:
         return chunk
 
 
+def _zip_files(
+    path: Path, checked: dict[str, _Member], blobs: dict[str, str]
+) -> Iterator[tuple[str, BinaryIO]]:
+    with zipfile.ZipFile(path) as archive:
+        for info in archive.infolist():
+            member = checked.get(_safe(info.filename))
+            if member is None or member.link is not None or info.is_dir():
+                continue
+            with archive.open(info) as stream:
+                yield member.name, cast(BinaryIO, _Hashing(member.name, stream, blobs))
+
+
+def _tar_files(
+    path: Path, kind: str, checked: dict[str, _Member], blobs: dict[str, str]
+) -> Iterator[tuple[str, BinaryIO]]:
+    with tarfile.open(path, mode="r|gz" if kind == TGZ else "r|") as archive:
+        for info in archive:
+            member = checked.get(_safe(info.name)) if info.isreg() else None
+            stream = archive.extractfile(info) if member is not None else None
+            if member is None or stream is None:
+                continue
+            with stream:
+                yield member.name, cast(BinaryIO, _Hashing(member.name, stream, blobs))
+
+
 def _archive_files(
     path: Path, kind: str, members: list[_Member], blobs: dict[str, str], store: StorePaths
 ) -> Iterator[tuple[str, BinaryIO]]:
@@ -291,24 +318,9 @@ def _archive_files(
     """
     checked = {m.name: m for m in members}
     if kind == ZIP:
-        with zipfile.ZipFile(path) as archive:
-            for info in archive.infolist():
-                member = checked.get(_safe(info.filename))
-                if member is None or member.link is not None or info.is_dir():
-                    continue
-                with archive.open(info) as stream:
-                    yield member.name, cast(BinaryIO, _Hashing(member.name, stream, blobs))
+        yield from _zip_files(path, checked, blobs)
     else:
-        with tarfile.open(path, mode="r|gz" if kind == TGZ else "r|") as archive:
-            for info in archive:
-                if not info.isreg():
-                    continue
-                member = checked.get(_safe(info.name))
-                stream = archive.extractfile(info)
-                if member is None or stream is None:
-                    continue
-                with stream:
-                    yield member.name, cast(BinaryIO, _Hashing(member.name, stream, blobs))
+        yield from _tar_files(path, kind, checked, blobs)
     for member in members:
         if member.link is not None:
             target = _resolve_link(member, checked)

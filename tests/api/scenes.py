@@ -9,12 +9,11 @@ from __future__ import annotations
 from datetime import UTC, datetime
 from typing import Any
 
+from runs.models import Identity, Run, Task
+from runs.store import task_paths
 from simrun_harness.ledger import Holder, Ledger, create_ledger
 from simrun_harness.progress import ProgressWriter
 from simrun_harness.report import WorkerReport, write_report
-
-from runs.models import Identity, Run, Task
-from runs.store import task_paths
 from tests import factories
 
 SCAN = "scan"

@@ -175,3 +175,16 @@ def test_comparing_an_unknown_run_is_404_naming_it(lab: Lab) -> None:
     response = lab.person.client.get(f"/api/compare/?runs={run.id},nosuch")
     assert response.status_code == 404
     assert response.json()["detail"] == "no run 'nosuch'"
+
+
+def test_freed_bytes_count_only_files_with_no_link_left(lab: Lab) -> None:
+    """S13: deleting a run frees only the files none of whose links stays elsewhere."""
+    kept = factories.run(by=lab.person.identity)
+    gone = ended(30, by=lab.person.identity, state="succeeded")
+    shared = with_file(gone, "shared.bin", 500)
+    with_file(gone, "own.bin", 20)
+    (run_paths(kept.id).root / "tasks").mkdir(parents=True)
+    os.link(shared, run_paths(kept.id).root / "tasks" / "linked.bin")
+    response = lab.person.client.delete(f"/api/runs/{gone.id}/")
+    assert response.json()["bytes_freed"] == 20
+    assert (run_paths(kept.id).root / "tasks" / "linked.bin").read_bytes() == b"x" * 500

@@ -7,11 +7,11 @@ from pathlib import Path
 
 import httpx
 import pytest
-from simrun_harness.layout import StorePaths
 
 from runs.cli.api_client import ApiError, ApiLab
 from runs.models import Run, Snapshot
 from runs.store import task_paths
+from simrun_harness.layout import StorePaths
 from tests import factories
 from tests.api.conftest import Lab
 from tests.api.live import serving
@@ -85,11 +85,14 @@ def test_cancel_logs_and_outputs_through_the_client(
             api.cancel(run.id)
         assert (refused.value.status, refused.value.code) == (403, "not_yours")
         [output] = api.outputs(run.id)
-        assert api.download(run.id, output["path"], tmp_path / "r.txt").read_text() == "42\n"
+        assert output == f"runs/{run.id}/tasks/hello/out/result.txt"
+        assert api.download(run.id, output, tmp_path / "r.txt").read_text() == "42\n"
     with ApiLab(base_url, lab.person.secret) as api:
-        assert api.cancel(run.id)["state"] == "cancelled"
-        assert list(api.logs(run.id, "hello", follow=True)) == ["[hello#0] started"]
-        assert "started" in next(api.logs(run.id, "hello"))
+        cancelled = api.cancel(run.id)
+        assert cancelled["state"] == "cancelled"
+        assert [(t["id"], t["done"], t["total"]) for t in cancelled["tasks"]] == [("hello", 0, 1)]
+        assert list(api.follow_logs(run.id, "hello")) == ["[hello#0] started"]
+        assert api.logs(run.id, "hello") == "==> hello-0 <==\nstarted\n"
     assert Run.objects.get(pk=run.pk).state == "cancelled"
 
 

@@ -89,3 +89,39 @@ def test_without_redis_the_limit_is_counted_in_the_process(lab: Lab, settings: o
     settings.SIMRUN_RATE_LIMIT_PER_MINUTE = 2  # type: ignore[attr-defined]
     statuses = [lab.agent.client.get("/api/whoami/").status_code for _ in range(3)]
     assert statuses == [200, 200, 429]
+
+
+ROUTES = [
+    ("get", "/api/runs/"),
+    ("post", "/api/runs/"),
+    ("get", "/api/runs/abc/"),
+    ("delete", "/api/runs/abc/"),
+    ("post", "/api/runs/abc/cancel/"),
+    ("get", "/api/runs/abc/tasks/"),
+    ("get", "/api/runs/abc/workers/"),
+    ("get", "/api/runs/abc/outputs/"),
+    ("get", "/api/runs/abc/outputs/download/"),
+    ("get", "/api/runs/abc/logs/"),
+    ("get", "/api/runs/abc/events/"),
+    ("post", "/api/validate/"),
+    ("post", "/api/estimate/"),
+    ("get", "/api/task-types/"),
+    ("get", "/api/task-types/command/"),
+    ("get", "/api/servers/"),
+    ("post", "/api/cleanup/"),
+    ("get", "/api/usage/"),
+    ("get", "/api/compare/"),
+    ("get", "/api/snapshots/"),
+    ("post", "/api/snapshots/"),
+    ("post", "/api/snapshots/register/"),
+    ("get", "/api/snapshots/abc/"),
+    ("get", "/api/whoami/"),
+]
+
+
+@pytest.mark.parametrize(("method", "path"), ROUTES)
+def test_every_route_needs_a_token(anonymous: APIClient, method: str, path: str) -> None:
+    """S1: every API route answers 401 without a token, before it looks at anything else."""
+    response = getattr(anonymous, method)(path)
+    assert response.status_code == 401
+    assert response.json()["code"] == "not_authenticated"

@@ -12,6 +12,7 @@ from django.core import signals
 from django.core.wsgi import get_wsgi_application
 from django.db import close_old_connections
 from hypothesis import HealthCheck, settings
+from hypothesis import strategies as st
 from schemathesis.checks import (
     content_type_conformance,
     not_a_server_error,
@@ -21,9 +22,19 @@ from schemathesis.checks import (
 
 from tests import factories
 from tests.api import scenes
+from tests.api.archives import tar_files, zip_of
 from tests.api.conftest import Lab
 
 schema = schemathesis.openapi.from_wsgi("/api/schema/", get_wsgi_application())
+SOURCES = {"model/m.py": b"x = 1\n"}
+for media, archive in [
+    ("application/x-tar", tar_files(SOURCES)),
+    ("application/gzip", tar_files(SOURCES, gz=True)),
+    ("application/zip", zip_of(SOURCES)),
+]:
+    schemathesis.openapi.media_type(
+        media, st.one_of(st.just(archive), st.just(tar_files({"../x": b"x"})), st.binary())
+    )
 CHECKS = [
     not_a_server_error,
     response_schema_conformance,

@@ -5,10 +5,10 @@ from __future__ import annotations
 from pathlib import Path
 
 import pytest
-from simrun_harness.layout import StorePaths
 
 from runs.models import Snapshot
 from runs.snapshots import snapshot_directory
+from simrun_harness.layout import StorePaths
 from tests.api.archives import tar_files
 from tests.api.conftest import Lab
 from tests.api.test_uploads import files_below

@@ -9,7 +9,6 @@ import tarfile
 from pathlib import Path
 
 import pytest
-from simrun_harness.layout import StorePaths
 
 from runs.services.uploads import (
     UnsupportedArchive,
@@ -21,6 +20,7 @@ from runs.services.uploads import (
     store_archive,
     store_upload,
 )
+from simrun_harness.layout import StorePaths
 from tests.api.archives import tar_files, tar_member, tar_of, zip_of
 
 LIMITS = UploadLimits(max_bytes=10 * 1024**2, max_files=5, max_unpacked_bytes=8 * 1024**2)

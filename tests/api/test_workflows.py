@@ -49,7 +49,7 @@ def test_validating_nothing_is_400(lab: Lab) -> None:
 
 
 def test_an_estimate_is_the_median_unit_time_times_the_rounds(lab: Lab) -> None:
-    """S5: median unit time of past runs × rounds of units over all processes of the pods."""
+    """S5: median unit time of past runs times the rounds of units over all processes."""
     for seconds in (1.0, 2.0, 9.0):
         ResourceObservation.objects.create(
             task_type="sleep",

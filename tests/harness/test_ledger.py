@@ -7,6 +7,9 @@ import os
 import time
 from pathlib import Path
 
+import pytest
+
+from simrun_harness import ledger as ledger_module
 from simrun_harness.layout import TaskPaths
 from simrun_harness.ledger import (
     Holder,
@@ -34,6 +37,21 @@ def test_the_ledger_is_created_once_with_every_unit_pending(tmp_path: Path) -> N
     assert read_units(paths) == [{"a": 1}, {"a": 2}, {"a": 3}]
     assert counts(paths) == LedgerCounts(pending=3, claimed=0, done=0, total=3)
     assert [n for n in os.listdir(paths.root) if n.startswith(".ledger")] == []
+
+
+def test_pending_units_share_few_inodes_but_stay_separate_names(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setattr(ledger_module, "LINKS_PER_INODE", 3)
+    paths = _paths(tmp_path)
+    create_ledger(paths, list(range(7)), Holder("t-w0", 0))
+
+    stats = [os.stat(paths.pending / name) for name in unit_names(7)]
+
+    assert len({st.st_ino for st in stats}) == 3
+    assert max(st.st_nlink for st in stats) == 3
+    ledger = Ledger(paths, Holder("t-w1", 0))
+    assert sorted(n for n in iter(ledger.claim, None) if n) == unit_names(7)
 
 
 def test_unit_names_sort_in_unit_order_beyond_a_million() -> None:

@@ -38,6 +38,7 @@ SEP = "@"
 META_FILE = "meta.json"
 UNITS_FILE = "units.json"
 LEDGER_FORMAT = 1
+LINKS_PER_INODE = 10_000
 
 
 @dataclass(frozen=True)
@@ -106,9 +107,7 @@ def create_ledger(paths: TaskPaths, units: Sequence[Any], holder: Holder) -> boo
         "created_by": holder.token,
     }
     (tmp / META_FILE).write_text(json.dumps(meta))
-    pending = str(tmp / "pending")
-    for name in names:
-        os.close(os.open(os.path.join(pending, name), os.O_CREAT | os.O_WRONLY, 0o644))
+    _fill_pending(tmp, names)
     try:
         os.rename(tmp, paths.ledger)
     except OSError:
@@ -117,6 +116,21 @@ def create_ledger(paths: TaskPaths, units: Sequence[Any], holder: Holder) -> boo
             return False
         raise
     return True
+
+
+def _fill_pending(ledger: Path, names: list[str]) -> None:
+    """One empty file per unit in `pending/`, as hard links of a few empty files.
+
+    A link only adds a directory entry, several times cheaper than creating a file; a unit
+    is a name, whatever inode it shares. A fresh inode every LINKS_PER_INODE names stays far
+    below the link limits of file systems (ext4: 65,000).
+    """
+    pending = os.path.join(ledger, "pending")
+    for start in range(0, len(names), LINKS_PER_INODE):
+        first = os.path.join(pending, names[start])
+        os.close(os.open(first, os.O_CREAT | os.O_WRONLY, 0o644))
+        for name in names[start + 1 : start + LINKS_PER_INODE]:
+            os.link(first, os.path.join(pending, name))
 
 
 def read_units(paths: TaskPaths) -> list[Any]:

@@ -113,7 +113,14 @@ class JobRunner:
         return False
 
     def _unit(self, task_type: SplitTaskType, name: str, value: Any) -> bool:
-        """Compute a unit into a private directory, then rename it into place."""
+        """Compute a unit into a private directory, then rename it into place.
+
+        A unit whose output is already in place (its earlier holder was killed between the
+        rename and the commit) is not computed again.
+        """
+        final = os.path.join(self.units_dir, name)
+        if os.path.isdir(final):
+            return True
         tmp = self.units_dir / f".{name}.{self.token}.{os.getpid()}"
         try:
             os.mkdir(tmp)
@@ -122,7 +129,7 @@ class JobRunner:
             os.mkdir(tmp)
         task_type.run_unit(self.context, value, tmp)
         try:
-            os.rename(tmp, os.path.join(self.units_dir, name))
+            os.rename(tmp, final)
         except OSError as exc:
             if exc.errno not in (errno.EEXIST, errno.ENOTEMPTY):
                 raise

@@ -54,8 +54,11 @@ from simrun_harness.termination import StopSignal
 
 log = logging.getLogger("simrun")
 
-SHORT_UNIT_S = 0.5
-"""Units shorter than this get a second unit queued per process (hides the round trip)."""
+QUEUE_S = 0.25
+"""Seconds of work queued per process beyond its running unit, once unit times are known:
+short units never wait for the worker's round trip (nor for it to be scheduled on a busy
+machine); units of QUEUE_S or more get nothing queued, so no claim waits behind a long unit."""
+MAX_QUEUED = 32
 LEDGER_POLL_S = 0.2
 
 
@@ -160,7 +163,10 @@ class Worker:
         return None
 
     def _depth(self) -> int:
-        return 2 if self._mean_s is not None and self._mean_s < SHORT_UNIT_S else 1
+        """Units per process: the running one plus QUEUE_S of queued work."""
+        if self._mean_s is None:
+            return 1
+        return 1 + min(MAX_QUEUED, int(QUEUE_S / max(self._mean_s, 1e-6)))
 
     def _loop(
         self, task: LoadedTask, ledger: Ledger, pool: ProcessPool, progress: ProgressWriter
@@ -201,7 +207,7 @@ class Worker:
                 if not self.base:
                     return EXIT_OK
                 if ledger.done_count() >= total:
-                    return self._complete(task, pool, progress)
+                    return self._complete(task, pool)
             timeout = min(next_beat, next_poll) - time.monotonic()
             timeout = min(timeout, self.attempt.watch(pool))
             for event in pool.wait(timeout, wake=[self.stop.fileno()]):
@@ -243,7 +249,7 @@ class Worker:
         progress.unit_done(name, result.seconds, result.peak_rss_bytes / 1024**3)
 
     def _log_returned(self, returned: list[tuple[str, str]], progress: ProgressWriter) -> None:
-        """Record claims taken back from other holders, one progress line per holder."""
+        """Record claims taken back (from stale holders, or from our own earlier attempts)."""
         by_holder: dict[str, list[str]] = defaultdict(list)
         for name, token in returned:
             by_holder[token].append(name)
@@ -251,7 +257,8 @@ class Worker:
             log.warning("%s: took back the claims of %s: %s", self.holder.token, token, names)
             progress.claims_returned(names, token)
 
-    def _complete(self, task: LoadedTask, pool: ProcessPool, progress: ProgressWriter) -> int:
+    def _complete(self, task: LoadedTask, pool: ProcessPool) -> int:
+        """Every unit is done: the coordinator exits, merging first if it is to."""
         log.info("%s: every unit is done", self.config.worker)
         if not self.config.coordinator_merges:
             return EXIT_OK

@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import json
 import os
+import sys
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -42,10 +43,16 @@ class Lab:
     store: Path
     sim: SimCluster | None = None
     made: list[ArgoBackend] = field(default_factory=list)
+    blockers: list[str] = field(default_factory=list)
 
     @property
     def namespace(self) -> str:
         return self.config.namespace
+
+    @property
+    def workers(self) -> list[str]:
+        """The worker nodes, by name (node-1, node-2, node-3 on the simulator)."""
+        return sorted(n.name for n in self.backend.nodes())
 
     def new_backend(self) -> ArgoBackend:
         """Another backend on the same cluster (a restarted service)."""
@@ -79,9 +86,15 @@ class Lab:
         ]
 
     def pod(self, workflow: str, pod: str) -> dict[str, Any] | None:
-        """The newest pod of a run's pod (`<task>-w1` ...), None when it has none."""
+        """The current pod of a run's pod (`<task>-w1` ...): the one that has not ended, else
+        the newest; None when it has none."""
         found = self.pods(f"workflows.argoproj.io/workflow={workflow},simrun/pod={pod}")
-        found.sort(key=lambda p: p["metadata"]["creationTimestamp"])
+
+        def order(p: dict[str, Any]) -> tuple[bool, str]:
+            ended = (p.get("status") or {}).get("phase") in ("Succeeded", "Failed")
+            return (not ended, p["metadata"]["creationTimestamp"])
+
+        found.sort(key=order)
         return found[-1] if found else None
 
     def preempt(self, workflow: str, pod: str) -> None:
@@ -92,6 +105,48 @@ class Lab:
             self.sim.preempt(found["metadata"]["name"], self.namespace)
         else:
             self.backend.core.delete_namespaced_pod(found["metadata"]["name"], self.namespace)
+
+    def block(self, node: str, priority: str) -> None:
+        """A pod of no run, as large as a pod planned for `node`, that Kueue admits there as
+        soon as it fits (before any pod of a lower priority) and that runs until the test
+        ends."""
+        cores = next(str(n.cores) for n in self.backend.nodes() if n.name == node)
+        body = {
+            "metadata": {
+                "name": f"blocker-{node}",
+                "labels": {
+                    "kueue.x-k8s.io/queue-name": self.config.queue,
+                    "kueue.x-k8s.io/priority-class": priority,
+                },
+                "annotations": {
+                    "kueue.x-k8s.io/podset-required-topology": "kubernetes.io/hostname"
+                },
+            },
+            "spec": {
+                "restartPolicy": "Never",
+                "priorityClassName": priority,
+                "nodeSelector": {"kubernetes.io/hostname": node},
+                "containers": [
+                    {
+                        "name": "main",
+                        "image": self.config.default_image,
+                        "command": [sys.executable, "-c", "import time; time.sleep(600)"],
+                        "resources": {
+                            "requests": {"cpu": cores, "memory": "256Mi"},
+                            "limits": {"cpu": cores, "memory": "256Mi"},
+                        },
+                    }
+                ],
+            },
+        }
+        if self.sim is not None:
+            from tests.sim.resources import PODS
+
+            self.sim.store.create(PODS, self.namespace, body)
+        else:
+            body["spec"]["containers"][0]["command"] = ["sleep", "600"]
+            self.backend.core.create_namespaced_pod(self.namespace, body)
+            self.blockers.append(body["metadata"]["name"])
 
     def expire(self, workflow: str) -> None:
         """Let a finished workflow's time to live pass; returns once it is deleted."""
@@ -111,6 +166,8 @@ class Lab:
         return json.loads(self.backend.core.read_node(name, _preload_content=False).data)
 
     def close(self) -> None:
+        for name in self.blockers:
+            self.backend.core.delete_namespaced_pod(name, self.namespace)
         for backend in [self.backend, *self.made]:
             backend.close()
 

@@ -26,26 +26,28 @@ def reservation(lab: Lab, name: str) -> tuple[str | None, list[dict[str, Any]]]:
 
 def test_reserving_taints_and_labels_the_node_and_replaces_an_earlier_reservation(lab: Lab) -> None:
     """B4: `simrun/reserved=<run>:NoExecute` and the label; a new reservation replaces one."""
-    lab.backend.reserve("node-1", "r1")
-    lab.backend.reserve("node-1", "r2")
+    node = lab.workers[0]
+    lab.backend.reserve(node, "r1")
+    lab.backend.reserve(node, "r2")
 
-    label, taints = reservation(lab, "node-1")
+    label, taints = reservation(lab, node)
     assert label == "r2"
     assert taints == [{"key": "simrun/reserved", "value": "r2", "effect": "NoExecute"}]
-    assert [n.reserved_by for n in lab.backend.nodes() if n.name == "node-1"] == ["r2"]
-    lab.backend.unreserve("node-1", "r2")
+    assert [n.reserved_by for n in lab.backend.nodes() if n.name == node] == ["r2"]
+    lab.backend.unreserve(node, "r2")
 
 
 def test_unreserving_removes_only_this_runs_reservation(lab: Lab) -> None:
     """B5: another run's reservation stays; this run's goes, other taints stay."""
-    lab.backend.reserve("node-2", "r1")
-    lab.backend.unreserve("node-2", "r9")
-    assert reservation(lab, "node-2")[0] == "r1"
+    node = lab.workers[1]
+    lab.backend.reserve(node, "r1")
+    lab.backend.unreserve(node, "r9")
+    assert reservation(lab, node)[0] == "r1"
 
-    lab.backend.unreserve("node-2", "r1")
+    lab.backend.unreserve(node, "r1")
 
-    assert reservation(lab, "node-2") == (None, [])
-    assert [n.reserved_by for n in lab.backend.nodes() if n.name == "node-2"] == [None]
+    assert reservation(lab, node) == (None, [])
+    assert [n.reserved_by for n in lab.backend.nodes() if n.name == node] == [None]
 
 
 def test_an_unknown_node_cannot_be_reserved_or_released(sim_lab: Lab) -> None:
