@@ -101,6 +101,7 @@ USE_TZ = True
 
 STATIC_URL = "/static/"
 STATIC_ROOT = env.path("SIMRUN_STATIC_ROOT", DATA_DIR / "static")
+STATIC_ROOT.mkdir(parents=True, exist_ok=True)  # WhiteNoise warns about a missing one
 STATICFILES_DIRS: list[Path] = []
 # WhiteNoise serves the apps' static files straight from their folders, so the embedded
 # default needs no collectstatic; a deployment may still collect them into STATIC_ROOT.

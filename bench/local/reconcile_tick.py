@@ -18,7 +18,8 @@ A tick over N runs makes N `status()` calls; if each of those makes a pass over 
 tick grows as N². A full tick is measured at every size whose predicted time (from the sizes
 before it) fits `--budget` seconds; a larger size is measured by its parts: one backend pass
 over all its runs, timed directly, and a full tick with `status()` answered from the files
-without that pass; the full tick is then their composition, reported as such.
+without that pass; the full tick is then their composition, reported as such, next to the
+real `reconcile_run` of a few of its runs (each making its pass) as a check.
 
     python bench/local/reconcile_tick.py [--sizes 10 30 100 1000] [--ticks 5] [--budget 20]
 """
@@ -230,6 +231,18 @@ def _kind(sql: str) -> str:
     return f"{words[0]} {table.split('.')[0].strip(chr(34))}".strip()
 
 
+def sample_runs(backend: Any, count: int = 5) -> float:
+    """Seconds of the real `reconcile_run` (its `status()` making its pass) of a few runs."""
+    from runs.controller.reconcile import followed_runs, reconcile_run
+
+    times = []
+    for run in followed_runs()[:count]:
+        started = time.perf_counter()
+        reconcile_run(run, backend)
+        times.append(time.perf_counter() - started)
+    return statistics.median(times)
+
+
 def median_of(samples: list[dict[str, float]]) -> dict[str, float]:
     keys = {k for s in samples for k in s}
     return {k: statistics.median(s.get(k, 0.0) for s in samples) for k in sorted(keys)}
@@ -286,8 +299,14 @@ def run_sizes(args: argparse.Namespace, sleeper: Any, backend: Any) -> dict[int,
                 kind="measured", tick=median_of([measure_tick(backend) for _ in range(repeats)])
             )
         else:
-            entry.update(kind="composed", tick=composed)
+            entry.update(kind="composed", tick=composed, sampled_run_s=sample_runs(backend))
         results[size] = entry
+        if "sampled_run_s" in entry:
+            print(
+                f"{size:5d} runs: the real reconcile of one run (status() with its pass, observe, "
+                f"write) takes {entry['sampled_run_s']:.3f} s (median of 5); composed: "
+                f"{composed['total'] / size:.3f} s per run"
+            )
         t = entry["tick"]
         print(
             f"{size:5d} runs: tick {t['total']:.3f} s ({entry['kind']}; composed "
