@@ -1,9 +1,12 @@
 """Benchmark of the harness: per-unit overhead and claim rate, against baselines in one run.
 
-1. The same CPU-bound units (the `spin` example type: each burns a fixed CPU time) run by one
-   `simrun-worker` and by a bare `multiprocessing.Pool` (bare_pool.py), on the same number
-   of processes, alternately, each as a fresh Python process. The ratio is the harness's wall
-   time over the pool's (best of the repeats, and the median of the per-repeat ratios).
+1. The same CPU-bound units (the `spin` example type: each burns a fixed CPU time and writes
+   nothing) run by one `simrun-worker` (ledger, heartbeats, unit directories, progress
+   lines, memory watch) and by a bare `multiprocessing.Pool` (bare_pool.py: `starmap` with
+   its default chunks, and `imap_unordered` one unit at a time), on the same number of
+   processes, in turn, each as a fresh Python process. Printed: wall and CPU time (user +
+   system of the process tree), best of the repeats, their ratio, and the median of the
+   ratios of each repeat (on a shared machine, the best is the least disturbed).
 2. Claims per second of `Ledger.claim` over bare `os.rename` per second, in the same
    directory kind on the same file system.
 
@@ -68,30 +71,37 @@ def _harness(root: Path, units: int, seconds: float, processes: int) -> tuple[fl
     return _timed([str(BIN / "simrun-worker")], env)
 
 
-def _bare(units: int, seconds: float, processes: int) -> tuple[float, float]:
+def _bare(units: int, seconds: float, processes: int, mode: str) -> tuple[float, float]:
     argv = [sys.executable, str(HERE / "bare_pool.py"), str(units), str(seconds)]
-    return _timed([*argv, str(processes)])
+    return _timed([*argv, str(processes), mode])
+
+
+def _line(label: str, ours: list[tuple[float, float]], theirs: list[tuple[float, float]]) -> str:
+    wall_h, wall_b = min(w for w, _ in ours), min(w for w, _ in theirs)
+    cpu_h, cpu_b = min(c for _, c in ours), min(c for _, c in theirs)
+    paired = statistics.median(h[0] / b[0] for h, b in zip(ours, theirs, strict=True))
+    return (
+        f"  vs {label}: wall {wall_h:.2f} s / {wall_b:.2f} s = {wall_h / wall_b:.3f} "
+        f"(median of paired ratios {paired:.3f}); CPU {cpu_h:.2f} s / {cpu_b:.2f} s = "
+        f"{cpu_h / cpu_b:.3f}"
+    )
 
 
 def pool_overhead(root: Path, repeats: int, processes: int) -> None:
     for units, seconds in CASES:
-        harness, bare, ratios = [], [], []
+        harness: list[tuple[float, float]] = []
+        bare: dict[str, list[tuple[float, float]]] = {"map": [], "each": []}
         for _ in range(repeats):
-            h = _harness(root / "store", units, seconds, processes)
-            b = _bare(units, seconds, processes)
-            harness.append(h)
-            bare.append(b)
-            ratios.append(h[0] / b[0])
-        wall_h, wall_b = min(w for w, _ in harness), min(w for w, _ in bare)
-        cpu_h, cpu_b = min(c for _, c in harness), min(c for _, c in bare)
+            harness.append(_harness(root / "store", units, seconds, processes))
+            for mode, runs in bare.items():
+                runs.append(_bare(units, seconds, processes, mode))
         print(
-            f"{units} units of {seconds * 1000:g} ms CPU on {processes} processes: "
-            f"harness {wall_h:.2f} s, pool {wall_b:.2f} s: ratio {wall_h / wall_b:.3f} "
-            f"(goal <= {GOALS[seconds]}; median of the {repeats} paired ratios "
-            f"{statistics.median(ratios):.3f}); CPU {cpu_h:.2f} s vs {cpu_b:.2f} s: "
-            f"ratio {cpu_h / cpu_b:.3f}, {(cpu_h - cpu_b) / units * 1e6:.0f} us per unit",
+            f"{units} units of {seconds * 1000:g} ms CPU, {processes} processes, best of "
+            f"{repeats} (goal <= {GOALS[seconds]}):",
             flush=True,
         )
+        print(_line("Pool.starmap (default chunks)", harness, bare["map"]), flush=True)
+        print(_line("Pool.imap_unordered (one unit at a time)", harness, bare["each"]))
 
 
 def _rename_rate(directory: Path, count: int) -> float:

@@ -61,7 +61,7 @@ def tour(lab: Lab) -> None:
 
 
 def test_the_backend_makes_exactly_the_calls_the_service_may_make(sim_lab: Lab) -> None:
-    """B1-B12: the calls of the tour are the list RBAC is checked against."""
+    """The calls of the tour are the list RBAC is checked against."""
     tour(sim_lab)
     assert sim_lab.sim is not None
     if updating():

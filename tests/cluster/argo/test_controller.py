@@ -93,7 +93,7 @@ def units(run: Run, task: str = "scan") -> list[int]:
 
 
 def test_a_split_task_over_three_nodes_succeeds(lab: Lab, argo_settings: Settings) -> None:
-    """C1, C5, C11, C12: the merge makes the task done and the run succeeded; every worker ran
+    """C1: C5: C11: C12: the merge makes the task done and the run succeeded; every worker ran
     on a node of its own; reports became observations and the logs were kept."""
     backend = argo_settings()
     run = submit(backend, sleep_task("scan", 6, 0.2))
@@ -112,7 +112,7 @@ def test_a_split_task_over_three_nodes_succeeds(lab: Lab, argo_settings: Setting
 def test_a_higher_priority_run_preempts_the_extras_which_finish_later_with_no_unit_lost(
     lab: Lab, argo_settings: Settings
 ) -> None:
-    """K2, K4, C3, C18: the owner's pod takes an agent's extra worker's node; the extra gives
+    """K2: K4: C3: C18: the owner's pod takes an agent's extra worker's node; the extra gives
     its claims back, waits preempted, and runs again once the owner's run is done."""
     backend = argo_settings()
     agent = submit(backend, sleep_task("scan", 36, 1.0), by=factories.agent())
@@ -137,7 +137,7 @@ def test_a_higher_priority_run_preempts_the_extras_which_finish_later_with_no_un
 def test_a_kill_for_memory_is_retried_with_the_retry_memory_and_succeeds(
     lab: Lab, argo_settings: Settings
 ) -> None:
-    """C7, C8: the attempt's report counts the kill; one retry at the retry memory."""
+    """C7: C8: the attempt's report counts the kill; one retry at the retry memory."""
     backend = argo_settings()
     run = drive(backend, submit(backend, grow_task(400)).pk)
     assert run.state == "succeeded", run.message
@@ -158,7 +158,7 @@ def test_a_second_kill_for_memory_fails_the_run_naming_the_retry_memory(
 def test_a_kill_after_a_preemption_that_followed_a_kill_does_not_count(
     lab: Lab, argo_settings: Settings
 ) -> None:
-    """K9, C7: attempt 1 (retry memory) is preempted; attempt 2 gets the first memory and is
+    """K9: C7: attempt 1 (retry memory) is preempted; attempt 2 gets the first memory and is
     killed again, which does not fail the run; attempt 3 has the retry memory and succeeds."""
     backend = argo_settings()
     run = submit(backend, grow_task(400, hold=3.0))
@@ -182,7 +182,7 @@ def test_a_kill_after_a_preemption_that_followed_a_kill_does_not_count(
 def test_a_workflow_deleted_by_its_ttl_before_its_end_was_seen_resolves_from_the_store(
     lab: Lab, argo_settings: Settings
 ) -> None:
-    """C10, C9: the states stored while it ran and the merge marker decide: the split task is
+    """C10: C9: the states stored while it ran and the merge marker decide: the split task is
     done, the run succeeded."""
     backend = argo_settings()
     run = submit(backend, sleep_task("scan", 4, 0.3, split=2))
@@ -224,7 +224,7 @@ def test_after_a_ttl_deletion_only_undetermined_tasks_fail(
 def test_a_reserved_runs_node_is_released_at_its_end(
     lab: Lab, argo_settings: Settings, outcome: str
 ) -> None:
-    """C5, C19, B4, B5: the run's pods ran on its reserved node; after the end the node has
+    """C5: C19: B4: B5: the run's pods ran on its reserved node; after the end the node has
     neither the taint nor the label."""
     backend = argo_settings()
     task = (
@@ -253,9 +253,10 @@ def test_a_reserved_runs_node_is_released_at_its_end(
 def test_the_workflow_is_stopped_after_success_while_extras_are_still_gated(
     lab: Lab, argo_settings: Settings
 ) -> None:
-    """C2, C5, K10: the coordinator merges; its extras never got a node (two nodes reserved
-    elsewhere, the third taken at once by a pod above them); once the run succeeded the
-    workflow is stopped and the gated pods are gone."""
+    """C2: C5: K10: K12: the coordinator merges, and the marker it wrote in the store is seen
+    by the controller at once; its extras never got a node (two nodes reserved elsewhere, the
+    third taken at once by a pod above them); once the run succeeded the workflow is stopped
+    and the gated pods are gone."""
     backend = argo_settings()
     run = create_run(
         identity=factories.agent(),
@@ -276,6 +277,7 @@ def test_the_workflow_is_stopped_after_success_while_extras_are_still_gated(
     run = drive(backend, run.pk)
 
     assert run.state == "succeeded", run.message
+    assert run.merge_pending == {}  # the marker was there when the coordinator had ended
     assert pod_phase(backend, run, "scan-w1") is PodPhase.SKIPPED
     assert backend.status(run.workflow_name).phase is WorkflowPhase.STOPPED
     assert lab.pod(run.workflow_name, "scan-w1") is None

@@ -63,12 +63,12 @@ def test_the_workflow_of_a_split_task_with_a_reader_matches_its_golden_file() ->
 
 
 def test_the_workflow_of_a_merging_coordinator_matches_its_golden_file() -> None:
-    """M1, M11: one pod, no extras, no merge pod; the reader waits for the coordinator."""
+    """M1: M11: one pod, no extras, no merge pod; the reader waits for the coordinator."""
     assert_golden("merging_coordinator.yaml", merging_run())
 
 
 def test_a_split_task_is_a_coordinator_extras_over_a_sequence_and_a_merge_after_w0() -> None:
-    """M1, M2: `<task>-w0`, `<task>-extra` over 1..pods-1 continuing on failure and error,
+    """M1: M2: `<task>-w0`, `<task>-extra` over 1..pods-1 continuing on failure and error,
     `<task>-merge` depending on the coordinator only."""
     tasks = dag(split_run())
     assert arguments(tasks["scan-w0"]) == {
@@ -148,7 +148,7 @@ def test_every_pod_mounts_its_run_read_write_the_snapshots_read_only_and_its_scr
 
 
 def test_workers_get_the_harness_environment_with_the_stale_time_of_grace_plus_60() -> None:
-    """M3, M4, M10: the harness's variables; the attempt and the node reach the pod."""
+    """M3: M4: M10: the harness's variables; the attempt and the node reach the pod."""
     values = env(templates(split_run())["scan-worker"])
     assert values["SIMRUN_STALE_S"] == "90"
     assert values["SIMRUN_GRACE_S"] == "30"
@@ -202,7 +202,7 @@ def test_a_reserved_run_selects_its_node_and_tolerates_its_taint_whatever_the_ef
 
 
 def test_retries_are_stopped_attempts_only_at_most_100_policy_always() -> None:
-    """M8, K7, K8: no exit code, 137 and 143 are retried, compared as strings; 3, 4 never."""
+    """M8: K7: K8: no exit code, 137 and 143 are retried, compared as strings; 3, 4 never."""
     for template in templates(split_run()).values():
         strategy = template["retryStrategy"]
         assert strategy["limit"] == 100

@@ -32,7 +32,7 @@ def node(name: str = "n1", cpu: str = "8", memory: str = "32Gi", **fields: Any) 
 
 
 def test_a_pod_requests_its_containers_together() -> None:
-    """B11, K5: the main and the executor's wait container add up."""
+    """B11: K5: the main and the executor's wait container add up."""
     pod = {
         "spec": {"containers": [container("wait", "100m", "256Mi"), container("main", "2", "1Gi")]}
     }
@@ -113,7 +113,7 @@ def test_a_reservation_or_a_soft_taint_does_not_keep_a_node_out() -> None:
 
 
 def test_the_backend_lists_worker_nodes_less_what_pods_of_no_run_request(sim_lab: Lab) -> None:
-    """B3, K5: a DaemonSet's pod counts against its node; a node without the worker label and
+    """B3: K5: a DaemonSet's pod counts against its node; a node without the worker label and
     a lost node are not listed."""
     assert sim_lab.sim is not None
     sim_lab.sim.add_node(NodeSpec("infra", worker=False))
@@ -138,7 +138,7 @@ def test_the_backend_lists_worker_nodes_less_what_pods_of_no_run_request(sim_lab
 
 
 def test_placements_are_the_live_pods_of_runs_with_node_and_requests(sim_lab: Lab) -> None:
-    """B12, K5: a run's pod with its node, its requests counting the wait container; ended
+    """B12: K5: a run's pod with its node, its requests counting the wait container; ended
     pods are not placements."""
     code = "import time; time.sleep(60)"
     run = launch("r1", command_task("nap", code, pod=shape(2, 1.5)), command_task("quick", "pass"))

@@ -51,7 +51,7 @@ def test_unreserving_removes_only_this_runs_reservation(lab: Lab) -> None:
 
 
 def test_an_unknown_node_cannot_be_reserved_or_released(sim_lab: Lab) -> None:
-    """B4, B5: KeyError for a node that does not exist."""
+    """B4: B5: KeyError for a node that does not exist."""
     with pytest.raises(KeyError):
         sim_lab.backend.reserve("node-9", "r1")
     with pytest.raises(KeyError):

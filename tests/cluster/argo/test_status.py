@@ -69,7 +69,7 @@ def test_pods_without_nodes_are_waiting_and_named_as_the_controller_names_them()
 
 
 def test_a_gated_attempt_leaves_its_pod_queued() -> None:
-    """K1, B1: a retried node is pending while its attempt waits for admission."""
+    """K1: B1: a retried node is pending while its attempt waits for admission."""
     nodes = Nodes()
     nodes.pod("scan-w0", [{"message": "SchedulingGated"}])
     pod = workflow_status(workflow(nodes)).pods["scan-w0"]
@@ -85,7 +85,7 @@ def test_a_running_attempt_makes_its_pod_running_on_its_node() -> None:
 
 
 def test_the_attempt_after_a_deleted_pod_waits_as_preempted() -> None:
-    """K2, B1: a preemption errors the attempt `pod deleted` without exit code; the pod is
+    """K2: B1: a preemption errors the attempt `pod deleted` without exit code; the pod is
     preempted until its next attempt runs."""
     nodes = Nodes()
     nodes.pod("scan-w0", [DELETED, {"message": "SchedulingGated"}])
@@ -115,7 +115,7 @@ def test_the_attempt_after_another_failure_waits_as_retrying() -> None:
 
 
 def test_a_kill_for_memory_is_listed_with_its_exit_code_and_oom_killed() -> None:
-    """B2, K6: Argo's message `main: OOMKilled (exit code 137)` is the kernel's evidence."""
+    """B2: K6: Argo's message `main: OOMKilled (exit code 137)` is the kernel's evidence."""
     nodes = Nodes()
     oom = "main: OOMKilled (exit code 137)"
     nodes.pod("scan-w0", [{"phase": "Failed", "exit": 137, "message": oom}, RUNNING])

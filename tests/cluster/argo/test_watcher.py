@@ -2,7 +2,7 @@
 
 The watcher polls only every 30 s here, so a run that ends within the wait was driven by the
 backend's watch waking it (B8). Killed with -9 mid-run and started again, the new process
-carries the run to its end (C15, C17).
+carries the run to its end (C15).
 """
 
 from __future__ import annotations
@@ -106,7 +106,7 @@ def state(run_id: str) -> Any:
 def test_the_watcher_follows_a_run_on_wakes_and_a_restarted_one_finishes_it(
     lab: Lab, argo_settings: Callable[[], ArgoBackend], watchers: Watchers
 ) -> None:
-    """B8, C15: the watch wakes the watcher's reconciliation; after kill -9 of the watcher a
+    """B8: C15: the watch wakes the watcher's reconciliation; after kill -9 of the watcher a
     new one continues the run to its end, with its logs kept."""
     backend = argo_settings()
     first = watchers.start()

@@ -60,7 +60,7 @@ def test_an_unknown_workflow_is_a_key_error(sim_lab: Lab) -> None:
 
 
 def test_a_split_task_runs_over_three_nodes_and_its_reader_after_the_merge(lab: Lab) -> None:
-    """M1, M11, K4: one pod per node; the merge after the coordinator; the reader last."""
+    """M1: M11: K4: one pod per node; the merge after the coordinator; the reader last."""
     write_task(lab.store, "r1", "scan", "sleep", units=6, seconds=0.2)
     out = StorePaths(lab.store).run("r1").task("scan").out
     check = (
@@ -105,8 +105,8 @@ def test_a_preempted_worker_returns_its_claims_and_is_retried_after_waiting_as_p
     assert sim_lab.sim is not None
     task = write_task(sim_lab.store, "r1", "scan", "sleep", units=8, seconds=0.5)
     name = sim_lab.backend.submit(launch("r1", split_task("scan", 2, pod=shape(3, 1))))
-    wait_for(lambda: list((task / "ledger" / "claimed").glob("*")), what="claims", timeout=30)
-    wait_for(lambda: phase_of(sim_lab, name, "scan-w1") is PodPhase.RUNNING, timeout=30)
+    claims = task / "ledger" / "claimed"
+    wait_for(lambda: list(claims.glob("*@scan-w1@0")), what="a claim of scan-w1", timeout=30)
 
     with sim_lab.sim.paused("kueue"):
         sim_lab.preempt(name, "scan-w1")
@@ -142,7 +142,7 @@ def test_a_pod_deleted_before_it_was_seen_running_is_made_again_as_the_same_atte
 
 
 def test_a_kill_for_memory_reads_oom_killed_and_the_retry_gets_the_retry_memory(lab: Lab) -> None:
-    """K6, M9: the whole container is killed, `main: OOMKilled (exit code 137)`; the next
+    """K6: M9: the whole container is killed, `main: OOMKilled (exit code 137)`; the next
     attempt runs with the retry memory and memory per worker."""
     code = """
         import os
@@ -199,7 +199,7 @@ def _running_attempts(lab: Lab, name: str) -> int:
 def test_the_attempt_after_a_preemption_that_followed_a_kill_gets_the_first_memory(
     lab: Lab,
 ) -> None:
-    """K9, K11: attempt 0 is killed for memory, 1 runs with the retry memory and is preempted,
+    """K9: K11: attempt 0 is killed for memory, 1 runs with the retry memory and is preempted,
     2 gets the first memory again (Argo knows only the last attempt) and is killed, 3 has the
     retry memory again. The preempted attempt's log went with its pod."""
     code = """

@@ -90,16 +90,23 @@ def spin(seconds: float) -> int:
 
 
 class Spin(_Counting):
-    """Units that burn CPU (benchmarks)."""
+    """Units that burn CPU and write nothing (benchmarks: the harness's cost alone).
+
+    A unit's output is its empty directory; the merge lists the units that have one.
+    """
 
     name: ClassVar[str] = "spin"
     description: ClassVar[str] = "Units that burn a fixed amount of CPU time (benchmarks)."
     settings_model: ClassVar[type[BaseModel]] = SpinSettings
 
-    def work(self, ctx: TaskContext, unit: int) -> None:
+    def run_unit(self, ctx: TaskContext, unit: Any, out: Path) -> None:
         settings = ctx.settings
         assert isinstance(settings, SpinSettings)
         spin(settings.seconds)
+
+    def merge(self, ctx: TaskContext, units: Sequence[Path], out: Path) -> None:
+        done = [i for i, unit_dir in enumerate(units) if unit_dir.is_dir()]
+        (out / "units.json").write_text(json.dumps(done))
 
 
 class AllocateSettings(_Units):
