@@ -29,7 +29,8 @@ class CommandSettings(BaseModel):
 
 
 class CommandType(UnsplitTaskType):
-    """Run an image's command once; inputs are given as SIMRUN_INPUT_<PORT> paths."""
+    """Run an image's command once; each input is in SIMRUN_INPUT_<PORT>, a path relative to
+    SIMRUN_RUN_DIR (e.g. `tasks/scan/out`)."""
 
     name: ClassVar[str] = COMMAND
     settings_model: ClassVar[type[BaseModel]] = CommandSettings

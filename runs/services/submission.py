@@ -294,6 +294,7 @@ def run_launch(run: Run, *, environment: str) -> RunLaunch:
             command = tuple(task.settings["args"])
             image = task.settings.get("image")
             env.update(task.settings.get("env", {}))
+            env.update(command_inputs(task.inputs))
         tasks.append(
             TaskLaunch(
                 task_id=task.task_id,
@@ -315,6 +316,17 @@ def run_launch(run: Run, *, environment: str) -> RunLaunch:
         reserve=run.reserve or None,
         grace_s=settings.SIMRUN_GRACE_S,
     )
+
+
+def command_inputs(inputs: dict[str, str]) -> dict[str, str]:
+    """`SIMRUN_INPUT_<PORT>`: where a command task finds each input, relative to SIMRUN_RUN_DIR."""
+    found = {}
+    for port, ref in inputs.items():
+        sub = input_path(ref)
+        found[f"SIMRUN_INPUT_{port.upper()}"] = f"tasks/{input_task(ref)}/out" + (
+            f"/{sub}" if sub else ""
+        )
+    return found
 
 
 def stale_submissions() -> list[str]:

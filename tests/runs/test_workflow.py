@@ -166,3 +166,12 @@ def test_a_task_that_runs_once_cannot_be_split_into_pods() -> None:
     assert messages(text) == [
         "task 'a': split: type 'command' runs once; split must be none, auto or 1"
     ]
+
+
+def test_a_command_task_finds_its_inputs_relative_to_the_run_directory() -> None:
+    from runs.services.submission import command_inputs
+
+    assert command_inputs({"scan": "scan", "table": "scan.tables/a.csv"}) == {
+        "SIMRUN_INPUT_SCAN": "tasks/scan/out",
+        "SIMRUN_INPUT_TABLE": "tasks/scan/out/tables/a.csv",
+    }
