@@ -6,11 +6,11 @@ from typing import ClassVar
 
 import pytest
 from pydantic import BaseModel, ConfigDict, Field
-from simrun_harness.plugin import SplitTaskType, TaskType, UnsplitTaskType
 
 from runs.task_types import CommandType
 from runs.validation import errors_of, load
 from runs.workflow import WorkflowInvalid
+from simrun_harness.plugin import SplitTaskType, TaskType, UnsplitTaskType
 
 
 class ScanSettings(BaseModel):
