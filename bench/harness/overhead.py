@@ -10,7 +10,10 @@
 2. Claims per second of `Ledger.claim` over bare `os.rename` per second, in the same
    directory kind on the same file system.
 
-    python bench/harness/overhead.py [--repeats 3] [--processes N] [--dir DIR]
+    python bench/harness/overhead.py [--repeats 3] [--processes N] [--dir DIR] [--boost]
+
+`--boost` (Linux, root) runs the benchmark in a session of its own whose autogroup has nice
+-10, so other sessions' load on a shared machine disturbs both sides less.
 """
 
 from __future__ import annotations
@@ -34,6 +37,8 @@ HERE = Path(__file__).resolve().parent
 BIN = Path(sys.executable).parent
 CASES = [(2000, 0.005), (200, 0.1)]
 GOALS = {0.005: 1.3, 0.1: 1.05}
+BOOSTED = "SIMRUN_BENCH_BOOSTED"
+BOOST_NICE = -10
 
 
 def _timed(argv: list[str], env: dict[str, str] | None = None) -> tuple[float, float]:
@@ -152,10 +157,19 @@ def main() -> None:
     parser.add_argument("--repeats", type=int, default=3)
     parser.add_argument("--processes", type=int, default=os.cpu_count() or 1)
     parser.add_argument("--dir", type=Path, default=None, help="where the store goes")
+    parser.add_argument("--boost", action="store_true", help="autogroup nice -10 (root)")
     args = parser.parse_args()
+    if args.boost and os.environ.get(BOOSTED) != "1":
+        argv = [sys.executable, str(Path(__file__).resolve()), *sys.argv[1:]]
+        env = {**os.environ, BOOSTED: "1"}
+        sys.exit(subprocess.call(argv, env=env, start_new_session=True))  # a new autogroup
+    if args.boost:
+        Path("/proc/self/autogroup").write_text(f"{BOOST_NICE}\n")
     root = Path(tempfile.mkdtemp(prefix="simrun-bench-", dir=args.dir))
     try:
-        print(f"python {sys.version.split()[0]}, {os.cpu_count()} CPUs, store in {root}")
+        boost = f", autogroup nice {BOOST_NICE}" if args.boost else ""
+        load = ", ".join(f"{v:.1f}" for v in os.getloadavg())
+        print(f"python {sys.version.split()[0]}, {os.cpu_count()} CPUs{boost}, load {load}")
         claim_rate(root, args.repeats)
         pool_overhead(root, args.repeats, args.processes)
     finally:

@@ -257,8 +257,7 @@ def main() -> None:
     )
     parser.add_argument("--json", action="store_true")
     args = parser.parse_args()
-    # Runs don't need the services; SIMRUN_POLL_S only sizes the backend's own loop.
-    with stack(services=False) as the_stack:
+    with stack(services=False):  # the tick runs in this process: no worker, no watcher
         from cluster.local.attempts import ProcessId
         from runs.backends import backend as the_backend
 
@@ -268,7 +267,6 @@ def main() -> None:
         finally:
             os.killpg(sleeper_proc.pid, signal.SIGKILL)
             sleeper_proc.wait()
-        del the_stack
     report(args, results)
 
 

@@ -41,6 +41,10 @@ class Started:
     def log(self) -> str:
         return self.stderr.read_text(errors="replace")
 
+    def wait_log(self, text: str, timeout: float = 60.0) -> None:
+        """Wait until the process's stderr contains `text`."""
+        wait_for(lambda: text in self.log(), timeout=timeout, what=f"{text!r} from {self.worker}")
+
     def signal_group(self, signum: int) -> None:
         os.killpg(self.process.pid, signum)
 
@@ -164,11 +168,15 @@ class Store:
         return [n.split("@")[0] for n in os.listdir(claimed) if n.split("@")[1] == worker]
 
     def wait_claims(self, worker: str, count: int = 1, task_id: str = "t") -> list[str]:
-        return wait_for(
-            lambda: (found := self.claimed_by(worker, task_id)) and len(found) >= count and found,
-            timeout=60,
-            what=f"{count} claims of {worker}",
-        )
+        """Wait until `worker` holds at least `count` claims; returns them."""
+
+        def held() -> list[str] | None:
+            found = self.claimed_by(worker, task_id)
+            return found if len(found) >= count else None
+
+        claims = wait_for(held, timeout=60, what=f"{count} claims of {worker}")
+        assert claims is not None
+        return claims
 
 
 @pytest.fixture

@@ -80,17 +80,29 @@ def test_merge_and_exec_need_no_worker_variables(tmp_path: Path) -> None:
     assert config.worker is None and config.memory_per_worker_gb == 0.5
 
 
+def _processes(
+    *,
+    cores: float | None,
+    limit_gb: float | None,
+    explicit: int | None = None,
+    cores_per_process: float = 1.0,
+) -> int:
+    return resolve_processes(
+        explicit=explicit,
+        cores=cores,
+        cores_per_process=cores_per_process,
+        memory_limit_gb=limit_gb,
+        memory_base_gb=0.5,
+        memory_per_worker_gb=1.0,
+    )
+
+
 def test_processes_follow_cores_and_memory() -> None:
-    common = {"explicit": None, "cores_per_process": 1.0, "memory_base_gb": 0.5}
-    by_cores = resolve_processes(cores=4, memory_limit_gb=None, memory_per_worker_gb=1, **common)
-    assert by_cores == 4
-    by_memory = resolve_processes(cores=8, memory_limit_gb=2.5, memory_per_worker_gb=1, **common)
-    assert by_memory == 2
-    assert resolve_processes(cores=8, memory_limit_gb=0.6, memory_per_worker_gb=1, **common) == 1
-    explicit = {**common, "explicit": 7}
-    assert resolve_processes(cores=1, memory_limit_gb=1, memory_per_worker_gb=1, **explicit) == 7
-    half = {**common, "cores_per_process": 0.5}
-    assert resolve_processes(cores=1.5, memory_limit_gb=None, memory_per_worker_gb=1, **half) == 3
+    assert _processes(cores=4, limit_gb=None) == 4
+    assert _processes(cores=8, limit_gb=2.5) == 2  # (2.5 - 0.5 base) / 1 per worker
+    assert _processes(cores=8, limit_gb=0.6) == 1
+    assert _processes(cores=1, limit_gb=1, explicit=7) == 7
+    assert _processes(cores=1.5, limit_gb=None, cores_per_process=0.5) == 3
     assert available_cores(2.5, 4.0) == 2.5 and available_cores(None, 4.0) == 4.0
 
 

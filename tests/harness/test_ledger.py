@@ -59,7 +59,7 @@ def test_unit_names_sort_in_unit_order_beyond_a_million() -> None:
     assert names[:2] == ["u0000000", "u0000001"] and sorted(names) == names
 
 
-def _claim_all(root: str, worker: str, found: multiprocessing.Queue) -> None:  # type: ignore[type-arg]
+def _claim_all(root: str, worker: str, found: multiprocessing.Queue[list[str]]) -> None:
     ledger = Ledger(TaskPaths(Path(root)), Holder(worker, 0))
     mine = []
     while (name := ledger.claim()) is not None:
@@ -72,7 +72,7 @@ def test_concurrent_claims_have_exactly_one_winner(tmp_path: Path) -> None:
     paths = _paths(tmp_path)
     create_ledger(paths, list(range(400)), Holder("t-w0", 0))
     context = multiprocessing.get_context("fork")
-    found: multiprocessing.Queue = context.Queue()  # type: ignore[type-arg]
+    found: multiprocessing.Queue[list[str]] = context.Queue()
     workers = [
         context.Process(target=_claim_all, args=(str(paths.root), f"t-w{i}", found))
         for i in range(4)

@@ -8,9 +8,8 @@ import numpy as np
 import xarray as xr
 
 from simrun_harness.exits import EXIT_OK
-from simrun_harness.ledger import counts
+from simrun_harness.ledger import LedgerCounts, counts
 from tests.harness.conftest import Store
-from tests.waiting import wait_for
 
 SCAN = {
     "parameters": {"alpha": {"start": 20, "stop": 400, "num": 6}, "n": [1.5, 2.5, 3.0]},
@@ -38,7 +37,7 @@ def test_three_workers_merge_every_unit_once_and_equal_a_single_worker_run(
         for i in (1, 2)
     ]
     for extra in extras:
-        wait_for(lambda e=extra: "waiting for the ledger" in e.log(), timeout=60)
+        extra.wait_log("waiting for the ledger")
     coordinator = run_store.start(
         "simrun-worker",
         run_store.env("shared-w0", task_id="shared", SIMRUN_COORDINATOR_MERGES="1"),
@@ -49,7 +48,7 @@ def test_three_workers_merge_every_unit_once_and_equal_a_single_worker_run(
     )
 
     assert [p.wait() for p in (coordinator, *extras, single)] == [EXIT_OK] * 4
-    assert counts(shared) == counts(shared).__class__(pending=0, claimed=0, done=18, total=18)
+    assert counts(shared) == LedgerCounts(pending=0, claimed=0, done=18, total=18)
     assert Counter(run_store.done_units("shared")) == Counter({f"u{i:06d}": 1 for i in range(18)})
     reports = [run_store.report(f"shared-w{i}", task_id="shared") for i in range(3)]
     assert sum(r.units_done for r in reports) == 18

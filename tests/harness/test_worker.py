@@ -14,10 +14,9 @@ from simrun_harness.exits import (
     EXIT_POOL_BROKEN,
     EXIT_TERMINATED,
 )
-from simrun_harness.ledger import counts
+from simrun_harness.ledger import LedgerCounts, counts
 from simrun_harness.progress import read_progress
 from tests.harness.conftest import Store, expected_counting_output, out_files
-from tests.waiting import wait_for
 
 
 def test_extras_started_before_the_coordinator_wait_for_its_ledger_and_then_help(
@@ -28,7 +27,7 @@ def test_extras_started_before_the_coordinator_wait_for_its_ledger_and_then_help
         run_store.start("simrun-worker", run_store.env(f"t-w{i}", role="extra")) for i in (1, 2)
     ]
     for extra in extras:
-        wait_for(lambda e=extra: "waiting for the ledger" in e.log(), timeout=30)
+        extra.wait_log("waiting for the ledger")
     assert counts(paths) is None
     assert all(extra.process.poll() is None for extra in extras)
 
@@ -39,22 +38,24 @@ def test_extras_started_before_the_coordinator_wait_for_its_ledger_and_then_help
     reports = [run_store.report(f"t-w{i}") for i in range(3)]
     assert all(report.units_done > 0 for report in reports[1:]), reports
     assert sum(report.units_done for report in reports) == 12
-    assert counts(paths) == counts(paths).__class__(pending=0, claimed=0, done=12, total=12)
+    assert counts(paths) == LedgerCounts(pending=0, claimed=0, done=12, total=12)
 
 
 def test_kill_9_of_a_worker_mid_unit_is_taken_back_after_the_stale_time(
     run_store: Store,
 ) -> None:
     paths = run_store.write_task("sleep", {"units": 6, "seconds": 0.4})
-    extra = run_store.start("simrun-worker", run_store.env("t-w1", role="extra"))
+    extra = run_store.start("simrun-worker", run_store.env("t-w1", role="extra", stale_s=3))
     coordinator = run_store.start(
-        "simrun-worker", run_store.env("t-w0", SIMRUN_COORDINATOR_MERGES="1")
+        "simrun-worker", run_store.env("t-w0", stale_s=3, SIMRUN_COORDINATOR_MERGES="1")
     )
-    lost = run_store.wait_claims("t-w1")
+    run_store.wait_claims("t-w1")
 
     extra.signal_group(signal.SIGKILL)
 
     assert extra.wait() == -signal.SIGKILL
+    lost = run_store.claimed_by("t-w1")  # frozen: its holder is dead, not yet stale
+    assert lost
     assert coordinator.wait() == EXIT_OK
     events = list(read_progress(paths.progress))
     returned = [e for e in events if e.event == "claims_returned" and e.holder == "t-w1@0"]
@@ -119,13 +120,15 @@ def test_a_worker_frozen_past_the_stale_time_cannot_count_its_late_unit_twice(
     run_store: Store,
 ) -> None:
     paths = run_store.write_task("sleep", {"units": 4, "seconds": 0.6})
-    extra = run_store.start("simrun-worker", run_store.env("t-w1", role="extra", stale_s=1.0))
-    coordinator = run_store.start("simrun-worker", run_store.env("t-w0", stale_s=1.0))
-    (frozen_unit,) = run_store.wait_claims("t-w1")[:1]
+    extra = run_store.start("simrun-worker", run_store.env("t-w1", role="extra", stale_s=2))
+    coordinator = run_store.start("simrun-worker", run_store.env("t-w0", stale_s=2))
+    run_store.wait_claims("t-w1")
     extra.signal_group(signal.SIGSTOP)
     try:
-        assert coordinator.wait() == EXIT_OK  # it took the unit back and computed it
-        assert frozen_unit in os.listdir(paths.done)
+        frozen = run_store.claimed_by("t-w1")  # what it holds while stopped
+        assert frozen
+        assert coordinator.wait() == EXIT_OK  # it took the units back and computed them
+        assert set(frozen) <= set(os.listdir(paths.done))
     finally:
         extra.signal_group(signal.SIGCONT)
 

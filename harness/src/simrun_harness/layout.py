@@ -8,7 +8,7 @@ nothing but the standard library: the harness runs inside model environments wit
     <store>/runs/<run>/run.json                the run as submitted (workflow, sources)
     <store>/runs/<run>/tasks/<task>/task.json  what a pod needs: type, settings, inputs, model
     .../tasks/<task>/ledger/{pending,claimed,done}/   the units of a split task
-    .../tasks/<task>/ledger/heartbeats/<worker>       a worker's heartbeat (mtime)
+    .../tasks/<task>/ledger/heartbeats/<worker>@<attempt>   a worker attempt's heartbeat
     .../tasks/<task>/units/<unit>/             one unit's output
     .../tasks/<task>/progress.jsonl            one JSON line per event (unit_done ...)
     .../tasks/<task>/reports/<worker>-<attempt>.json

@@ -21,6 +21,7 @@ and so cannot count its unit a second time. Times are compared on the file serve
 
 from __future__ import annotations
 
+import errno
 import json
 import os
 import shutil
@@ -39,6 +40,7 @@ META_FILE = "meta.json"
 UNITS_FILE = "units.json"
 LEDGER_FORMAT = 1
 LINKS_PER_INODE = 10_000
+_NO_LINK = {errno.EPERM, errno.EOPNOTSUPP, errno.ENOTSUP, errno.EMLINK}
 
 
 @dataclass(frozen=True)
@@ -128,9 +130,18 @@ def _fill_pending(ledger: Path, names: list[str]) -> None:
     pending = os.path.join(ledger, "pending")
     for start in range(0, len(names), LINKS_PER_INODE):
         first = os.path.join(pending, names[start])
-        os.close(os.open(first, os.O_CREAT | os.O_WRONLY, 0o644))
+        _create(first)
         for name in names[start + 1 : start + LINKS_PER_INODE]:
-            os.link(first, os.path.join(pending, name))
+            try:
+                os.link(first, os.path.join(pending, name))
+            except OSError as exc:  # no hard links on this file system, or too many
+                if exc.errno not in _NO_LINK:
+                    raise
+                _create(os.path.join(pending, name))
+
+
+def _create(path: str) -> None:
+    os.close(os.open(path, os.O_CREAT | os.O_WRONLY, 0o644))
 
 
 def read_units(paths: TaskPaths) -> list[Any]:
