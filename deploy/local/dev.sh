@@ -14,14 +14,12 @@ fi
   exit 1
 }
 
-if [ ! -x .venv/bin/python ]; then
-  "$python_bin" -m pip install -q --disable-pip-version-check uv==0.13.9 >/dev/null 2>&1 || true
-  "$python_bin" -m uv venv -q .venv --python "$python_bin" 2>/dev/null || "$python_bin" -m venv .venv
+# uv (pinned) in the bootstrap Python makes the virtual environment and installs into it
+if ! "$python_bin" -m uv --version >/dev/null 2>&1; then
+  "$python_bin" -m pip install -q --disable-pip-version-check uv==0.13.9
 fi
-if ! .venv/bin/python -m uv --version >/dev/null 2>&1; then
-  .venv/bin/python -m pip install -q --disable-pip-version-check uv==0.13.9
-fi
-.venv/bin/python -m uv pip install -q --python .venv/bin/python -r requirements/dev.txt
+[ -x .venv/bin/python ] || "$python_bin" -m uv venv -q .venv --python "$python_bin"
+"$python_bin" -m uv pip install -q --python .venv/bin/python -r requirements/dev.txt
 
 start_services() {
   if ! pg_isready -q -h 127.0.0.1 -p 5432 2>/dev/null; then
