@@ -121,7 +121,7 @@ def _drop_queue(queue: str) -> None:
     import redis
 
     client = redis.Redis.from_url(BROKER)
-    keys = [queue, *client.keys(f"{queue}*")]
+    keys = [queue, *client.keys(f"*{queue}*")]  # the queue and kombu's bindings of it
     client.delete(*keys)
 
 
