@@ -21,7 +21,7 @@ def backend() -> Backend:
             cores=settings.SIMRUN_LOCAL_CORES or None,
             memory_gb=settings.SIMRUN_LOCAL_MEMORY_GB or None,
             priority_value=value_of,
-            poll_s=min(1.0, settings.SIMRUN_POLL_S),
+            poll_s=min(0.25, settings.SIMRUN_POLL_S),
         )
     from cluster.argo.backend import ArgoBackend
     from cluster.argo.config import ClusterConfig

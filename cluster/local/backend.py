@@ -259,7 +259,10 @@ class LocalBackend:
 
     def status(self, name: str) -> BackendStatus:
         run = self._run(name)
-        self.tick()
+        if not self._looping():
+            # Without a subscriber's loop nothing else advances the runs. With one, a status
+            # is a read: a reconcile of N runs must not make N passes over all of them.
+            self.tick()
         launch, _ = run.launch()
         [node] = self.nodes()
         return backend_status(launch, run.views(launch), node, halted=run.halted)
@@ -351,6 +354,9 @@ class LocalBackend:
 
     def has_image(self, ref: str) -> bool:
         return venvs.environment_exists(ref, self.store.environments)
+
+    def _looping(self) -> bool:
+        return self._thread is not None and self._thread.is_alive()
 
     def subscribe(self, callback: Callable[[], None]) -> None:
         """Call `callback` from a background thread whenever a run's pods change."""

@@ -199,7 +199,8 @@ def _failure_text(task_id: str, status: BackendStatus) -> str:
 
 
 def reconcile_run(run: Run, backend: Backend, *, now: datetime | None = None) -> bool:
-    """One run: ask the backend (no lock held), derive, write if unchanged; True if written."""
+    """One run: ask the backend (no lock held), derive, write if it changed and nobody else
+    wrote meanwhile; True if written."""
     now = now or timezone.now()
     tasks = list(run.tasks.all())
     try:
@@ -207,4 +208,6 @@ def reconcile_run(run: Run, backend: Backend, *, now: datetime | None = None) ->
     except KeyError:
         status = None
     observed = observe(run, tasks, status, now)
+    if not observed.tasks and all(getattr(run, k) == v for k, v in observed.run.items()):
+        return False  # nothing changed: no write, no new version for the event streams
     return write_if_unchanged(run, observed)
