@@ -148,7 +148,7 @@ def test_a_reserved_run_releases_its_node_when_it_fails(services: Services) -> N
 def test_a_failing_environment_build_fails_the_run_with_its_error(
     services: Services, tmp_path: Path
 ) -> None:
-    """A build that fails fails the run with the build's last lines."""
+    """C21: a submission that raises (here its build) fails the run with the build's error."""
     digest = model_snapshot(tmp_path, "simrun-no-such-package-4242")
     task = {"id": "nap", "type": "sleep", "settings": {"units": 1, "seconds": 0}}
     run = wait_for_end(submit({"name": "unbuildable", "tasks": [task]}, sources=[digest]).pk)

@@ -1,0 +1,104 @@
+"""Reconcile against real rows and a real store (no processes needed)."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+import pytest
+from django.db import connection
+from django.utils import timezone
+
+from cluster.backend import BackendStatus, PodPhase, PodStatus, WorkflowPhase
+from cluster.local.backend import LocalBackend
+from runs.controller.reconcile import observe, reconcile_run
+from runs.controller.settle import settle
+from runs.models import Run, Task
+from runs.plans import PodShape, TaskPlan
+from runs.services.runs import cancel_run
+from runs.store import has_merge_marker, task_paths
+from tests import factories
+
+pytestmark = pytest.mark.django_db
+
+PLAN = TaskPlan(
+    pods=1,
+    shape=PodShape(cores=1, memory_gb=1),
+    base_priority="simrun-person",
+    extra_priority="simrun-person-extra",
+    coordinator_merges=True,
+)
+
+
+def split_run() -> tuple[Run, Task]:
+    run = factories.run(state="running")
+    task = Task.objects.create(
+        run=run, task_id="scan", position=1, type="sleep", splittable=True, plan=PLAN.to_json()
+    )
+    Task.objects.filter(run=run, task_id="hello").delete()
+    return run, task
+
+
+def test_an_ended_workflow_waits_for_a_coordinators_merge_marker(store: Path) -> None:
+    """C6: a run whose workflow ended is not failed while a task waits for its merge marker."""
+    run, task = split_run()
+    status = BackendStatus(
+        phase=WorkflowPhase.SUCCEEDED, pods={"scan-w0": PodStatus("scan-w0", PodPhase.SUCCEEDED)}
+    )
+    observed = observe(run, [task], status, timezone.now())
+    assert observed.outcome is None
+    assert observed.tasks[task.pk]["state"] == "running"
+    assert "scan" in observed.run["merge_pending"]
+
+
+def test_the_marker_makes_the_task_done(store: Path) -> None:
+    """C2: done when the coordinator succeeded and the marker exists."""
+    run, task = split_run()
+    paths = task_paths(run.pk, "scan")
+    paths.out.mkdir(parents=True)
+    (paths.out / ".simrun-merged").write_text("")
+    status = BackendStatus(
+        phase=WorkflowPhase.SUCCEEDED, pods={"scan-w0": PodStatus("scan-w0", PodPhase.SUCCEEDED)}
+    )
+    assert observe(run, [task], status, timezone.now()).outcome == "succeeded"
+
+
+def test_the_merge_marker_is_found_by_listing_its_directories(store: Path) -> None:
+    """C20: the marker is found by listing directories, and is absent without out/."""
+    paths = task_paths("r1", "scan")
+    assert not has_merge_marker(paths)
+    paths.out.mkdir(parents=True)
+    assert not has_merge_marker(paths)
+    (paths.out / ".simrun-merged").write_text("")
+    assert has_merge_marker(paths)
+
+
+class LockWatchingBackend(LocalBackend):
+    """The real local backend, noting whether a transaction was open at each call."""
+
+    calls: list[tuple[str, bool]]
+
+    def __getattribute__(self, name: str) -> Any:
+        attr = super().__getattribute__(name)
+        if name in {"status", "cancel", "stop", "logs", "unreserve", "reserve", "submit"}:
+
+            def watched(*args: Any, **kwargs: Any) -> Any:
+                object.__getattribute__(self, "calls").append((name, connection.in_atomic_block))
+                return attr(*args, **kwargs)
+
+            return watched
+        return attr
+
+
+@pytest.mark.django_db(transaction=True)
+def test_no_backend_call_is_made_inside_a_transaction(store: Path) -> None:
+    """C14: no backend call is made while a run's record is locked."""
+    backend = LockWatchingBackend(store, cores=2, memory_gb=2)
+    backend.calls = []
+    run = factories.run(state="running", reserve="elsewhere", reserved=True)
+    reconcile_run(Run.objects.get(pk=run.pk), backend)
+    other = factories.run(state="running")
+    cancel_run(run_id=other.pk, identity=factories.person(), backend=backend)
+    settle(run.pk, backend)
+    assert backend.calls, "the backend was called"
+    assert [call for call in backend.calls if call[1]] == []
