@@ -17,7 +17,6 @@ import statistics
 import subprocess
 import sys
 import tempfile
-import time
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -27,7 +26,9 @@ ROOT = Path(__file__).resolve().parents[2]
 if str(ROOT) not in sys.path:
     sys.path.insert(0, str(ROOT))
 
-BIN = Path(sys.executable).parent
+from runs.cli.service_commands import service_command  # noqa: E402 - after sys.path
+from tests import waiting  # noqa: E402
+
 PG_SERVER = os.environ.get("BENCH_PG", "postgres://postgres@127.0.0.1:5432")
 BROKER = os.environ.get("BENCH_BROKER", "redis://127.0.0.1:6379/14")
 
@@ -53,27 +54,11 @@ class Stack:
 
     def start(self, kind: str) -> subprocess.Popen[bytes]:
         """Start a Celery worker (`worker`) or the watcher (`watcher`), in a session of its own."""
-        commands = {
-            "worker": [
-                str(BIN / "celery"),
-                "-A",
-                "simrun_site",
-                "worker",
-                "--concurrency",
-                "2",
-                "--loglevel",
-                "INFO",
-                "--without-gossip",
-                "--without-mingle",
-                "-n",
-                f"bench-{os.getpid()}@%h",
-            ],
-            "watcher": [sys.executable, str(ROOT / "manage.py"), "simrun", "watch"],
-        }
+        command = service_command(kind, name=f"bench-{os.getpid()}@%h")
         self.logs.mkdir(exist_ok=True)
         with (self.logs / f"{kind}.log").open("ab") as out:
             proc = subprocess.Popen(
-                commands[kind],
+                command,
                 cwd=ROOT,
                 env=self.env,
                 stdout=out,
@@ -177,14 +162,7 @@ def stack(*, services: bool, extra_env: dict[str, str] | None = None) -> Iterato
 
 def wait_for(condition: Callable[[], T | None], *, timeout: float, what: str, every: float) -> T:
     """Poll `condition` until it returns something truthy; fail at the deadline."""
-    deadline = time.monotonic() + timeout
-    while True:
-        value = condition()
-        if value:
-            return value
-        if time.monotonic() > deadline:
-            raise TimeoutError(f"timed out after {timeout:.0f} s waiting for {what}")
-        time.sleep(every)
+    return waiting.wait_for(condition, timeout=timeout, what=what, interval=every)  # type: ignore[return-value]
 
 
 def quantile(values: list[float], q: float) -> float:

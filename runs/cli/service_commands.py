@@ -84,13 +84,14 @@ def _free_port(preferred: int) -> int:
             return int(s.getsockname()[1])
 
 
-def start_services(*, port: int, data_dir: Path) -> list[subprocess.Popen[bytes]]:
-    """Start web, a Celery worker with beat, and the watcher, each logging into data_dir/logs."""
-    logs = data_dir / "logs"
-    logs.mkdir(parents=True, exist_ok=True)
+def service_command(
+    kind: str, *, port: int = 8000, name: str | None = None, beat_schedule: Path | None = None
+) -> list[str]:
+    """The command line of one service process: `web`, `worker` (with beat when given its
+    schedule file) or `watcher`. Tests and benchmarks start the same processes with it."""
     bin_dir = Path(sys.executable).parent
-    commands = {
-        "web": [
+    if kind == "web":
+        return [
             str(bin_dir / "uvicorn"),
             "simrun_site.asgi:application",
             "--host",
@@ -99,21 +100,38 @@ def start_services(*, port: int, data_dir: Path) -> list[subprocess.Popen[bytes]
             str(port),
             "--log-level",
             "warning",
-        ],
-        "worker": [
+        ]
+    if kind == "worker":
+        command = [
             str(bin_dir / "celery"),
             "-A",
             "simrun_site",
             "worker",
-            "-B",
             "--concurrency",
             "2",
             "--loglevel",
             "INFO",
-            "--schedule",
-            str(data_dir / "celerybeat-schedule"),
-        ],
-        "watcher": [sys.executable, str(ROOT / "manage.py"), "simrun", "watch"],
+            "--without-gossip",
+            "--without-mingle",
+        ]
+        if name:
+            command += ["-n", name]
+        if beat_schedule is not None:
+            command += ["-B", "--schedule", str(beat_schedule)]
+        return command
+    if kind == "watcher":
+        return [sys.executable, str(ROOT / "manage.py"), "simrun", "watch"]
+    raise ValueError(f"unknown service process {kind!r} (web, worker, watcher)")
+
+
+def start_services(*, port: int, data_dir: Path) -> list[subprocess.Popen[bytes]]:
+    """Start web, a Celery worker with beat, and the watcher, each logging into data_dir/logs."""
+    logs = data_dir / "logs"
+    logs.mkdir(parents=True, exist_ok=True)
+    commands = {
+        "web": service_command("web", port=port),
+        "worker": service_command("worker", beat_schedule=data_dir / "celerybeat-schedule"),
+        "watcher": service_command("watcher"),
     }
     env = {**os.environ, "SIMRUN_DATA_DIR": str(data_dir), "PYTHONUNBUFFERED": "1"}
     procs = []

@@ -9,7 +9,6 @@ import contextlib
 import os
 import signal
 import subprocess
-import sys
 from collections.abc import Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -19,11 +18,11 @@ import psutil
 import pytest
 from django.conf import settings as django_settings
 
+from runs.cli.service_commands import service_command
 from runs.models import Run, RunState
 from tests.waiting import wait_for
 
 ROOT = Path(__file__).resolve().parents[2]
-BIN = Path(sys.executable).parent
 
 
 @dataclass
@@ -35,27 +34,11 @@ class Services:
     procs: dict[str, subprocess.Popen[bytes]] = field(default_factory=dict)
 
     def start(self, name: str) -> subprocess.Popen[bytes]:
-        commands = {
-            "worker": [
-                str(BIN / "celery"),
-                "-A",
-                "simrun_site",
-                "worker",
-                "--concurrency",
-                "2",
-                "--loglevel",
-                "INFO",
-                "--without-gossip",
-                "--without-mingle",
-                "-n",
-                f"{name}-{os.getpid()}-{len(self.procs)}@%h",
-            ],
-            "watcher": [sys.executable, str(ROOT / "manage.py"), "simrun", "watch"],
-        }
         kind = name.rstrip("0123456789")
+        command = service_command(kind, name=f"{name}-{os.getpid()}-{len(self.procs)}@%h")
         out = (self.logs / f"{name}.log").open("ab")
         proc = subprocess.Popen(
-            commands[kind],
+            command,
             cwd=ROOT,
             env=self.env,
             stdout=out,
