@@ -11,7 +11,7 @@ as a `BackendStatus` keyed by pod names relative to the run:
 
 from __future__ import annotations
 
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Collection, Mapping
 from dataclasses import dataclass, field
 from enum import StrEnum
 from pathlib import Path
@@ -141,6 +141,16 @@ class Backend(Protocol):
 
     def status(self, name: str) -> BackendStatus:
         """The workflow's status; KeyError when it does not exist."""
+
+    def statuses(
+        self, names: Collection[str], *, may_reuse: Collection[str] = ()
+    ) -> dict[str, BackendStatus | None]:
+        """The status of many workflows in one read (what a reconcile tick asks): each name
+        read maps to its status, or to None when the workflow does not exist; a name that
+        cannot be read now (a broken record) is left out and logged. An error of the read as
+        a whole (the API server gone) is raised. For names in `may_reuse` the backend may
+        answer what it last observed itself (its own loop), never older than what it answered
+        this process before; the others are read now."""
 
     def cancel(self, name: str) -> None:
         """Terminate a workflow and its pods now; KeyError when it does not exist."""

@@ -109,7 +109,7 @@ def plan_task(
     split: SplitMode,
     tier: str,
     reserve: str | None = None,
-    coordinator_merges: bool = False,
+    coordinator_merges: bool | None = None,
     splittable: bool = True,
 ) -> TaskPlan:
     """The plan of one task.
@@ -122,8 +122,10 @@ def plan_task(
         split: "none", "auto" or a number of pods; ignored for an unsplit task.
         tier: The tier of the run's identity (`runs.priorities.tier_of`).
         reserve: The node the run reserves, None for none.
-        coordinator_merges: Whether the coordinator merges the unit outputs itself (the
-            workflow's choice) instead of a merge pod; always False for an unsplit task.
+        coordinator_merges: Whether the coordinator merges the unit outputs itself instead of
+            a merge pod (the workflow's choice); None lets the planner choose: a plan of one
+            pod merges in its coordinator, where a merge pod would only add a pod's start
+            after the last unit. Always False for an unsplit task.
         splittable: False for an unsplit task: one pod.
 
     Raises:
@@ -154,7 +156,8 @@ def plan_task(
         shape=shape,
         base_priority=base_priority,
         extra_priority=extra_priority,
-        coordinator_merges=coordinator_merges and splittable,
+        coordinator_merges=splittable
+        and (len(chosen) == 1 if coordinator_merges is None else coordinator_merges),
         nodes=tuple(c.node.name for c in chosen),
     )
 

@@ -4,12 +4,13 @@ History is the resource observations of earlier attempts of the same type (and m
 
 - **memory per worker** (M13, the first attempt's): a high quantile of the observed peaks per
   process, with a margin. Which peak depends on what the harness enforces (`MemoryRule`):
-  - `"process"` (the harness today): a unit process is killed once it passes its memory per
-    worker, so each process must have room for the largest one: the peak of each attempt's
-    largest unit process.
-  - `"pod"` (the memory per worker as a share of the pod's budget, only the pod's limit
-    enforced): the pod's peak above its base, shared over its processes. Processes rarely
-    peak together, so this asks for far less (see docs/benchmarks.md, "Sizing").
+  - `"pod"` (the default; what the harness enforces: only the pod's limit, the memory per
+    worker is a share of the pod's budget — `simrun_harness.memory`): the pod's peak above
+    its base, shared over its processes. Processes rarely peak together, so this asks for
+    far less than the largest process each (see docs/benchmarks.md, "Sizing").
+  - `"process"` (a harness that kills a unit process once it passes its memory per worker,
+    as it did before, and still does without a known pod limit): each process must have room
+    for the largest one: the peak of each attempt's largest unit process. Kept to compare.
   A kill for memory counts at least at the memory per worker it was given (censored: it
   needed more); a kill without a report is an observation at the pod's limit (C11).
 - **retry memory per worker** (M9, the attempt after a kill for memory): above the highest
@@ -131,7 +132,7 @@ def pod_share_gb(observation: ObservationValue, memory_base_gb: float) -> float 
 
 
 def attempt_peak_gb(
-    observation: ObservationValue, memory_base_gb: float, *, rule: MemoryRule = PROCESS
+    observation: ObservationValue, memory_base_gb: float, *, rule: MemoryRule = POD
 ) -> float | None:
     """The peak per process of an attempt under `rule`, None without any memory figure.
 
@@ -163,7 +164,7 @@ def highest_process_peak_gb(
 
 
 def learned_memory_per_worker_gb(
-    history: Sequence[ObservationValue], memory_base_gb: float, *, rule: MemoryRule = PROCESS
+    history: Sequence[ObservationValue], memory_base_gb: float, *, rule: MemoryRule = POD
 ) -> float | None:
     """M13: the first memory per worker history suggests, None without a usable observation."""
     peaks = [
@@ -225,7 +226,7 @@ def resolve(
     history: Sequence[ObservationValue],
     overrides: ResourceOverrides,
     node_memory_gb: float | None = None,
-    memory_rule: MemoryRule = PROCESS,
+    memory_rule: MemoryRule = POD,
 ) -> ResolvedResources:
     """The resources of a task: `hint` ← `history` ← `overrides`, with where each came from.
 
@@ -235,7 +236,8 @@ def resolve(
         overrides: The workflow's resources for the task; a value set there always wins.
         node_memory_gb: The memory of the largest node the task may use: caps the retry
             memory per worker. None leaves it uncapped (the planner still caps per node).
-        memory_rule: Which peak per process the memory per worker covers (`MemoryRule`).
+        memory_rule: Which peak per process the memory per worker covers (`MemoryRule`);
+            "pod" matches the harness, "process" is kept for comparison (bench/sizing).
     """
     source: dict[str, str] = {}
     base = _layered(

@@ -1,16 +1,17 @@
-"""ASGI entry point (web, with the event streams): `uvicorn simrun_site.asgi:application`.
+"""ASGI entry point of the web process: `uvicorn simrun_site.asgi:application`.
 
-Uploads over the size limit are refused by Content-Length (or cut when chunked) before Django
-spools the body to disk.
+Requests are served by Django's WSGI handler and the event and log streams by its ASGI
+handler (`simrun_site.dispatch`). Postgres connections come from a pool (SIMRUN_DB_POOL,
+SIMRUN_DB_POOL_SIZE): each request runs in a thread of its own, so a persistent connection
+would never be reused. Uploads over the size limit are refused by Content-Length (or cut
+when chunked) before Django spools the body to disk.
 """
 
 import os
 
-from django.core.asgi import get_asgi_application
-
 os.environ.setdefault("DJANGO_SETTINGS_MODULE", "simrun_site.settings")
-_django = get_asgi_application()
+os.environ.setdefault("SIMRUN_DB_POOL", "true")
 
-from runs.api.upload_limit import UploadSizeLimit  # noqa: E402 - needs Django set up first
+from simrun_site.dispatch import build_application  # after the variables above
 
-application = UploadSizeLimit(_django)
+application = build_application()

@@ -93,11 +93,14 @@ def path(name: str, default: Path) -> Path:
     return default if value is None or not value.strip() else Path(value).expanduser().resolve()
 
 
-def database(name: str, sqlite_file: Path) -> dict[str, object]:
+def database(name: str, sqlite_file: Path, *, pool_size: int = 0) -> dict[str, object]:
     """Django's database settings from a URL (postgres://… or sqlite:///…), else SQLite.
 
     SQLite runs in WAL mode with a busy timeout, so the web process, a Celery worker and beat
-    can share it on one machine (the embedded default).
+    can share it on one machine (the embedded default). Postgres connections persist for a
+    minute, or with `pool_size` > 0 come from a pool of at most that many (psycopg_pool): the
+    web process under ASGI runs each request in a thread of its own, where a persistent
+    connection would never be reused and every request would pay for a new one.
     """
     url = raw(name)
     if url is None or not url.strip():
@@ -111,6 +114,9 @@ def database(name: str, sqlite_file: Path) -> dict[str, object]:
             port = parts.port
         except ValueError:
             raise ImproperlyConfigured(f"{name}={url!r} has an invalid port") from None
+        if pool_size > 0:
+            pool = {"min_size": min(2, pool_size), "max_size": pool_size, "timeout": 10}
+            options["pool"] = pool  # type: ignore[assignment]
         return {
             "ENGINE": "django.db.backends.postgresql",
             "NAME": unquote(parts.path.lstrip("/")),
@@ -119,7 +125,7 @@ def database(name: str, sqlite_file: Path) -> dict[str, object]:
             "HOST": parts.hostname or "",
             "PORT": str(port or ""),
             "OPTIONS": options,
-            "CONN_MAX_AGE": 60,
+            "CONN_MAX_AGE": 0 if pool_size > 0 else 60,
             "CONN_HEALTH_CHECKS": True,
         }
     if parts.scheme == "sqlite":

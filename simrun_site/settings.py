@@ -85,7 +85,18 @@ TEMPLATES = [
     },
 ]
 
-DATABASES = {"default": env.database("DATABASE_URL", DATA_DIR / "simrun.sqlite3")}
+# The web process serves requests on SIMRUN_WEB_THREADS threads (simrun_site/dispatch.py) and
+# its ASGI entry point sets SIMRUN_DB_POOL (see env.database); other processes persist.
+SIMRUN_WEB_THREADS = env.integer("SIMRUN_WEB_THREADS", 10, minimum=1)
+DATABASES = {
+    "default": env.database(
+        "DATABASE_URL",
+        DATA_DIR / "simrun.sqlite3",
+        pool_size=env.integer("SIMRUN_DB_POOL_SIZE", SIMRUN_WEB_THREADS + 2, minimum=1)
+        if env.boolean("SIMRUN_DB_POOL", False)
+        else 0,
+    )
+}
 DEFAULT_AUTO_FIELD = "django.db.models.BigAutoField"
 
 AUTH_PASSWORD_VALIDATORS = [
@@ -149,6 +160,7 @@ SIMRUN_UPLOAD_MAX_UNPACKED_BYTES = env.integer(
     "SIMRUN_UPLOAD_MAX_UNPACKED_BYTES", 8 * 1024**3, minimum=1
 )
 SIMRUN_RATE_LIMIT_PER_MINUTE = env.integer("SIMRUN_RATE_LIMIT_PER_MINUTE", 600, minimum=1)
+SIMRUN_TOKEN_RECHECK_S = env.number("SIMRUN_TOKEN_RECHECK_S", 2.0, minimum=0)
 SIMRUN_REDIS_URL = env.string(
     "SIMRUN_REDIS_URL",
     CELERY_BROKER_URL if CELERY_BROKER_URL.startswith("redis") else "",

@@ -14,7 +14,8 @@ redis://127.0.0.1:6379/15) as in production, with a limit high enough never to r
    p50 and p99 with 10,000 ÷ with 100 ≤ 1.5, p50 ≤ 50 ms; queries per request constant.
 2. A trivial endpoint (`GET /api/whoami/`) with a valid token ÷ without one (401), requests
    interleaved so both see the same machine, through the test client and through the service
-   (uvicorn in its own process) over HTTP. Goal ≤ 1.15.
+   (uvicorn in its own process, its connections pooled as in production) over HTTP. Goal
+   ≤ 1.15. Then the runs list with 100 runs over HTTP, for the latency a client sees.
 """
 
 from __future__ import annotations
@@ -274,6 +275,9 @@ def main() -> int:
                 lambda: http.get("/api/whoami/"),
                 args.samples,
             )
+            results["http_list"] = timed(
+                lambda: http.get(f"/api/runs/?limit={PAGE}", headers=token), args.samples
+            )
         report(results)
     finally:
         drop_database(large)
@@ -306,6 +310,10 @@ def report(results: dict[str, Any]) -> None:
         ratio = statistics.median(with_token) / statistics.median(without)
         print(f"  ratio          p50 {ratio:6.2f}  (goal <= 1.15)")
     print(f"queries of whoami with a token: {results['auth_queries']}")
+    print(
+        f"runs list (100 runs) through the service over HTTP, {len(results['http_list'])} requests"
+    )
+    print(line("100 runs", results["http_list"]))
 
 
 if __name__ == "__main__":

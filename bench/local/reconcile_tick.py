@@ -8,20 +8,20 @@ whose supervisor and pod are one long-sleeping process this benchmark starts (so
 sees live pods, starts nothing and kills nothing), the merge waiting. The rows are cloned from
 one run made by the real `create_run`.
 
-A tick is `runs.controller.tick.tick(backend)` — exactly what the watcher and Celery beat run
-— with the real `LocalBackend`, after one warm-up tick (the first writes every run's pods).
-The queries of each tick are counted with `CaptureQueriesContext`; the time of a tick is split
-into the backend's `status()` (and within it the backend's own `tick()`, which `status()`
-calls), the controller's `observe()`, the database, and the rest.
+The backend is the service's (`runs.backends.backend()`), subscribed as the watcher subscribes
+it, so its loop passes over every live run in a thread of this process while the ticks are
+timed, as in the watcher. A tick is `runs.controller.tick.tick(backend)` — what the watcher and
+Celery beat run. Per size, after the runs' files have aged past the local backend's racy window
+(`cluster.local.statuses.RACY_S`, as a live run's files do between its changes):
 
-A tick over N runs makes N `status()` calls; if each of those makes a pass over all N runs the
-tick grows as N². A full tick is measured at every size whose predicted time (from the sizes
-before it) fits `--budget` seconds; a larger size is measured by its parts: one backend pass
-over all its runs, timed directly, and a full tick with `status()` answered from the files
-without that pass; the full tick is then their composition, reported as such, next to the
-real `reconcile_run` of a few of its runs (each making its pass) as a check.
+- the first tick of a process over these runs (nothing noted yet: every run is derived, as
+  when every run's status changed), then, after one whole pass of the loop,
+- `--ticks` ticks timed one by one (median): the steady state, where nothing changed.
 
-    python bench/local/reconcile_tick.py [--sizes 10 30 100 1000] [--ticks 5] [--budget 20]
+The queries of each tick are counted with `CaptureQueriesContext`; the time is split into the
+backend's `statuses()`, the runs derived (`reconcile_with`) and the rest.
+
+    python bench/local/reconcile_tick.py [--sizes 10 100 1000] [--ticks 7]
 """
 
 from __future__ import annotations
@@ -39,7 +39,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
-from _stack import stack
+from _stack import stack, wait_for
 
 SLEEPER = [sys.executable, "-c", "import time; time.sleep(3600)"]
 
@@ -50,6 +50,7 @@ class Timer:
     def __init__(self) -> None:
         self.seconds = 0.0
         self.calls = 0
+        self.each: list[float] = []
 
     def wrap(self, fn: Callable[..., Any]) -> Callable[..., Any]:
         def timed(*args: Any, **kwargs: Any) -> Any:
@@ -57,7 +58,8 @@ class Timer:
             try:
                 return fn(*args, **kwargs)
             finally:
-                self.seconds += time.perf_counter() - started
+                self.each.append(time.perf_counter() - started)
+                self.seconds += self.each[-1]
                 self.calls += 1
 
         return timed
@@ -184,63 +186,54 @@ def remove_runs(ids: list[str]) -> None:
         shutil.rmtree(store().run(run_id).root, ignore_errors=True)
 
 
-def measure_tick(backend: Any, *, skip_inner_tick: bool = False) -> dict[str, float]:
+def measure_tick(backend: Any, seen: Any) -> dict[str, float]:
     """One controller tick, timed in parts, with its queries counted."""
     from django.db import connection
     from django.test.utils import CaptureQueriesContext
 
-    from runs.controller import reconcile
-    from runs.controller.tick import tick
+    from runs.controller import tick as tick_module
 
-    status, inner, observe = Timer(), Timer(), Timer()
-    original_observe = reconcile.observe
-    original_status, original_tick = backend.status, backend.tick
-    backend.tick = (lambda: False) if skip_inner_tick else inner.wrap(original_tick)
-    backend.status = status.wrap(original_status)
-    reconcile.observe = observe.wrap(original_observe)
-    connection.queries_log.clear()  # it keeps 9,000 queries; a tick at 1,000 runs makes 5,000
+    statuses, derive = Timer(), Timer()
+    original_derive = tick_module.reconcile_with
+    backend.statuses = statuses.wrap(backend.statuses)
+    tick_module.reconcile_with = derive.wrap(original_derive)
+    reads = backend._statuses.reads
+    connection.queries_log.clear()
+    load = os.getloadavg()[0]
     try:
         with CaptureQueriesContext(connection) as queries:
             started = time.perf_counter()
-            runs = tick(backend)
+            runs = tick_module.tick(backend, seen=seen)
             total = time.perf_counter() - started
     finally:
-        reconcile.observe = original_observe
-        del backend.status, backend.tick
-    database = sum(float(q["time"]) for q in queries.captured_queries)
+        tick_module.reconcile_with = original_derive
+        del backend.statuses
     kinds = Counter(_kind(q["sql"]) for q in queries.captured_queries)
     return {
         "runs": runs,
         "total": total,
-        "status": status.seconds,
-        "backend_tick": inner.seconds,
-        "status_calls": status.calls,
-        "observe": observe.seconds,
-        "database": database,
-        "rest": total - status.seconds - observe.seconds - database,
+        "statuses": statuses.seconds,
+        "derived": derive.calls,
+        "derive": derive.seconds,
+        "status_reads": backend._statuses.reads - reads,
+        "database": sum(float(q["time"]) for q in queries.captured_queries),
         "queries": len(queries.captured_queries),
-        "updates": kinds.get("UPDATE runs_run", 0),
+        "load": load,
         **{f"q: {kind}": float(n) for kind, n in sorted(kinds.items())},
     }
 
 
 def _kind(sql: str) -> str:
-    """A query's statement and first table: `SELECT runs_task`, `BEGIN` ..."""
+    """A query's statement and first table: `SELECT runs_run`, `BEGIN` ..."""
     words = sql.split()
     table = next((w.strip('"') for w in words if w.startswith('"runs_')), "")
     return f"{words[0]} {table.split('.')[0].strip(chr(34))}".strip()
 
 
-def sample_runs(backend: Any, count: int = 5) -> float:
-    """Seconds of the real `reconcile_run` (its `status()` making its pass) of a few runs."""
-    from runs.controller.reconcile import followed_runs, reconcile_run
-
-    times = []
-    for run in followed_runs()[:count]:
-        started = time.perf_counter()
-        reconcile_run(run, backend)
-        times.append(time.perf_counter() - started)
-    return statistics.median(times)
+def wait_for_passes(passes: Timer, count: int) -> None:
+    """Wait until the loop has made `count` more passes."""
+    until = len(passes.each) + count
+    wait_for(lambda: len(passes.each) >= until, timeout=600, what="the loop's passes", every=0.05)
 
 
 def median_of(samples: list[dict[str, float]]) -> dict[str, float]:
@@ -250,70 +243,59 @@ def median_of(samples: list[dict[str, float]]) -> dict[str, float]:
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
-    parser.add_argument("--sizes", type=int, nargs="+", default=[10, 30, 100, 1000])
-    parser.add_argument("--ticks", type=int, default=5, help="timed full ticks per size")
-    parser.add_argument(
-        "--budget", type=float, default=20.0, help="longest predicted full tick to measure (s)"
-    )
+    parser.add_argument("--sizes", type=int, nargs="+", default=[10, 100, 1000])
+    parser.add_argument("--ticks", type=int, default=7, help="timed steady ticks per size")
     parser.add_argument("--json", action="store_true")
     args = parser.parse_args()
-    with stack(services=False):  # the tick runs in this process: no worker, no watcher
+    with stack(services=False):  # the tick runs in this process, as in the watcher
         from cluster.local.attempts import ProcessId
         from runs.backends import backend as the_backend
 
         sleeper_proc = subprocess.Popen(SLEEPER, start_new_session=True)
+        backend = the_backend()
+        passes = Timer()
+        backend._tick = passes.wrap(backend._tick)  # the loop's passes, timed
+        backend.subscribe(lambda: None)  # the watcher's subscription: the loop runs
         try:
-            results = run_sizes(args, ProcessId.of(sleeper_proc.pid), the_backend())
+            results = run_sizes(args, ProcessId.of(sleeper_proc.pid), backend, passes)
         finally:
+            backend.close()
             os.killpg(sleeper_proc.pid, signal.SIGKILL)
             sleeper_proc.wait()
     report(args, results)
 
 
-def run_sizes(args: argparse.Namespace, sleeper: Any, backend: Any) -> dict[int, dict[str, Any]]:
-    """Per size: one backend pass, a tick without the passes, and the full tick."""
+def run_sizes(
+    args: argparse.Namespace, sleeper: Any, backend: Any, passes: Timer
+) -> dict[int, dict[str, Any]]:
+    """Per size: the first tick (every run derived), then the steady ticks."""
+    from cluster.local.statuses import RACY_S
+    from runs.controller.seen import Seen
+
     template = template_run()
     results: dict[int, dict[str, Any]] = {}
     live: list[str] = []
     for size in sorted(args.sizes):
         live += create_live_runs(template, size - len(live), sleeper)
-        repeats = args.ticks if size <= 100 else 3
-        measure_tick(backend, skip_inner_tick=True)  # warm-up: the first tick writes the pods
-        passes = []
-        for _ in range(3):
-            started = time.perf_counter()
-            backend.tick()
-            passes.append(time.perf_counter() - started)
-        backend_pass = statistics.median(passes)
-        without = median_of([measure_tick(backend, skip_inner_tick=True) for _ in range(repeats)])
-        composed = dict(without)
-        composed["backend_tick"] = backend_pass * size
-        composed["status"] = without["status"] + composed["backend_tick"]
-        composed["total"] = without["total"] + composed["backend_tick"]
-        entry: dict[str, Any] = {"backend_pass_s": backend_pass, "without_passes": without}
-        entry["composed"] = composed
-        if composed["total"] <= args.budget:
-            entry.update(
-                kind="measured", tick=median_of([measure_tick(backend) for _ in range(repeats)])
-            )
-        else:
-            entry.update(kind="composed", tick=composed, sampled_run_s=sample_runs(backend))
-        results[size] = entry
-        if "sampled_run_s" in entry:
-            print(
-                f"{size:5d} runs: the real reconcile of one run (status() with its pass, observe, "
-                f"write) takes {entry['sampled_run_s']:.3f} s (median of 5); composed: "
-                f"{composed['total'] / size:.3f} s per run"
-            )
-        t = entry["tick"]
+        time.sleep(RACY_S + 0.5)  # the files age past the racy window, as a live run's do
+        seen = Seen()
+        passed = len(passes.each)
+        first = measure_tick(backend, seen)
+        wait_for_passes(passes, 2)  # one whole pass of the loop that began after it
+        steady = [measure_tick(backend, seen) for _ in range(args.ticks)]
+        loop_pass = statistics.median(passes.each[passed:] or passes.each[-1:] or [0.0])
+        tick = median_of(steady)
+        results[size] = {"first": first, "tick": tick, "loop_pass_s": loop_pass}
         print(
-            f"{size:5d} runs: tick {t['total']:.3f} s ({entry['kind']}; composed "
-            f"{composed['total']:.3f}) — status() {t['status']:.3f} of which backend passes "
-            f"{t['backend_tick']:.3f}, observe {t['observe']:.3f}, database {t['database']:.3f}, "
-            f"rest {t['rest']:.3f}; without the passes {without['total']:.3f} s; one backend "
-            f"pass {backend_pass:.3f} s; {t['queries']:.0f} queries",
+            f"{size:5d} runs: tick {tick['total'] * 1000:.1f} ms (median of {args.ticks}; "
+            f"statuses() {tick['statuses'] * 1000:.1f} ms, {tick['derived']:.0f} runs derived, "
+            f"{tick['status_reads']:.0f} statuses read from files, {tick['queries']:.0f} queries, "
+            f"load {tick['load']:.2f}); first tick {first['total'] * 1000:.0f} ms "
+            f"({first['derived']:.0f} derived, {first['queries']:.0f} queries); the loop's pass "
+            f"{loop_pass * 1000:.0f} ms",
             flush=True,
         )
+    backend.close()  # the loop stops before the runs' files go
     remove_runs(live)
     return results
 
@@ -322,37 +304,24 @@ def report(args: argparse.Namespace, results: dict[int, dict[str, Any]]) -> None
     sizes = sorted(results)
     small, large = sizes[0], sizes[-1]
     a, b = results[small]["tick"], results[large]["tick"]
-    wa, wb = results[small]["without_passes"], results[large]["without_passes"]
+    fa, fb = results[small]["first"], results[large]["first"]
     print(
-        f"\ntick with {large} live runs ÷ with {small}: {b['total'] / a['total']:.0f}x "
-        f"(goal ≤ 15x): {a['total']:.3f} s ({results[small]['kind']}) → {b['total']:.1f} s "
-        f"({results[large]['kind']})"
+        f"\ntick with {large} live runs ÷ with {small}: {b['total'] / a['total']:.1f}x "
+        f"(goal ≤ 15x): {a['total'] * 1000:.1f} ms → {b['total'] * 1000:.1f} ms; queries "
+        f"{a['queries']:.0f} → {b['queries']:.0f}"
     )
     print(
-        f"the same tick if status() made no backend pass: {wb['total'] / wa['total']:.0f}x "
-        f"({wa['total']:.3f} s → {wb['total']:.2f} s)"
-    )
-    print(
-        f"one backend pass over every live run: {results[small]['backend_pass_s'] * 1000:.1f} ms "
-        f"at {small}, {results[large]['backend_pass_s'] * 1000:.0f} ms at {large}; status() "
-        "makes one per run"
-    )
-    print(
-        f"queries per run: {a['queries'] / small:.2f} at {small}, {b['queries'] / large:.2f} at "
-        f"{large}; per extra run: {(b['queries'] - a['queries']) / (large - small):.2f}"
-    )
-    kinds = sorted(k for k in b if k.startswith("q: "))
-    print(
-        f"queries of a tick at {large} runs, per run: "
-        + ", ".join(f"{k[3:]} {b[k] / large:.2f}" for k in kinds)
+        f"first tick of a process (every run derived): {fb['total'] / fa['total']:.0f}x "
+        f"({fa['total'] * 1000:.0f} ms → {fb['total'] * 1000:.0f} ms); queries "
+        f"{fa['queries']:.0f} → {fb['queries']:.0f}, per extra run "
+        f"{(fb['queries'] - fa['queries']) / (large - small):.2f}"
     )
     for size in sizes:
-        t, w = results[size]["tick"], results[size]["without_passes"]
+        t = results[size]["tick"]
         print(
-            f"  {size:5d} runs: {t['total'] / size * 1000:7.1f} ms per run "
-            f"({w['total'] / size * 1000:.1f} without the passes; database "
-            f"{w['database'] / size * 1000:.1f}, status() from files "
-            f"{w['status'] / size * 1000:.1f})"
+            f"  {size:5d} runs: steady tick {t['total'] * 1000:7.1f} ms, of which statuses() "
+            f"{t['statuses'] * 1000:.1f} ms and the database {t['database'] * 1000:.1f} ms; "
+            + ", ".join(f"{k[3:]} {t[k]:.0f}" for k in sorted(t) if k.startswith("q: "))
         )
     if args.json:
         print(json.dumps(results, indent=1))

@@ -14,22 +14,32 @@ Where simrun's time goes, from the files the run leaves (`_timeline.py`):
     worker start    → its log says the ledger is created (imports, units, ledger)
     first unit      → the first unit done (pool started, one unit)
     units           first → last unit done
-    coord. exit     last unit → the coordinator's exit recorded
-    merge start     → the merge pod's attempt created (the backend's next tick)
-    merge launch    → the merge pod's process started
-    merge start-up  → its log says it is merging (imports, checking every unit is done)
+
+then, as the planner chooses for one pod, the coordinator merging:
+
     type's merge    → the merge marker written (the task type's merge of every unit in a
                     pool process, then the output published)
+    coord. exit     → the coordinator's exit recorded
+    reconcile       → the run's ended_at written by the watcher
+
+or, with `--merge-pod`, a merge pod of its own:
+
+    coord. exit     last unit → the coordinator's exit recorded
+    merge start     → the merge pod's attempt created (the backend's next pass)
+    merge launch    → the merge pod's process started
+    merge start-up  → its log says it is merging (imports, checking every unit is done)
+    type's merge    → the merge marker written
     merge exit      → the merge's exit recorded
     reconcile       → the run's ended_at written by the watcher
 
 and the CPU seconds each part of the stack used meanwhile (`_cpu.py`), next to the CPU the
-rest of the machine used (other users of the shared cores). Since those others come and go,
+rest of the machine used (other users of the shared cores, this script's own sampling and
+polling among them). Since those others come and go,
 each wall time is also reported corrected for them: the wall time less their CPU seconds over
 the cores, what it would have been had they left the cores alone (exact for CPU-bound work;
 for the waits in simrun's phases it flatters simrun slightly).
 
-    python bench/local/scan.py [--units 2000] [--seconds 0.01] [--repeats 3] [--json]
+    python bench/local/scan.py [--units 2000] [--seconds 0.01] [--repeats 3] [--merge-pod] [--json]
 """
 
 from __future__ import annotations
@@ -49,7 +59,7 @@ from _stack import Stack, stack
 
 HERE = Path(__file__).resolve().parent
 CORES = 2
-PHASES = (
+PHASES = (  # with a merge pod (`--merge-pod`)
     "submit",
     "launch",
     "worker start",
@@ -61,6 +71,16 @@ PHASES = (
     "merge start-up",
     "type's merge",
     "merge exit",
+    "reconcile",
+)
+SELF_MERGING_PHASES = (  # the planner's choice for one pod: the coordinator merges
+    "submit",
+    "launch",
+    "worker start",
+    "first unit",
+    "units",
+    "type's merge",
+    "coord. exit",
     "reconcile",
 )
 
@@ -87,7 +107,9 @@ def bare(units: int, seconds: float) -> dict[str, float]:
     return {"wall": wall, "cpu": cpu, "others_cpu": max(0.0, _busy() - busy - cpu)}
 
 
-def through_simrun(the_stack: Stack, identity: Any, units: int, seconds: float) -> dict[str, Any]:
+def through_simrun(
+    the_stack: Stack, identity: Any, units: int, seconds: float, merge_pod: bool = False
+) -> dict[str, Any]:
     """One scan through simrun: wall time, phases, CPU per part."""
     from _timeline import (
         log_time,
@@ -108,7 +130,13 @@ def through_simrun(the_stack: Stack, identity: Any, units: int, seconds: float) 
         store=str(the_stack.store),
     ).start()
     busy = _busy()
-    task = {"id": "scan", "type": "spin", "settings": {"units": units, "seconds": seconds}}
+    task: dict[str, object] = {
+        "id": "scan",
+        "type": "spin",
+        "settings": {"units": units, "seconds": seconds},
+    }
+    if merge_pod:
+        task["coordinator_merges"] = False
     run, called, _ = submit(identity, task, "scan")
     ended, _ = wait_for_end(run.pk, timeout=900)
     cpu = sampler.stop()
@@ -118,36 +146,31 @@ def through_simrun(the_stack: Stack, identity: Any, units: int, seconds: float) 
     assert ended.ended_at is not None
     end = ended.ended_at.timestamp()
     plan = Task.objects.get(run=run, task_id="scan").plan
-    w0, merge = pod_times(run.pk, "scan-w0"), pod_times(run.pk, "scan-merge")
-    assert w0 and merge and w0.started and w0.ended and merge.started and merge.ended
+    w0 = pod_times(run.pk, "scan-w0")
+    assert w0 and w0.started and w0.ended
     done = sorted(unit_done_times(run.pk, "scan"))
     marker = merge_marker_time(run.pk, "scan")
     ledger = log_time(run.pk, "scan-w0", "ledger created")
-    merging = log_time(run.pk, "scan-merge", ": merging ")
     assert len(done) == units and marker is not None, (len(done), marker)
-    assert ledger is not None and merging is not None
+    assert ledger is not None
     report = json.loads((store().run(run.pk).task("scan").reports / "scan-w0-0.json").read_text())
-    marks = [
-        called,
-        w0.created,
-        w0.started,
-        ledger,
-        done[0],
-        done[-1],
-        w0.ended,
-        merge.created,
-        merge.started,
-        merging,
-        marker,
-        merge.ended,
-        end,
-    ]
-    phases = {name: b - a for name, a, b in zip(PHASES, marks[:-1], marks[1:], strict=True)}
+    marks = [called, w0.created, w0.started, ledger, done[0], done[-1]]
+    names = SELF_MERGING_PHASES
+    if plan["coordinator_merges"]:
+        marks += [marker, w0.ended, end]
+    else:
+        merge = pod_times(run.pk, "scan-merge")
+        merging = log_time(run.pk, "scan-merge", ": merging ")
+        assert merge and merge.started and merge.ended and merging is not None
+        marks += [w0.ended, merge.created, merge.started, merging, marker, merge.ended, end]
+        names = PHASES
+    phases = {name: b - a for name, a, b in zip(names, marks[:-1], marks[1:], strict=True)}
     return {
         "wall": end - called,
         "phases": phases,
         "cpu": cpu,
-        "others_cpu": max(0.0, machine - sum(cpu.values())),
+        # this script's own sampling and polling count as another user, as in `bare`
+        "others_cpu": max(0.0, machine - sum(v for k, v in cpu.items() if k != "bench")),
         "pods": plan["pods"],
         "processes": plan["shape"]["processes"],
         "unit_seconds_median": report["unit_seconds"]["median"],
@@ -160,6 +183,9 @@ def main() -> None:
     parser.add_argument("--seconds", type=float, default=0.01, help="CPU seconds per unit")
     parser.add_argument("--repeats", type=int, default=3)
     parser.add_argument("--json", action="store_true", help="print every figure as JSON too")
+    parser.add_argument(
+        "--merge-pod", action="store_true", help="merge in a pod of its own, not the coordinator"
+    )
     args = parser.parse_args()
     bares: list[dict[str, float]] = []
     runs: list[dict[str, Any]] = []
@@ -170,7 +196,9 @@ def main() -> None:
         through_simrun(the_stack, identity, 20, 0.001)  # warm-up: the worker's first submission
         for i in range(args.repeats):
             bares.append(bare(args.units, args.seconds))
-            runs.append(through_simrun(the_stack, identity, args.units, args.seconds))
+            runs.append(
+                through_simrun(the_stack, identity, args.units, args.seconds, args.merge_pod)
+            )
             b, r = bares[-1], runs[-1]
             print(
                 f"repeat {i + 1}: bare pool {b['wall']:.2f} s, simrun {r['wall']:.2f} s, "
@@ -211,7 +239,7 @@ def report(
     units_phase = statistics.median(r["phases"]["units"] for r in runs)
     print(f"  units phase alone ÷ bare pool: {units_phase / bare_wall:.3f}")
     print("  where simrun's time goes (medians, s):")
-    for name in PHASES:
+    for name in first["phases"]:
         print(f"    {name:14s} {statistics.median(r['phases'][name] for r in runs):8.3f}")
     print(
         "  unit wall time in the pod (median of medians): "

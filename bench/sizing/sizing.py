@@ -4,17 +4,20 @@ A synthetic split task type whose units' true peak memory is skewed (a lognormal
 on top of the interpreter) runs 20 times in a row on a simulated cluster, sized three ways in
 the same process on the same units:
 
-1. by the static hint alone;
-2. learned by the real `runs.resources.resolve` (rule "process") and `runs.planner.plan_task`
-   from the observations of the runs before it, with the harness as it is: a unit process
-   over its memory per worker is killed;
-3. learned with rule "pod", with only the pod's limit enforced (the memory per worker as a
-   share of the pod's budget) — what the harness would need to change for.
+1. by the static hint alone, with the harness as it is (only the pod's limit enforced);
+2. learned by the real `runs.resources.resolve` with rule "process" and
+   `runs.planner.plan_task` from the observations of the runs before it, with the harness as
+   it was (a unit process over its memory per worker killed; a unit that killed an attempt
+   back to pending for any pod) — for comparison;
+3. learned with rule "pod" (the default, what the submission uses), with the harness as it
+   is: when a pod nears its limit (`simrun_harness.memory.pod_over_limit`) its largest unit
+   process is killed, and that unit is claimed again only by an attempt with more memory per
+   worker (the retry), or by the coordinator alone as a last resort.
 
 Observations come from real `WorkerReport`s through `observation_of_report`. A killed attempt
-exits 137, gives its claims back at once (any pod may claim them next, as in the harness) and
-is retried at the retry memory with `PodShape.retry_processes` processes. The pod's memory is
-the harness plus its running unit processes.
+exits 137, gives its claims back at once and is retried at the retry memory with
+`PodShape.retry_processes` processes. The pod's memory is the harness plus its running unit
+processes.
 
 Figures, per attempt, summed over attempts:
 - pod waste: the pod's memory limit ÷ its peak memory;
@@ -24,7 +27,8 @@ Figures, per attempt, summed over attempts:
 The 20 runs are repeated over independent replicas (other unit draws) so the retry rate, a
 small proportion, is measured over a thousand pods.
 
-    .venv/bin/python bench/sizing/sizing.py [--replicas 12] [--runs 20] [--json out.json]
+    .venv/bin/python bench/sizing/sizing.py [--replicas 12] [--runs 20] [--sigma 0.3]
+        [--json out.json]
 """
 
 from __future__ import annotations
@@ -37,11 +41,13 @@ import statistics
 from collections import deque
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
+from typing import Literal
 
 from runs.planner import plan_task
 from runs.plans import Node, ObservationValue, PodShape
 from runs.resources import MemoryRule, attempt_memory, observation_of_report, resolve
 from runs.workflow import ResourceOverrides
+from simrun_harness.memory import GB, pod_over_limit
 from simrun_harness.plugin import ResourceHint
 from simrun_harness.report import UnitSeconds, WorkerReport
 
@@ -56,6 +62,7 @@ UNIT_MEDIAN_S = 20.0
 UNIT_SIGMA = 0.3
 HISTORY_LIMIT = 200  # as runs.observations.HISTORY_LIMIT
 WARM_UP = 5  # runs of history before the goal applies
+Harness = Literal["pod", "process"]
 
 
 @dataclass
@@ -106,14 +113,15 @@ def draw_units(rng: random.Random, sigma: float) -> list[tuple[float, float]]:
 
 
 def simulate(
-    shape: PodShape, pods: int, units: list[tuple[float, float]], *, per_process: bool
+    shape: PodShape, pods: int, units: list[tuple[float, float]], *, harness: Harness
 ) -> RunResult:
     """Run the units on `pods` pods of `shape`: an event loop over unit ends.
 
-    `per_process`: a unit process over its memory per worker is killed (the harness today);
-    else only the pod's limit is enforced (the memory per worker is a share of the budget).
-    The units of a killed attempt go back to pending at once, as the harness gives its
-    claims back, so any pod may claim them next.
+    `harness` "pod" (the harness now): when a pod nears its limit (`pod_over_limit`) its
+    largest unit process is killed; that unit is marked and claimed again only by an attempt
+    with more memory per worker, or by the coordinator (pod 0) alone as a last resort.
+    "process" (the harness before): a unit process over its memory per worker is killed, and
+    the pod at its limit; the units of a killed attempt go back to pending for any pod.
     """
     pending = deque(range(len(units)))
     attempts: list[Attempt] = []
@@ -124,6 +132,7 @@ def simulate(
     events: list[tuple[float, int, int, int, int]] = []  # time, pod, generation, slot, unit
     failed = 0
     killers: set[int] = set()  # units whose start killed an attempt
+    marks: dict[int, float] = {}  # unit → the memory per worker of the attempt it broke
 
     def start_attempt(pod: int, now: float, retried: bool) -> None:
         limit, per_worker, processes = attempt_memory(shape, retried=retried)
@@ -140,18 +149,32 @@ def simulate(
             if not start_unit(pod, slot, now):
                 break
 
-    def start_unit(pod: int, slot: int, now: float) -> bool:
-        """Give a free process a unit; False when nothing is pending or the pod was killed."""
-        if not pending:
+    def take(pod: int) -> int | None:
+        """The first pending unit this pod may claim (marks need more memory per worker)."""
+        per_worker = current[pod].per_worker_gb
+        for index, unit in enumerate(pending):
+            if unit not in marks or per_worker > marks[unit] + 1e-9:
+                del pending[index]
+                return unit
+        return None
+
+    def start_unit(pod: int, slot: int, now: float, unit: int | None = None) -> bool:
+        """Give a free process a unit; False when none is claimable or the pod was killed."""
+        if unit is None:
+            unit = take(pod)
+        if unit is None:
             return False
-        unit = pending.popleft()
         attempt = current[pod]
         memory, seconds = units[unit]
         running[pod][slot] = unit
         attempt.peak_process_gb = max(attempt.peak_process_gb, memory)
         total = HARNESS_GB + sum(units[u][0] for u in running[pod].values())
         attempt.peak_gb = max(attempt.peak_gb, min(total, attempt.limit_gb))
-        if (per_process and memory > attempt.per_worker_gb) or total > attempt.limit_gb:
+        if harness == "pod":
+            if pod_over_limit(total * GB, attempt.limit_gb * GB):
+                kill(pod, now, max(running[pod].values(), key=lambda u: units[u][0]))
+                return False
+        elif memory > attempt.per_worker_gb or total > attempt.limit_gb:
             kill(pod, now, unit)
             return False
         heapq.heappush(events, (now + seconds, pod, generation[pod], slot, unit))
@@ -163,6 +186,8 @@ def simulate(
         attempt.killed = True
         attempt.again = unit in killers
         killers.add(unit)
+        if harness == "pod":
+            marks[unit] = max(marks.get(unit, 0.0), attempt.per_worker_gb)
         pending.extendleft(sorted(running[pod].values(), reverse=True))
         if at_retry[pod]:  # a second kill at the retry memory fails the run: it stops here
             failed += 1
@@ -171,9 +196,18 @@ def simulate(
             return
         start_attempt(pod, now, retried=True)
 
+    def last_resort(now: float) -> bool:
+        """Nothing runs and only marked units are pending: the coordinator takes one."""
+        if any(running[pod] for pod in range(pods)) or not pending:
+            return False
+        if start_unit(0, 0, now):
+            return True
+        return start_unit(0, 0, now, pending.popleft()) or bool(events)
+
     for pod in range(pods):
         start_attempt(pod, 0.0, retried=False)
-    while events:
+    now = 0.0
+    while events or last_resort(now):
         now, pod, gen, slot, unit = heapq.heappop(events)
         if gen != generation[pod]:
             continue  # the attempt that ran it was killed
@@ -217,13 +251,17 @@ class Strategy:
     name: str
     learns: bool
     rule: MemoryRule
-    per_process: bool
+    harness: Harness
 
 
 STRATEGIES = (
-    Strategy("static hint", learns=False, rule="process", per_process=True),
-    Strategy("learned, process peaks (harness caps each process)", True, "process", True),
-    Strategy("learned, pod share (harness enforces the pod's limit)", True, "pod", False),
+    Strategy("static hint (harness enforces the pod's limit)", False, "pod", "pod"),
+    Strategy(
+        "learned, rule process (harness as before: caps each process)", True, "process", "process"
+    ),
+    Strategy(
+        "learned, rule pod, the default (harness enforces the pod's limit)", True, "pod", "pod"
+    ),
 )
 
 
@@ -249,7 +287,7 @@ def replica(seed: int, runs: int, sigma: float = WORK_SIGMA) -> list[list[RunRes
         units = draw_units(rng, sigma)
         for index, strategy in enumerate(STRATEGIES):
             shape, pods = size(histories[index] if strategy.learns else [], strategy.rule)
-            result = simulate(shape, pods, units, per_process=strategy.per_process)
+            result = simulate(shape, pods, units, harness=strategy.harness)
             results[index].append(result)
             histories[index] = reports(result, run) + histories[index]  # newest first
     return results

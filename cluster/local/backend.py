@@ -13,8 +13,10 @@ restarted service finds its pods (see docs/local-backend.md):
 `tick()` advances every live run: it records attempts whose supervisor is gone, enforces
 stops and cancellations, then admits waiting pods by priority under the node's lock, evicting
 extra workers for higher priorities and other runs' pods from a reserved node. It is
-idempotent and safe to call from several processes at once; `status()` calls it, and so does
-the background loop that `subscribe()` starts.
+idempotent and safe to call from several processes at once. The background loop that
+`subscribe()` starts calls it; without that loop, `status()` and `statuses()` call it once
+each. Statuses are read from the files, again only for runs whose files changed
+(cluster/local/statuses.py).
 """
 
 from __future__ import annotations
@@ -24,7 +26,7 @@ import shutil
 import signal
 import threading
 import time
-from collections.abc import Callable, Hashable, Mapping
+from collections.abc import Callable, Collection, Hashable, Mapping
 from pathlib import Path
 
 from cluster.backend import (
@@ -39,10 +41,12 @@ from cluster.local import launcher, venvs
 from cluster.local.admission import Decision, Demand, Holding, Key, admit, priority_lookup
 from cluster.local.atomic_files import create_json, locked, read_json, write_json
 from cluster.local.attempts import Attempt, evict, kill_group, settle_lost
-from cluster.local.dag import PodView, backend_status, next_memory
+from cluster.local.dag import PodView, next_memory
+from cluster.local.doorbell import BELL_FILE, Doorbell, ring
 from cluster.local.machine import default_cores, default_memory_gb, machine_name
 from cluster.local.pod_logs import read_log
 from cluster.local.run_files import CANCELLED, ENDED, STOPPED, RunFiles
+from cluster.local.statuses import RunStatuses
 from runs.plans import Node
 from simrun_harness.layout import StorePaths, check_name
 
@@ -86,6 +90,7 @@ class LocalBackend:
         self._callbacks: list[Callable[[], None]] = []
         self._thread: threading.Thread | None = None
         self._closing = threading.Event()
+        self._statuses = RunStatuses(self._run)
 
     # -- files ------------------------------------------------------------------------------
 
@@ -157,8 +162,10 @@ class LocalBackend:
                     with locked(run.lock):
                         launch, submitted = run.launch()
                         changed |= self._advance(run, launch)
+                        read_ns = time.time_ns()
                         views = run.views(launch)
                         halted = run.halted
+                    self._statuses.saw(run, launch, views, halted=halted, read_ns=read_ns)
                 except (OSError, ValueError, KeyError):  # one broken run stops no other
                     log.exception("local backend: cannot advance run %s", run.run_id)
                     continue
@@ -241,6 +248,7 @@ class LocalBackend:
             memory_gb=memory,
             kill_after_s=launch.grace_s + self.kill_margin_s,
             poll_s=self.memory_poll_s,
+            doorbell=self.state / BELL_FILE,
         )
 
     # -- the protocol -----------------------------------------------------------------------
@@ -255,17 +263,39 @@ class LocalBackend:
             run.create(launch)
         create_json(index, {"run_id": launch.run_id})
         self.tick()
+        ring(self.state / BELL_FILE)  # a loop in another process (the watcher) looks now
         return launch.workflow_name
 
     def status(self, name: str) -> BackendStatus:
-        run = self._run(name)
-        if not self._looping():
-            # Without a subscriber's loop nothing else advances the runs. With one, a status
-            # is a read: a reconcile of N runs must not make N passes over all of them.
-            self.tick()
-        launch, _ = run.launch()
+        self._run(name)  # KeyError before any pass for a workflow that does not exist
+        if self._looping():
+            # With a subscriber's loop, a status is a read: a reconcile of N runs must not
+            # make N passes over all of them.
+            [node] = self.nodes()
+            return self._statuses.one(name, node)
+        # Without a loop nothing else advances the runs: a pass, which reads the run.
+        since = time.time_ns()
+        self.tick()
         [node] = self.nodes()
-        return backend_status(launch, run.views(launch), node, halted=run.halted)
+        return self._statuses.latest(name, node, since_ns=since)
+
+    def statuses(
+        self, names: Collection[str], *, may_reuse: Collection[str] = ()
+    ) -> dict[str, BackendStatus | None]:
+        """The status of every named workflow from one pass at most. Without a subscriber's
+        loop, that pass is made now and its reads answer. With one, names in `may_reuse` get
+        what the loop's last pass read (no file access); the others are read now, a run whose
+        files did not change since its last read costing a few `stat` calls
+        (cluster/local/statuses.py)."""
+        since = None
+        if not self._looping():  # a pass now, which reads every live run
+            since = time.time_ns()
+            self.tick()
+            may_reuse = names
+        [node] = self.nodes()
+        found = self._statuses.read(names, node, may_reuse=may_reuse, since_ns=since)
+        self._statuses.forget(names)
+        return found
 
     def _signal_run(self, name: str, marker: str, reason: str, extras_only: bool) -> None:
         run = self._run(name)
@@ -276,6 +306,7 @@ class LocalBackend:
                 running = view.last is not None and not view.last.ended
                 if running and view.last is not None and (view.spec.extra or not extras_only):
                     evict(view.last, reason)
+        ring(self.state / BELL_FILE)
 
     def cancel(self, name: str) -> None:
         """SIGTERM every running pod (killed after the grace), skip the rest."""
@@ -367,24 +398,36 @@ class LocalBackend:
             self._thread.start()
 
     def _loop(self) -> None:
+        """Pass every `poll_s`, and at once when a supervisor rings the doorbell."""
         last: Hashable = None
-        while not self._closing.wait(self.poll_s):
+        bell = Doorbell(self.state / BELL_FILE)
+        try:
+            while not self._closing.is_set():
+                bell.wait(self.poll_s)
+                if self._closing.is_set():
+                    return
+                try:
+                    changed, signature = self._tick()
+                except Exception:
+                    log.exception("local backend: the tick failed")
+                    continue
+                if changed or signature != last:
+                    last = signature
+                    self._tell_subscribers()
+        finally:
+            bell.close()
+
+    def _tell_subscribers(self) -> None:
+        for callback in list(self._callbacks):
             try:
-                changed, signature = self._tick()
+                callback()
             except Exception:
-                log.exception("local backend: the tick failed")
-                continue
-            if changed or signature != last:
-                last = signature
-                for callback in list(self._callbacks):
-                    try:
-                        callback()
-                    except Exception:
-                        log.exception("local backend: a subscriber failed")
+                log.exception("local backend: a subscriber failed")
 
     def close(self) -> None:
         """Stop the background loop (the pods keep running)."""
         self._closing.set()
+        ring(self.state / BELL_FILE)
         if self._thread is not None:
             self._thread.join(timeout=max(5.0, self.poll_s * 5))
             self._thread = None

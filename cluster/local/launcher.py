@@ -116,8 +116,10 @@ def start_attempt(
     memory_gb: float,
     kill_after_s: float,
     poll_s: float,
+    doorbell: Path | None = None,
 ) -> ProcessId:
-    """Write the attempt's file and start its supervisor, detached; the supervisor's id."""
+    """Write the attempt's file and start its supervisor, detached; the supervisor's id.
+    The supervisor rings `doorbell` (`cluster.local.doorbell`) when the attempt has ended."""
     directory.mkdir(parents=True, exist_ok=True)  # a leftover of a failed start is reused
     cwd.mkdir(parents=True, exist_ok=True)
     spec = {
@@ -129,6 +131,7 @@ def start_attempt(
         "memory_limit_gb": memory_gb,
         "kill_after_s": kill_after_s,
         "poll_s": poll_s,
+        "doorbell": None if doorbell is None else str(doorbell),
         "created": time.time(),
     }
     write_json(directory / ATTEMPT_FILE, spec)

@@ -3,11 +3,12 @@
 Only the SHA-256 of a token is stored; an unknown or revoked token is refused with 401. The
 identity decides the priority of the runs it submits (`runs.priorities.tier_of`).
 
-Every request checks in the database that its token is active (one indexed lookup of one
-column, so a revocation holds from the next request on). The identity behind an active token
-is kept in the process for IDENTITY_TTL_S: a change of an identity's kind or person shows
-within that time. Loading it goes through `identity_for_token`, which also notes when the
-token was last used.
+A request checks in the database that its token is active (one indexed lookup of one column)
+unless this process found it active less than `SIMRUN_TOKEN_RECHECK_S` ago
+(`runs.token_checks`): a revocation made in this process holds from the next request on, one
+made elsewhere within that time. The identity behind an active token is kept in the process
+for IDENTITY_TTL_S: a change of an identity's kind or person shows within that time. Loading
+it goes through `identity_for_token`, which also notes when the token was last used.
 """
 
 from __future__ import annotations
@@ -17,6 +18,7 @@ import time
 from dataclasses import dataclass
 from functools import cache
 
+from django.conf import settings
 from django.db import connection, models
 from rest_framework.authentication import BaseAuthentication
 from rest_framework.exceptions import AuthenticationFailed, NotAuthenticated
@@ -24,6 +26,7 @@ from rest_framework.request import Request
 
 from runs.models import Identity, Token
 from runs.services.identities import hash_token, identity_for_token
+from runs.token_checks import token_checks
 
 SCHEME = "bearer"
 IDENTITY_TTL_S = 30.0
@@ -93,9 +96,12 @@ _identities = _Identities()
 
 def identity_of_token(secret: str, token_hash: str) -> Identity | None:
     """The identity of an active token (and its hash), None for an unknown or revoked one."""
-    identity_id = active_identity_id(token_hash)
+    identity_id = token_checks.fresh(token_hash, max_age_s=settings.SIMRUN_TOKEN_RECHECK_S)
     if identity_id is None:
-        return None
+        identity_id = active_identity_id(token_hash)
+        if identity_id is None:
+            return None
+        token_checks.note(token_hash, identity_id)
     identity = _identities.get(token_hash, identity_id)
     if identity is None:
         identity = identity_for_token(secret)

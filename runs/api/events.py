@@ -24,6 +24,7 @@ from typing import Any
 
 from asgiref.sync import sync_to_async
 
+from runs.api.connections import polled
 from runs.models import Run, RunState, Task
 from runs.selectors.progress import TaskProgress, run_progress
 from runs.store import task_paths
@@ -138,7 +139,7 @@ async def run_events(
     seen = after
     yield f"retry: {max(100, int(poll_s * 1000))}\n\n".encode()
     while True:
-        now = await sync_to_async(observe)(run_id)
+        now = await sync_to_async(polled(observe))(run_id)
         if now is None:
             yield Event("deleted", {"run": run_id}).encode()
             return

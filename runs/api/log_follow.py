@@ -13,6 +13,7 @@ from collections.abc import AsyncIterator
 
 from asgiref.sync import sync_to_async
 
+from runs.api.connections import polled
 from runs.models import Run, Task, TaskState
 from runs.selectors.logs import LogEntry, task_logs
 
@@ -58,7 +59,7 @@ async def follow_logs(
     offsets: dict[tuple[str, int], int] = {}
     errors: set[tuple[str, int]] = set()
     while True:
-        found = await sync_to_async(_read)(run_id, task_id)
+        found = await sync_to_async(polled(_read))(run_id, task_id)
         if found is None:
             yield f"[simrun] run {run_id} or its task {task_id} is gone\n".encode()
             return

@@ -1,8 +1,10 @@
 """Reconcile: bring the records of the live runs up to date with the backend.
 
-Nothing is kept in memory between ticks (C15): every tick reads the live runs from the
-database. The backend is asked with no lock held (C14), and a record is written only if its
-version is still the one read (C22), so a cancel racing a reconcile wins.
+Nothing is kept in memory between ticks but what `seen.py` notes (C15): every tick reads the
+live runs from the database. The backend is asked with no lock held (C14), after the record's
+version was read, and a record is written only if its version is still the one read (C22), so
+a cancel racing a reconcile wins and a status read before another process's write never
+overwrites what that process derived.
 """
 
 from __future__ import annotations
@@ -10,11 +12,12 @@ from __future__ import annotations
 import logging
 from dataclasses import dataclass, field
 from datetime import datetime, timedelta
-from typing import Any
+from enum import StrEnum
+from typing import Any, NamedTuple
 
 from django.conf import settings
 from django.db import transaction
-from django.db.models import F, Q
+from django.db.models import Exists, F, OuterRef, Q
 from django.utils import timezone
 
 from cluster.backend import Backend, BackendStatus, PodPhase, WorkflowPhase
@@ -35,16 +38,36 @@ class Observed:
     outcome: str | None = None
 
 
-def followed_runs() -> list[Run]:
-    """The runs the controller follows: live ones and ended ones with work pending."""
-    return list(
-        Run.objects.filter(
-            Q(state__in=RunState.live())
-            | Q(pending_release=True)
-            | Q(pending_cancel=True)
-            | Q(pending_logs=True)
-        ).prefetch_related("tasks")
+FOLLOWED = (  # the runs the controller follows: live ones and ended ones with work pending
+    Q(state__in=RunState.live())
+    | Q(pending_release=True)
+    | Q(pending_cancel=True)
+    | Q(pending_logs=True)
+)
+
+
+class Followed(NamedTuple):
+    """What a tick needs to know of a followed run before asking the backend."""
+
+    pk: str
+    version: int
+    state: str
+    workflow_name: str
+    final_work: bool  # a final task's observations or logs are still to be kept
+
+
+def followed_rows() -> list[Followed]:
+    """The followed runs in one query, without their tasks and JSON fields."""
+    work = Task.objects.filter(run=OuterRef("pk"), state__in=rules.FINAL).filter(
+        Q(observed=False) | Q(logs_kept=False)
     )
+    rows = (
+        Run.objects.filter(FOLLOWED)
+        .order_by()
+        .annotate(final_work=Exists(work))
+        .values_list(*Followed._fields)
+    )
+    return [Followed(*row) for row in rows]
 
 
 def write_if_unchanged(run: Run, observed: Observed) -> bool:
@@ -198,16 +221,36 @@ def _failure_text(task_id: str, status: BackendStatus) -> str:
     return "failed"
 
 
+class Reconciled(StrEnum):
+    UNCHANGED = "unchanged"  # the record already said what the status says
+    WRITTEN = "written"
+    CONFLICT = "conflict"  # somebody else wrote the record meanwhile: nothing written
+
+
+def reconcile_with(run: Run, status: BackendStatus | None, *, now: datetime) -> Reconciled:
+    """Derive a run from its status (None: its workflow is gone), read after the record's
+    version; write if it changed and nobody else wrote meanwhile. A write is applied to `run`
+    and its prefetched tasks too, so what follows in the tick works from them."""
+    tasks = list(run.tasks.all())
+    observed = observe(run, tasks, status, now)
+    if not observed.tasks and all(getattr(run, k) == v for k, v in observed.run.items()):
+        return Reconciled.UNCHANGED  # no write, no new version for the event streams
+    if not write_if_unchanged(run, observed):
+        return Reconciled.CONFLICT
+    for key, value in observed.run.items():
+        setattr(run, key, value)
+    run.version += 1
+    for task in tasks:
+        for key, value in observed.tasks.get(task.pk, {}).items():
+            setattr(task, key, value)
+    return Reconciled.WRITTEN
+
+
 def reconcile_run(run: Run, backend: Backend, *, now: datetime | None = None) -> bool:
     """One run: ask the backend (no lock held), derive, write if it changed and nobody else
     wrote meanwhile; True if written."""
-    now = now or timezone.now()
-    tasks = list(run.tasks.all())
     try:
         status: BackendStatus | None = backend.status(run.workflow_name)
     except KeyError:
         status = None
-    observed = observe(run, tasks, status, now)
-    if not observed.tasks and all(getattr(run, k) == v for k, v in observed.run.items()):
-        return False  # nothing changed: no write, no new version for the event streams
-    return write_if_unchanged(run, observed)
+    return reconcile_with(run, status, now=now or timezone.now()) is Reconciled.WRITTEN

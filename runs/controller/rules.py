@@ -184,3 +184,28 @@ def resolve_gone(
         else:
             resolved[task_id] = FAILED
     return resolved
+
+
+def watches_store_or_clock(
+    *,
+    merge_pending: Mapping[str, str],
+    failures: Mapping[str, Sequence[AttemptFailure]],
+    oom_kills: Mapping[str, Sequence[int]],
+) -> bool:
+    """Whether a run's record may have to change while its backend status stays the same, so
+    a tick must derive it even then:
+
+    - a task awaits its merge marker (C6): the marker may appear in the store, or the grace
+      runs out;
+    - an attempt exited 137 without the backend's evidence of a kill for memory and is not
+      counted as one (C8): its report's count of kills may still appear in the store.
+    """
+    if merge_pending:
+        return True
+    for pod, found in failures.items():
+        counted = set(oom_kills.get(pod, ()))
+        for failure in found:
+            unexplained = failure.exit_code == EXIT_POOL_BROKEN and not failure.oom_killed
+            if unexplained and failure.attempt not in counted:
+                return True
+    return False

@@ -1,52 +1,112 @@
-"""One pass of the controller over every followed run; driven by beat and by the watcher."""
+"""One pass of the controller over every followed run; driven by beat and by the watcher.
+
+A tick reads the followed runs' versions in one query, asks the backend once for the status
+of every live workflow (for a run whose record this process derived last, what the backend
+last observed will do: the local backend's loop holds it), and touches only the runs that
+need it: those whose status differs
+from the one their record was derived from (`seen.py`), those whose derivation also depends
+on the store or the clock (`rules.watches_store_or_clock`), those with a final task whose
+observations or logs are still to be kept, and ended runs with steps pending. Those are
+fetched with their tasks in one more query; a run that did not change costs no query.
+"""
 
 from __future__ import annotations
 
 import logging
+from datetime import datetime
 
-from cluster.backend import Backend
-from runs.controller.reconcile import followed_runs, reconcile_run
-from runs.controller.rules import FINAL
+from django.utils import timezone
+
+from cluster.backend import Backend, BackendStatus
+from runs.controller import rules
+from runs.controller.reconcile import Followed, Reconciled, followed_rows, reconcile_with
+from runs.controller.seen import Derived, Seen
 from runs.controller.settle import keep_task_logs, settle
-from runs.models import Run, Task
+from runs.models import Run, RunState, Task
 from runs.services.submission import stale_submissions
 from runs.store import task_paths
 
 log = logging.getLogger(__name__)
 
+SEEN = Seen()  # this process's notes; every tick of the process shares them
+LIVE = frozenset(RunState.live())
+DERIVED = LIVE - {RunState.SUBMITTING}  # a run still submitting has no workflow to ask about
 
-def tick(backend: Backend) -> int:
+
+def tick(backend: Backend, *, seen: Seen | None = None) -> int:
     """Reconcile every live run, settle ended ones, resume dead submissions; runs looked at."""
     for run_id in stale_submissions():
         from runs.tasks import submit_run
 
         submit_run.delay(run_id)
-    runs = followed_runs()
-    for run in runs:
+    seen = SEEN if seen is None else seen
+    rows = followed_rows()
+    live = [r for r in rows if r.state in DERIVED]
+    statuses: dict[str, BackendStatus | None] = {}
+    if live:
         try:
-            if run.state == "submitting":
-                continue
-            if not run.ended:
-                reconcile_run(run, backend)
-            after_reconcile(run.pk, backend)
+            known = [
+                r.workflow_name for r in live if seen.knows(r.pk, version=r.version, state=r.state)
+            ]
+            statuses = backend.statuses([r.workflow_name for r in live], may_reuse=known)
+        except Exception:  # the API server gone, say: settle what can be, derive next tick
+            log.exception("reading the statuses of %d runs failed; retried later", len(live))
+    due: dict[str, Followed] = {}
+    for row in live:
+        if row.workflow_name not in statuses:
+            continue  # not read this tick (logged by the backend)
+        status = statuses[row.workflow_name]
+        noted = seen.derived(row.pk, version=row.version, state=row.state, status=status)
+        if noted is None or rules.watches_store_or_clock(
+            merge_pending=noted.merge_pending,
+            failures=status.failures if status is not None else {},
+            oom_kills=noted.oom_kills,
+        ):
+            due[row.pk] = row
+    wanted = set(due) | {r.pk for r in rows if r.final_work or r.state not in LIVE}
+    now = timezone.now()
+    for run in Run.objects.filter(pk__in=wanted).prefetch_related("tasks") if wanted else []:
+        try:
+            if run.pk in due:
+                row = due[run.pk]
+                _reconcile(run, row, statuses[row.workflow_name], seen, now)
+            if run.state != RunState.SUBMITTING:
+                after_reconcile(run, backend)
         except Exception:  # C15: one bad record must not stop the others
             log.exception("reconciling run %s failed; skipped this tick", run.pk)
-    return len(runs)
+    seen.keep_only({r.pk for r in live})
+    return len(rows)
 
 
-def after_reconcile(run_id: str, backend: Backend) -> None:
-    """Observations and logs of final tasks (C11, C12), then the ended run's pending steps."""
+def _reconcile(
+    run: Run, row: Followed, status: BackendStatus | None, seen: Seen, now: datetime
+) -> None:
+    """Derive one run from the status read after `row`; note what its record now says."""
+    if run.version != row.version:
+        seen.drop(run.pk)  # written after the status was read: derived again next tick
+        return
+    result = reconcile_with(run, status, now=now)
+    if result is Reconciled.CONFLICT:
+        seen.drop(run.pk)
+    else:
+        seen.note(run.pk, Derived(run.version, run.state, status, run.merge_pending, run.oom_kills))
+
+
+def after_reconcile(run: Run, backend: Backend) -> None:
+    """Observations and logs of final tasks (C11, C12), then the ended run's pending steps;
+    from the run and tasks as fetched and reconciled in this tick."""
     from runs.observations import record_task
 
-    run = Run.objects.filter(pk=run_id).first()
-    if run is None:
-        return
-    for task in run.tasks.filter(state__in=FINAL):
+    for task in run.tasks.all():
+        if task.state not in rules.FINAL:
+            continue
         if not task.observed:
             kills = {pod: attempts for pod, attempts in run.oom_kills.items()}
             record_task(task=task, paths=task_paths(run.pk, task.task_id), kills=kills)
             Task.objects.filter(pk=task.pk).update(observed=True)
+            task.observed = True
         if not task.logs_kept and keep_task_logs(run, task, backend):
             Task.objects.filter(pk=task.pk).update(logs_kept=True)
+            task.logs_kept = True
     if run.ended:
         settle(run.pk, backend)

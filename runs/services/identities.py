@@ -12,6 +12,7 @@ from django.db import transaction
 from django.utils import timezone
 
 from runs.models import Identity, IdentityKind, Token
+from runs.token_checks import token_checks
 
 TOKEN_PREFIX = "srn_"
 PREFIX_SHOWN = 8
@@ -95,6 +96,9 @@ def revoke_token(*, prefix_or_id: str) -> Token:
     )
     if updated == 0:
         raise IdentityError(f"token {prefix_or_id!r} was revoked meanwhile")
+    # Forget now and again at commit: a request of this process may check the token between.
+    token_checks.forget(matches[0].hash)
+    transaction.on_commit(lambda: token_checks.forget(matches[0].hash))
     matches[0].refresh_from_db()
     return matches[0]
 

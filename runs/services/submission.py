@@ -146,7 +146,7 @@ def plan_tasks(
             split=split or spec.split_of(task),
             tier=tier,
             reserve=reserve,
-            coordinator_merges=bool(task.coordinator_merges),
+            coordinator_merges=task.coordinator_merges,
             splittable=cls.splittable,
         )
         rows.append(

@@ -1,4 +1,5 @@
-"""The API served for real: uvicorn on 127.0.0.1 in a thread, the same ASGI app as production."""
+"""The API served for real: uvicorn on 127.0.0.1 in a thread, the same application as the
+web process (`simrun_site.dispatch`)."""
 
 from __future__ import annotations
 
@@ -8,25 +9,28 @@ from collections.abc import Iterator
 from contextlib import contextmanager
 
 import uvicorn
-from django.core.asgi import get_asgi_application
 from django.db import connections
 
-from runs.api.upload_limit import UploadSizeLimit
+from simrun_site.dispatch import build_application
 from tests.waiting import wait_for
 
 
 @contextmanager
-def serving() -> Iterator[str]:
+def serving(*, pool_size: int = 0) -> Iterator[str]:
     """Serve the API until the block ends; yields its base URL.
 
     The test database must hold committed rows (`django_db(transaction=True)`): the server's
     threads have connections of their own. They close after every request (CONN_MAX_AGE 0),
-    so none is left open when the test database is flushed or dropped.
+    so none is left open when the test database is flushed or dropped. With `pool_size` they
+    come from a pool of that many, as in the service (`SIMRUN_DB_POOL`), which waits at most
+    5 s for a free connection.
     """
     database = connections.settings["default"]
     kept_age = database.get("CONN_MAX_AGE", 0)
     database["CONN_MAX_AGE"] = 0
-    app = UploadSizeLimit(get_asgi_application())
+    if pool_size:
+        database["OPTIONS"]["pool"] = {"min_size": 1, "max_size": pool_size, "timeout": 5}
+    app = build_application()
     config = uvicorn.Config(app, host="127.0.0.1", port=0, log_level="warning", lifespan="off")
     server = uvicorn.Server(config)
     thread = threading.Thread(target=lambda: asyncio.run(server.serve()), daemon=True)
@@ -39,3 +43,6 @@ def serving() -> Iterator[str]:
         server.should_exit = True
         thread.join(timeout=20)
         database["CONN_MAX_AGE"] = kept_age
+        if pool_size:
+            connections["default"].close_pool()
+            del database["OPTIONS"]["pool"]

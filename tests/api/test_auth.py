@@ -5,11 +5,15 @@ from __future__ import annotations
 import secrets
 
 import pytest
+from django.utils import timezone
+from pytest_django import DjangoAssertNumQueries
 from rest_framework.test import APIClient
 
 from runs.api import throttling
+from runs.models import Token
 from runs.services.identities import revoke_token
 from tests.api.conftest import Lab
+from tests.waiting import wait_for
 
 pytestmark = pytest.mark.django_db
 
@@ -29,6 +33,37 @@ def test_a_revoked_token_is_refused_with_401(lab: Lab) -> None:
     response = lab.person.client.get("/api/whoami/")
     assert response.status_code == 401
     assert "revoked" in response.json()["detail"]
+
+
+def test_a_token_revoked_elsewhere_is_refused_within_the_recheck_time(
+    lab: Lab, settings: object
+) -> None:
+    """S1: a revocation by another process (the `simrun` command, another web process) holds
+    here once this process checks the token again, at most SIMRUN_TOKEN_RECHECK_S later."""
+    settings.SIMRUN_TOKEN_RECHECK_S = 0.2  # type: ignore[attr-defined]
+    assert lab.person.client.get("/api/whoami/").status_code == 200
+    Token.objects.filter(pk=lab.person.token_id).update(revoked_at=timezone.now())
+    wait_for(
+        lambda: lab.person.client.get("/api/whoami/").status_code == 401,
+        timeout=10,
+        what="the revocation to hold",
+    )
+
+
+def test_a_token_checked_moments_ago_costs_no_query(
+    lab: Lab, django_assert_num_queries: DjangoAssertNumQueries
+) -> None:
+    """S1: within SIMRUN_TOKEN_RECHECK_S of its last check a token is not looked up again."""
+    assert lab.person.client.get("/api/whoami/").status_code == 200
+    with django_assert_num_queries(0):
+        assert lab.person.client.get("/api/whoami/").status_code == 200
+
+
+def test_a_deleted_token_is_refused_at_once(lab: Lab) -> None:
+    """S1: deleting a token (in the admin, or with its identity) ends it from the next request."""
+    assert lab.agent.client.get("/api/whoami/").status_code == 200
+    Token.objects.get(pk=lab.agent.token_id).delete()
+    assert lab.agent.client.get("/api/whoami/").status_code == 401
 
 
 def test_an_unknown_token_is_refused_with_401() -> None:
@@ -81,6 +116,23 @@ def test_the_redis_counter_counts_every_hit_of_a_window() -> None:
     assert throttling.hit(token, now=120.0) == (1, 60)
     assert throttling.hit(token, now=150.5) == (2, 30)
     assert throttling.hit(token, now=180.0) == (1, 60)  # a new window starts from one
+
+
+def test_grants_taken_by_other_processes_count_against_the_limit() -> None:
+    """S1: every web process takes its grants from the same counter, so what the others took
+    in this window leaves only the rest of the limit here."""
+    token = secrets.token_hex(32)
+    throttling.hit(token, amount=97, now=600.0)  # other processes let 97 through
+    allowed = [throttling.allow(token, limit=100, now=601.0)[0] for _ in range(5)]
+    assert allowed == [True, True, True, False, False]
+
+
+def test_a_process_asks_redis_once_per_batch_of_grants() -> None:
+    """S1: with a limit of 1,000 a process takes 20 grants at a time; the counter shows them."""
+    token = secrets.token_hex(32)
+    for _ in range(21):
+        assert throttling.allow(token, limit=1000, now=660.0) == (True, 60)
+    assert throttling.hit(token, amount=0, now=660.0)[0] == 40
 
 
 def test_without_redis_the_limit_is_counted_in_the_process(lab: Lab, settings: object) -> None:

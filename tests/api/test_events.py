@@ -103,3 +103,16 @@ def test_the_stream_of_an_unknown_run_is_404_and_a_bad_id_is_400(lab: Lab, base_
         assert bad.status_code == 400
         assert "not an id of this stream" in bad.json()["detail"]
         assert httpx.get(f"{base_url}/api/runs/{run.id}/events/").status_code == 401
+
+
+def test_an_open_stream_leaves_the_pooled_connection_to_other_requests(lab: Lab) -> None:
+    """S16: a stream polls the database without keeping a connection between polls, so with a
+    pool of one connection (as under ASGI with `SIMRUN_DB_POOL_SIZE=1`) a request made while
+    the stream is open is answered."""
+    run = scenes.split_run(by=lab.person.identity, units=4, state="running", version=1)
+    with serving(pool_size=1) as url, ApiLab(url, lab.person.secret, timeout=20) as api:
+        events = api.events(run.id)
+        assert next(events).data["state"] == "running"
+        assert api.show(run.id)["state"] == "running"
+        change(run, state="succeeded")
+        assert [e.kind for e in events] == ["state", "end"]

@@ -77,11 +77,14 @@ def test_logs_of_every_pod_are_kept_in_the_store_after_the_end(services: Service
 
 
 def test_a_unit_over_its_memory_is_retried_once_with_the_retry_memory(services: Services) -> None:
-    """C7: after a kill for memory the pod is retried once with the retry memory."""
+    """C7: after a kill for memory the pod is retried once with the retry memory.
+
+    The harness enforces the pod's limit (0.5 GiB), not the memory per worker: the unit's
+    600 MiB break the pod at first memory and fit its retry (0.75 GiB)."""
     task = {
         "id": "grow",
         "type": "allocate",
-        "settings": {"units": 1, "mb": 400, "hold_seconds": 0.5},
+        "settings": {"units": 1, "mb": 600, "hold_seconds": 0.5},
         "split": "none",
         "resources": {"memory_per_worker_gb": 0.25, "memory_base_gb": 0.25},
     }

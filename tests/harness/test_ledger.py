@@ -133,3 +133,23 @@ def test_given_back_claims_are_pending_again(tmp_path: Path) -> None:
     assert ledger.give_back([h for h in held if h]) == 2
 
     assert counts(paths) == LedgerCounts(pending=3, claimed=0, done=0, total=3)
+
+
+def test_a_unit_marked_killed_for_memory_is_claimed_only_with_more_memory_per_worker(
+    tmp_path: Path,
+) -> None:
+    paths = _paths(tmp_path)
+    create_ledger(paths, [0, 1], Holder("t-w0", 0))
+    broke = Ledger(paths, Holder("t-w1", 0), memory_per_worker_gb=1.0)
+    held = [broke.claim(), broke.claim()]
+    heavy = held[0]
+    assert heavy is not None
+    broke.mark_memory_kill(heavy, memory_per_worker_gb=1.0, memory_limit_gb=2.5)
+    broke.mark_memory_kill(heavy, memory_per_worker_gb=0.5, memory_limit_gb=1.5)  # no lower
+    broke.give_back([n for n in held if n])
+
+    first = Ledger(paths, Holder("t-w2", 0), memory_per_worker_gb=1.0)
+    assert [first.claim(), first.claim()] == [held[1], None]
+    retry = Ledger(paths, Holder("t-w1", 1), memory_per_worker_gb=1.25)
+    assert retry.claim() == heavy
+    assert broke.memory_kills()[heavy].memory_limit_gb == 2.5

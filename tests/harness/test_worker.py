@@ -86,10 +86,16 @@ def test_sigterm_returns_the_claims_writes_the_report_and_exits_143(
     assert set(held) <= set(os.listdir(paths.pending))
 
 
-def test_a_unit_over_its_memory_per_worker_breaks_the_pool_with_137(run_store: Store) -> None:
+def test_without_a_pod_limit_a_unit_over_its_memory_per_worker_breaks_the_pool_with_137(
+    run_store: Store,
+) -> None:
+    """The fallback of the memory rule: no SIMRUN_MEMORY_LIMIT_GB and no cgroup limit."""
     paths = run_store.write_task("allocate", {"units": 1, "mb": 300, "hold_seconds": 20})
+    no_cgroup = run_store.root.parent / "no-cgroup"  # whatever cgroup the tests run in
+    no_cgroup.mkdir()
+    env = run_store.env("t-w0", per_worker_gb=0.2, SIMRUN_CGROUP_ROOT=str(no_cgroup))
 
-    code = run_store.run("simrun-worker", run_store.env("t-w0", per_worker_gb=0.2))
+    code = run_store.run("simrun-worker", env)
 
     assert code == EXIT_POOL_BROKEN
     report = run_store.report("t-w0")

@@ -47,7 +47,7 @@ def plan(
     reserve: str | None = None,
     splittable: bool = True,
     tier: str = "person",
-    coordinator_merges: bool = False,
+    coordinator_merges: bool | None = False,
 ) -> TaskPlan:
     return plan_task(
         units=units,
@@ -295,6 +295,21 @@ def test_an_unsplit_task_is_one_pod_of_one_process_unless_the_workflow_says_more
 def test_the_coordinator_merges_when_the_workflow_says_so() -> None:
     assert plan(NODES, coordinator_merges=True).coordinator_merges
     assert not plan(NODES).coordinator_merges
+
+
+def test_unasked_a_plan_of_one_pod_merges_in_its_coordinator() -> None:
+    """A merge pod after a lone coordinator would only add a pod's start-up to the run."""
+    one = plan(NODES, split="none", coordinator_merges=None)
+    assert (one.pods, one.coordinator_merges) == (1, True)
+    kept = plan(NODES, split="none", coordinator_merges=False)
+    assert (kept.pods, kept.coordinator_merges) == (1, False)
+
+
+def test_unasked_a_plan_of_several_pods_keeps_its_merge_pod() -> None:
+    """With extra workers the merge waits for the coordinator only, in a pod of its own."""
+    several = plan(NODES, split="auto", coordinator_merges=None)
+    assert several.pods > 1
+    assert not several.coordinator_merges
 
 
 def test_a_reserved_run_plans_on_its_node_only() -> None:

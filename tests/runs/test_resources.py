@@ -109,10 +109,12 @@ def test_a_kill_without_a_report_is_an_observation_at_the_pods_limit() -> None:
     assert resolved.retry_memory_per_worker_gb > 2.0
 
 
-def test_the_pod_rule_learns_the_pods_peak_shared_over_its_processes() -> None:
+def test_by_default_memory_per_worker_is_the_pods_peak_shared_over_its_processes() -> None:
+    """The rule "pod" (the harness enforces the pod's limit) is the default; "process"
+    asks for the largest process each."""
     history = [seen(3.0, peak_memory_gb=0.5 + 4 * 1.0, processes=4) for _ in range(5)]
-    by_process = resolve(hint=HINT, history=history, overrides=NONE)
-    by_pod = resolve(hint=HINT, history=history, overrides=NONE, memory_rule="pod")
+    by_process = resolve(hint=HINT, history=history, overrides=NONE, memory_rule="process")
+    by_pod = resolve(hint=HINT, history=history, overrides=NONE)
     assert by_process.memory_per_worker_gb >= 3.0
     assert 1.0 <= by_pod.memory_per_worker_gb < 1.5
     assert by_pod.retry_memory_per_worker_gb is not None

@@ -8,6 +8,9 @@ import subprocess
 import sys
 from pathlib import Path
 
+import pytest
+from django.db import connection
+
 ROOT = Path(__file__).resolve().parents[2]
 
 
@@ -59,3 +62,55 @@ def test_a_secret_can_come_from_a_file(tmp_path: Path) -> None:
 def test_an_unknown_backend_is_refused(tmp_path: Path) -> None:
     result = manage("check", cwd=tmp_path, env={"SIMRUN_BACKEND": "slurm"})
     assert "SIMRUN_BACKEND='slurm' is not one of local, argo" in result.stderr
+
+
+def _postgres_url() -> str:
+    """The URL of the test run's Postgres database."""
+    db = connection.settings_dict
+    return f"postgres://{db['USER']}@{db['HOST'] or '127.0.0.1'}:{db['PORT'] or 5432}/{db['NAME']}"
+
+
+@pytest.mark.django_db(transaction=True)
+def test_the_web_process_takes_postgres_connections_from_a_pool() -> None:
+    """Under ASGI every request runs in a thread of its own: the web entry point pools its
+    connections (SIMRUN_DB_POOL, SIMRUN_DB_POOL_SIZE): six requests' worth of connecting
+    uses at most the pool's three connections."""
+    if connection.vendor != "postgresql":
+        pytest.skip("pooling is for Postgres")
+    code = (
+        "import simrun_site.asgi\n"
+        "from django.db import connection\n"
+        "pids = set()\n"
+        "for _ in range(6):\n"
+        "    with connection.cursor() as cursor:\n"
+        "        cursor.execute('SELECT pg_backend_pid()')\n"
+        "        pids.add(cursor.fetchone()[0])\n"
+        "    connection.close()\n"
+        "print(connection.settings_dict['OPTIONS']['pool']['max_size'], len(pids))\n"
+    )
+    env = {**os.environ, "DATABASE_URL": _postgres_url(), "SIMRUN_DB_POOL_SIZE": "3"}
+    result = subprocess.run(
+        [sys.executable, "-c", code], cwd=ROOT, env=env, capture_output=True, text=True, timeout=120
+    )
+    assert result.returncode == 0, result.stderr
+    size, backends = result.stdout.split()
+    assert size == "3"
+    assert int(backends) <= 3  # six requests' connections came from the pool
+
+
+def test_other_processes_keep_persistent_connections(tmp_path: Path) -> None:
+    code = "from django.db import connection as c; print(c.settings_dict['CONN_MAX_AGE'], c.pool)"
+    env = {"DATABASE_URL": "postgres://postgres@127.0.0.1/postgres"}
+    result = manage("shell", "-c", code, cwd=tmp_path, env=env)
+    assert result.stdout.split()[-2:] == ["60", "None"], result.stderr
+
+
+def test_a_bad_pool_size_stops_start_up_naming_the_variable(tmp_path: Path) -> None:
+    env = {
+        "DATABASE_URL": "postgres://postgres@127.0.0.1/postgres",
+        "SIMRUN_DB_POOL": "true",
+        "SIMRUN_DB_POOL_SIZE": "0",
+    }
+    result = manage("check", cwd=tmp_path, env=env)
+    assert result.returncode != 0
+    assert "SIMRUN_DB_POOL_SIZE" in result.stderr

@@ -1,4 +1,9 @@
-"""One attempt of a harness process: what it did, turned into its report at the end."""
+"""One attempt of a harness process: what it did, turned into its report at the end.
+
+It also watches the pod's memory (`watch`) and enforces the rule of `simrun_harness.memory`:
+when the pod nears its limit the largest unit process is killed, a kill for memory like the
+kernel's (exit 137, counted in the report's `oom_kills` and `harness_oom_kills`).
+"""
 
 from __future__ import annotations
 
@@ -18,7 +23,7 @@ from simrun_harness.exits import (
     EXIT_TERMINATED,
 )
 from simrun_harness.layout import TaskPaths
-from simrun_harness.memory import MemoryMeter, to_gb
+from simrun_harness.memory import GB, MemoryMeter, largest, pod_over_limit, to_gb
 from simrun_harness.pool import Death, Job, JobResult, ProcessPool
 from simrun_harness.report import (
     ReportError,
@@ -53,41 +58,66 @@ class Attempt:
     error: ReportError | None = None
     started_at: datetime = field(default_factory=lambda: datetime.now(UTC))
     meter: MemoryMeter = field(init=False)
-    killed_for_memory: set[int] = field(default_factory=set)
+    killed_for_memory: dict[int, str] = field(default_factory=dict)
+    """Unit processes the harness killed for memory, and why."""
+    memory_killed_unit: str | None = None
+    """The unit whose process was killed for memory (by the harness or the kernel)."""
     _next_sample: float = 0.0
+    _limit_bytes: float | None = None
 
     def __post_init__(self) -> None:
         root = self.config.cgroup_root or own_cgroup_dir()
-        self.meter = MemoryMeter(Cgroup(root))
+        self.meter = MemoryMeter(Cgroup(root), self.config.memory_limit_gb)
+        limit_gb = self.meter.limit_gb(self.config.memory_limit_gb)
+        self._limit_bytes = None if limit_gb is None else limit_gb * GB
 
     @property
     def report_path(self) -> Path:
         return TaskPaths(self.config.task_dir).report(self.worker, self.config.attempt)
 
     def watch(self, pool: ProcessPool, *, enforce: bool = True) -> float:
-        """Measure memory when due; kill unit processes above their memory per worker.
+        """Measure memory when due; with `enforce`, kill a unit process for memory.
 
-        Returns the seconds until the next measurement, for the caller's wait.
+        The pod's limit is enforced: when the pod nears it (`memory.pod_over_limit`) its
+        largest unit process is killed. Only without a known pod limit is a process over its
+        memory per worker killed instead. Returns the seconds until the next measurement.
         """
         now = time.monotonic()
         if now < self._next_sample:
             return self._next_sample - now
         self._next_sample = now + MEMORY_SAMPLE_S
-        rss = self.meter.sample(pool.pids())
-        if enforce and self.memory_per_worker_gb is not None:
-            limit = self.memory_per_worker_gb * 1024**3
-            for pid, used in rss.items():
-                if used > limit and pid not in self.killed_for_memory:
-                    log.error(
-                        "pool process %d uses %.3f GB, above its %.3f GB per worker: killed",
+        sample = self.meter.sample(pool.pids())
+        if not enforce or self.killed_for_memory:
+            return MEMORY_SAMPLE_S  # one kill breaks the pool: the attempt is ending
+        if self._limit_bytes is not None:
+            if pod_over_limit(sample.total, self._limit_bytes):
+                pid = largest(sample.processes)
+                if pid is not None:
+                    self._kill(
+                        pool,
                         pid,
-                        used / 1024**3,
-                        self.memory_per_worker_gb,
+                        f"the largest unit process ({sample.processes[pid] / GB:.3f} GB) of a pod"
+                        f" at {sample.total / GB:.3f} GB of its {self._limit_bytes / GB:.3f} GB"
+                        " limit",
                     )
-                    self.killed_for_memory.add(pid)
-                    self.harness_oom_kills += 1
-                    pool.kill(pid)
+        elif self.memory_per_worker_gb is not None:
+            per_worker = self.memory_per_worker_gb * GB
+            over = {pid: used for pid, used in sample.processes.items() if used > per_worker}
+            pid = largest(over)
+            if pid is not None:
+                self._kill(
+                    pool,
+                    pid,
+                    f"a unit process at {over[pid] / GB:.3f} GB, above its"
+                    f" {self.memory_per_worker_gb:.3f} GB per worker (no pod limit known)",
+                )
         return MEMORY_SAMPLE_S
+
+    def _kill(self, pool: ProcessPool, pid: int, why: str) -> None:
+        log.error("pool process %d killed for memory: %s", pid, why)
+        self.killed_for_memory[pid] = why
+        self.harness_oom_kills += 1
+        pool.kill(pid)
 
     def run_job(self, pool: ProcessPool, job: Job, stop: StopSignal, *, enforce: bool) -> int:
         """Run one job (a merge, an unsplit run) on the pool; the exit code it comes to."""
@@ -104,7 +134,7 @@ class Attempt:
             timeout = self.watch(pool, enforce=enforce)
             for event in pool.wait(timeout, wake=[stop.fileno()]):
                 if isinstance(event, Death):
-                    self.broken_by(event, event.pid in self.killed_for_memory)
+                    self.broken_by(event)
                     pool.shutdown(kill=True)
                     return EXIT_POOL_BROKEN
                 self.record_result(event)
@@ -127,9 +157,22 @@ class Attempt:
         )
         return EXIT_CONFIGURATION if result.settings_error else EXIT_ANALYSIS
 
-    def broken_by(self, death: Death, killed_for_memory: bool) -> None:
-        """A pool process died: name it, its job and whether we killed it for memory."""
-        why = "killed over its memory per worker" if killed_for_memory else "died"
+    def broken_by(self, death: Death) -> None:
+        """A pool process died: name it, its job, and whether it was killed for memory.
+
+        Killed for memory: by the harness (`watch`), or by the kernel (the cgroup's oom_kill
+        count rose). The unit it held is then `memory_killed_unit`.
+        """
+        harness = self.killed_for_memory.get(death.pid)
+        kernel = harness is None and self.meter.cgroup_oom_kills() > 0
+        if harness is not None:
+            why = f"killed for memory by the harness: {harness}"
+        elif kernel:
+            why = "killed by the out-of-memory killer"
+        else:
+            why = "died"
+        if (harness is not None or kernel) and death.job is not None:
+            self.memory_killed_unit = death.job.name
         code = death.exitcode
         self.error = ReportError(
             unit=death.job.name if death.job else None,

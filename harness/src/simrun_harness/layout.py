@@ -72,6 +72,10 @@ class TaskPaths:
         return self.ledger / "heartbeats"
 
     @property
+    def memory_kills(self) -> Path:
+        return self.ledger / "memory_kills"
+
+    @property
     def units(self) -> Path:
         return self.root / "units"
 

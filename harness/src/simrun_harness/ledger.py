@@ -11,12 +11,21 @@ never in two states, and nothing needs a lock:
     ledger/claimed/u000042@w1@0      claimed by worker w1, attempt 0 (the holder)
     ledger/done/u000042              its output is in units/u000042
     ledger/heartbeats/w1@0           the holder's heartbeat: the file's mtime
+    ledger/memory_kills/u000042      {"memory_per_worker_gb": ...}: the unit broke a pool
 
 The coordinator builds the whole ledger in a temporary directory and renames it into place,
 so a ledger that exists is complete. A claim whose holder's heartbeat is older than the
 stale time goes back to pending; its holder, should it come back, fails to move it to done
 and so cannot count its unit a second time. Times are compared on the file server's clock:
 "now" is the mtime of the coordinator's own heartbeat, touched just before.
+
+A unit whose process was killed for memory is marked (`memory_kills/`, written before its
+claim goes back to pending) with the memory per worker of the attempt it broke. Only an
+attempt with more memory per worker (the retry memory after a kill) claims it again, so it
+does not kill every pod at first memory in turn. So that a task always finishes, the
+coordinator takes a marked unit itself as a last resort: when nothing else is pending or
+claimed by anyone, and it marked the unit itself in an earlier attempt or the mark is older
+than the stale time (no retry attempt took it).
 """
 
 from __future__ import annotations
@@ -34,6 +43,7 @@ from pathlib import Path
 from typing import Any
 
 from simrun_harness.layout import TaskPaths
+from simrun_harness.memory_kills import MemoryKill, read_memory_kills, write_memory_kill
 
 SEP = "@"
 META_FILE = "meta.json"
@@ -98,7 +108,7 @@ def create_ledger(paths: TaskPaths, units: Sequence[Any], holder: Holder) -> boo
         return False
     tmp = paths.root / f".ledger-{holder.token}-{os.getpid()}"
     shutil.rmtree(tmp, ignore_errors=True)
-    for sub in ("pending", "claimed", "done", "heartbeats"):
+    for sub in ("pending", "claimed", "done", "heartbeats", "memory_kills"):
         (tmp / sub).mkdir(parents=True)
     names = unit_names(len(units))
     (tmp / UNITS_FILE).write_text(json.dumps(list(units)))
@@ -190,9 +200,12 @@ def claims_by_worker(paths: TaskPaths) -> dict[str, int]:
 class Ledger:
     """One holder's view of the ledger: claim, commit, give back, heartbeat, reclaim."""
 
-    def __init__(self, paths: TaskPaths, holder: Holder) -> None:
+    def __init__(
+        self, paths: TaskPaths, holder: Holder, memory_per_worker_gb: float | None = None
+    ) -> None:
         self.paths = paths
         self.holder = holder
+        self.memory_per_worker_gb = memory_per_worker_gb
         self._heartbeat = paths.heartbeats / holder.token
         self._candidates: deque[str] = deque()
         self._offset = zlib.crc32(holder.token.encode())
@@ -217,8 +230,13 @@ class Ledger:
         self._heartbeat.unlink(missing_ok=True)
 
     def refill(self) -> int:
-        """List pending units as candidates, starting at a place of our own (less contention)."""
-        names = sorted(_listing(self.paths.pending))
+        """List pending units as candidates, starting at a place of our own (less contention).
+
+        Units marked killed for memory at our memory per worker or more are not candidates.
+        """
+        listed = _listing(self.paths.pending)
+        blocked = self.blocked(listed)
+        names = sorted(n for n in listed if n not in blocked)
         if names:
             start = self._offset % len(names)
             names = names[start:] + names[:start]
@@ -237,6 +255,60 @@ class Ledger:
                 except FileNotFoundError:
                     continue  # another worker won it
                 return name
+        return None
+
+    def memory_kills(self) -> dict[str, MemoryKill]:
+        """The units marked killed for memory, with the memory of the attempt they broke."""
+        return read_memory_kills(self.paths)
+
+    def blocked(self, names: Sequence[str]) -> set[str]:
+        """Those of `names` we may not claim: marked at our memory per worker or more."""
+        kills = self.memory_kills()
+        if not kills:
+            return set()
+        return {n for n in names if n in kills and not self._may_claim(kills[n])}
+
+    def _may_claim(self, kill: MemoryKill) -> bool:
+        own = self.memory_per_worker_gb
+        return own is not None and own > kill.memory_per_worker_gb + 1e-9
+
+    def mark_memory_kill(
+        self, name: str, *, memory_per_worker_gb: float, memory_limit_gb: float | None
+    ) -> None:
+        """Mark `name` as having broken a pool at this memory (the highest such memory wins).
+
+        Called before its claim goes back to pending, so no attempt at that memory claims it
+        in between. The mark is written to a temporary name and renamed into place.
+        """
+        kill = MemoryKill(memory_per_worker_gb, memory_limit_gb, self.holder.token)
+        write_memory_kill(self.paths, name, kill)
+
+    def claim_memory_killed(self, older_than_s: float) -> str | None:
+        """The last resort of the coordinator: claim a marked unit whatever our memory.
+
+        Only when no unit is claimed by anyone, and the pending unit was marked by an earlier
+        attempt of our own worker (we are its retry, back at first memory after a preemption)
+        or its mark is older than `older_than_s` on the file server's clock (the retry of the
+        pod it broke did not take it).
+        """
+        if _listing(self.paths.claimed):
+            return None
+        kills = self.memory_kills()
+        now = self.heartbeat()
+        for name in sorted(set(_listing(self.paths.pending)) & set(kills)):
+            holder = Holder.parse(kills[name].holder)
+            if holder is None or holder.worker != self.holder.worker:
+                try:
+                    marked_at = (self.paths.memory_kills / name).stat().st_mtime
+                except FileNotFoundError:
+                    continue
+                if now - marked_at <= older_than_s:
+                    continue
+            try:
+                os.rename(self._pending + name, self._claim_path(name))
+            except FileNotFoundError:
+                continue
+            return name
         return None
 
     def commit(self, name: str) -> bool:

@@ -1,24 +1,42 @@
-"""Memory of a pod and of its unit processes, from the cgroup where it can, else measured.
+"""Memory of a pod and of its unit processes, and the rule the harness enforces on it.
 
-With cgroup v2 the pod's figure is the cgroup's anonymous memory (`memory.stat` anon: what
-the processes allocated, not the page cache the kernel reclaims at the limit) and its kills
-for memory are `memory.events` oom_kill. Without it (cgroup v1, no container) the pod's
-figure is the resident memory of the harness's process tree. Peaks are sampled; the unit
-processes also report their own high-water mark (`ru_maxrss`) after every job.
+Measurement. With cgroup v2 the pod's figure is the cgroup's anonymous memory (`memory.stat`
+anon: what the processes allocated, not the page cache the kernel reclaims at the limit) and
+its kills for memory are `memory.events` oom_kill. The cgroup counts only when it is the
+pod's own: its `memory.max` is the pod's limit (or no limit was given). Otherwise (cgroup
+v1, no container, a local pod inside the service's cgroup) the pod's figure is the anonymous
+memory (RSS less file-backed pages) of the worker and its unit processes, as the local
+supervisor measures it. Peaks are sampled; the unit processes also report their own
+high-water mark (`ru_maxrss`) after every job.
+
+The rule (`pod_over_limit`): the pod's limit is enforced, not a limit per process. When the
+pod's memory comes within `headroom_bytes` of its limit, the harness kills its largest unit
+process, which breaks the pool: the attempt is killed for memory (exit 137, counted in
+`oom_kills`), before the kernel (or the local supervisor) would kill the whole pod at the
+limit. The memory per worker is the share of the pod's budget a process is planned for, not
+a cap: one unit may use more while others use less. Only without any known pod limit is a
+unit process over its memory per worker killed (the fallback).
 """
 
 from __future__ import annotations
 
 import resource
 import sys
-from collections.abc import Iterable
-from typing import Literal
+from collections.abc import Iterable, Mapping
+from dataclasses import dataclass
+from typing import Any, Literal
 
 import psutil
 
 from simrun_harness.cgroup import Cgroup
 
 GB = 1024**3
+HEADROOM_FRACTION = 0.03
+HEADROOM_MIN_BYTES = 32 * 1024**2
+"""The harness kills before the pod's limit by max(3 % of it, 32 MiB): memory grows between
+two samples, and a kill by the kernel at the limit would take the whole pod with it."""
+OWN_CGROUP_TOLERANCE = 0.01
+"""A cgroup whose memory.max is within 1 % (pages, rounding) of the pod's limit is the pod's."""
 
 
 def own_peak_rss_bytes() -> int:
@@ -31,48 +49,95 @@ def to_gb(value: int | None) -> float | None:
     return None if value is None else value / GB
 
 
+def headroom_bytes(limit_bytes: float) -> float:
+    """How far below its limit a pod's memory makes the harness kill a unit process."""
+    return max(limit_bytes * HEADROOM_FRACTION, HEADROOM_MIN_BYTES)
+
+
+def pod_over_limit(total_bytes: float, limit_bytes: float) -> bool:
+    """Whether a pod using `total_bytes` is near enough its limit to kill a unit process."""
+    return total_bytes >= limit_bytes - headroom_bytes(limit_bytes)
+
+
+def largest(used: Mapping[int, int]) -> int | None:
+    """The process using the most memory (the lowest pid on a tie), None without any."""
+    if not used:
+        return None
+    return min(used, key=lambda pid: (-used[pid], pid))
+
+
+def _anonymous(info: Any) -> int:
+    """RSS less file-backed pages where the platform says (Linux `shared`)."""
+    return max(0, int(info.rss) - int(getattr(info, "shared", 0)))
+
+
+def is_pods_cgroup(cgroup: Cgroup, explicit_limit_gb: float | None) -> bool:
+    """Whether `cgroup` measures this pod alone: v2 files, and its limit is the pod's."""
+    if cgroup.memory_anon_bytes() is None:
+        return False
+    if explicit_limit_gb is None:
+        return True
+    limit = cgroup.memory_max_bytes()
+    if limit is None:
+        return False
+    wanted = explicit_limit_gb * GB
+    return abs(limit - wanted) <= wanted * OWN_CGROUP_TOLERANCE
+
+
+@dataclass(frozen=True)
+class Sample:
+    """One measurement: resident bytes of each live unit process, and the pod's total."""
+
+    processes: dict[int, int]
+    total: int
+
+
 class MemoryMeter:
     """Samples the pod and its unit processes and keeps the peaks."""
 
-    def __init__(self, cgroup: Cgroup) -> None:
+    def __init__(self, cgroup: Cgroup, explicit_limit_gb: float | None = None) -> None:
         self.cgroup = cgroup
         self._oom_at_start = cgroup.oom_kills()
         self.source: Literal["cgroup", "processes"] = (
-            "cgroup" if cgroup.memory_anon_bytes() is not None else "processes"
+            "cgroup" if is_pods_cgroup(cgroup, explicit_limit_gb) else "processes"
         )
         self.peak_total = 0
         self.peak_process = 0
         self._own = psutil.Process()
         self._procs: dict[int, psutil.Process] = {}
 
-    def _rss(self, pid: int) -> int | None:
+    def _memory(self, pid: int) -> tuple[int, int] | None:
+        """(resident, anonymous) bytes of a unit process, None once it is gone."""
         proc = self._procs.get(pid)
         try:
             if proc is None:
                 proc = self._procs[pid] = psutil.Process(pid)
-            return int(proc.memory_info().rss)
+            info = proc.memory_info()
         except (psutil.NoSuchProcess, psutil.AccessDenied, psutil.ZombieProcess):
             self._procs.pop(pid, None)
             return None
+        return int(info.rss), _anonymous(info)
 
-    def sample(self, pids: Iterable[int]) -> dict[int, int]:
-        """Resident bytes of each live process in `pids`; updates the peaks."""
+    def sample(self, pids: Iterable[int]) -> Sample:
+        """Measure the live processes of `pids` and the pod; updates the peaks."""
         found: dict[int, int] = {}
+        anonymous = 0
         for pid in pids:
-            rss = self._rss(pid)
-            if rss is not None:
-                found[pid] = rss
+            memory = self._memory(pid)
+            if memory is not None:
+                found[pid] = memory[0]
+                anonymous += memory[1]
         if found:
             self.peak_process = max(self.peak_process, *found.values())
         total = self.cgroup.memory_anon_bytes() if self.source == "cgroup" else None
         if total is None:
             try:
-                own = int(self._own.memory_info().rss)
+                own = _anonymous(self._own.memory_info())
             except psutil.Error:
                 own = 0
-            total = own + sum(found.values())
+            total = own + anonymous
         self.peak_total = max(self.peak_total, total)
-        return found
+        return Sample(found, total)
 
     def note_process_peak(self, peak_bytes: int) -> None:
         """A unit process's own high-water mark, reported after a job."""
@@ -80,6 +145,8 @@ class MemoryMeter:
 
     def cgroup_oom_kills(self) -> int:
         """Kills of the out-of-memory killer in our cgroup since the meter started."""
+        if self.source != "cgroup":
+            return 0
         now = self.cgroup.oom_kills()
         if now is None:
             return 0
@@ -89,4 +156,6 @@ class MemoryMeter:
         """The pod's memory limit: SIMRUN_MEMORY_LIMIT_GB, else the cgroup's memory.max."""
         if explicit_gb is not None:
             return explicit_gb
+        if self.source != "cgroup":
+            return None
         return to_gb(self.cgroup.memory_max_bytes())

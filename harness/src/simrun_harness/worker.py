@@ -7,6 +7,12 @@ give their claims back on SIGTERM (exit 143), fail the task when a unit raises (
 exit 137 when a process of their pool is killed. The main loop is single-threaded: it waits
 on the pool's pipes, its processes and the signal pipe at once, with a timeout for the
 heartbeat, the stale check and the memory watch.
+
+Memory: the pod's limit is enforced, not one per process (`simrun_harness.memory`): when the
+pod nears its limit its largest unit process is killed and the attempt exits 137, a kill
+for memory. The unit that process held is marked in the ledger before its claim goes back,
+so only an attempt with more memory per worker (the pod's retry after the kill) claims it
+again; the coordinator runs it alone as a last resort if nobody does (`ledger`).
 """
 
 from __future__ import annotations
@@ -96,7 +102,7 @@ class Worker:
         early = self._ensure_ledger(task, task_type) if self.base else self._wait_for_ledger(task)
         if early is not None:
             return self.attempt.finish(early)
-        ledger = Ledger(task.paths, self.holder)
+        ledger = Ledger(task.paths, self.holder, self.config.memory_per_worker_gb)
         runner = JobRunner(task_type, task.context, task.paths.units, self.holder.token)
         pool = ProcessPool(runner, processes)
         pool.start()
@@ -116,6 +122,7 @@ class Worker:
         finally:
             if code != EXIT_OK:
                 pool.shutdown(kill=True)
+                self._mark_memory_kill(ledger)
                 self.attempt.claims_returned += ledger.give_back(sorted(self.held))
             pool.shutdown(kill=False)
             ledger.remove_heartbeat()
@@ -191,7 +198,8 @@ class Worker:
             if now >= next_beat:
                 ledger.heartbeat()
                 next_beat = now + heartbeat_s
-            if now >= next_poll:
+            polled = now >= next_poll
+            if polled:
                 next_poll = now + self.poll_s
                 exhausted = False
                 if self.base:
@@ -208,12 +216,22 @@ class Worker:
                     return EXIT_OK
                 if ledger.done_count() >= total:
                     return self._complete(task, pool)
+                if polled and (name := ledger.claim_memory_killed(self.config.stale_s)):
+                    log.warning(
+                        "%s: nobody at more memory took %s, which was killed for memory:"
+                        " running it alone",
+                        self.holder.token,
+                        name,
+                    )
+                    self.held.add(name)
+                    idle = pool.free_slot(1)
+                    assert idle is not None, "an idle pool has a free process"
+                    pool.submit(idle, Job("unit", name, units[unit_index(name)]))
             timeout = min(next_beat, next_poll) - time.monotonic()
             timeout = min(timeout, self.attempt.watch(pool))
             for event in pool.wait(timeout, wake=[self.stop.fileno()]):
                 if isinstance(event, Death):
-                    killed = event.pid in self.attempt.killed_for_memory
-                    self.attempt.broken_by(event, killed)
+                    self.attempt.broken_by(event)
                     log.error(
                         "%s: %s",
                         self.holder.token,
@@ -230,6 +248,28 @@ class Worker:
                     )
                     return self.attempt.fail_with(event)
                 self._commit(ledger, progress, event)
+
+    def _mark_memory_kill(self, ledger: Ledger) -> None:
+        """Mark the unit whose process was killed for memory, before its claim is given back."""
+        name = self.attempt.memory_killed_unit
+        if name is None or name not in self.held:
+            return
+        try:
+            ledger.mark_memory_kill(
+                name,
+                memory_per_worker_gb=self.config.memory_per_worker_gb,
+                memory_limit_gb=self.attempt.meter.limit_gb(self.config.common.memory_limit_gb),
+            )
+        except OSError as exc:  # the claim still goes back; the unit is merely unmarked
+            log.error("%s: cannot mark %s killed for memory: %s", self.holder.token, name, exc)
+            return
+        log.warning(
+            "%s: %s was killed for memory at %g GB per worker: only an attempt with more"
+            " memory per worker claims it again",
+            self.holder.token,
+            name,
+            self.config.memory_per_worker_gb,
+        )
 
     def _commit(self, ledger: Ledger, progress: ProgressWriter, result: JobResult) -> None:
         name = result.job.name

@@ -51,6 +51,7 @@ def tour(lab: Lab) -> None:
     other = backend.submit(launch("r2", command_task("t", "print('hi')")))
     wait_for(lambda: backend.status(other).pods["t"].phase is PodPhase.SUCCEEDED, timeout=60)
     backend.logs(other, "t")
+    backend.statuses([name, other])
     wait_for(lambda: woken, what="a wake")
     backend.has_image("ab" * 32)
     backend.build_image({"pyproject.toml": b"[project]\n"}, "ab" * 32)

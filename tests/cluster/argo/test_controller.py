@@ -42,7 +42,8 @@ def sleep_task(
 
 def grow_task(mb: int, hold: float = 1.0) -> dict[str, Any]:
     """One unit allocating `mb` MiB; the pod has 0.5 GiB with 0.25 GiB per worker, its retry
-    0.75 GiB with 0.5 GiB per worker (the harness kills a unit process above its share)."""
+    0.75 GiB with 0.5 GiB per worker (the harness kills the largest unit process when the pod
+    nears its limit)."""
     return {
         "id": "grow",
         "type": "allocate",
@@ -139,7 +140,7 @@ def test_a_kill_for_memory_is_retried_with_the_retry_memory_and_succeeds(
 ) -> None:
     """C7: C8: the attempt's report counts the kill; one retry at the retry memory."""
     backend = argo_settings()
-    run = drive(backend, submit(backend, grow_task(400)).pk)
+    run = drive(backend, submit(backend, grow_task(600)).pk)
     assert run.state == "succeeded", run.message
     assert run.oom_kills == {"grow-w0": [0]}
 
@@ -161,7 +162,7 @@ def test_a_kill_after_a_preemption_that_followed_a_kill_does_not_count(
     """K9: C7: attempt 1 (retry memory) is preempted; attempt 2 gets the first memory and is
     killed again, which does not fail the run; attempt 3 has the retry memory and succeeds."""
     backend = argo_settings()
-    run = submit(backend, grow_task(400, hold=3.0))
+    run = submit(backend, grow_task(600, hold=3.0))
     drive(
         backend,
         run.pk,

@@ -143,3 +143,33 @@ def test_the_pods_of_a_task_and_its_base_pods() -> None:
     names = rules.pod_names("scan", splittable=True, pods=3, coordinator_merges=False)
     assert names == ["scan-w0", "scan-w1", "scan-w2", "scan-merge"]
     assert rules.base_pods("scan", splittable=True, coordinator_merges=True) == ["scan-w0"]
+
+
+def watches(
+    merge_pending: dict[str, str] | None = None,
+    failures: dict[str, list[AttemptFailure]] | None = None,
+    oom_kills: dict[str, list[int]] | None = None,
+) -> bool:
+    return rules.watches_store_or_clock(
+        merge_pending=merge_pending or {}, failures=failures or {}, oom_kills=oom_kills or {}
+    )
+
+
+def test_a_run_otherwise_depends_on_its_status_alone() -> None:
+    """No marker awaited, no exit 137 without its evidence: the same status, the same record."""
+    assert not watches()
+    assert not watches(failures={"scan-w0": [AttemptFailure(0, 143), AttemptFailure(1, 3)]})
+
+
+def test_a_run_awaiting_a_merge_marker_depends_on_the_store_and_the_clock() -> None:
+    """C6: the marker may appear, the grace may run out, with the status as it is."""
+    assert watches(merge_pending={"scan": "2024-01-01T00:00:00+00:00"})
+
+
+def test_an_exit_137_not_yet_counted_as_a_kill_for_memory_depends_on_the_store() -> None:
+    """C8: its report's count of kills may still appear; once counted, or with the backend's
+    own evidence, it does not."""
+    killed = {"grow-w0": [AttemptFailure(0, 137)]}
+    assert watches(failures=killed)
+    assert not watches(failures=killed, oom_kills={"grow-w0": [0]})
+    assert not watches(failures={"grow-w0": [AttemptFailure(0, 137, oom_killed=True)]})

@@ -1,0 +1,283 @@
+"""The statuses of many local runs at once, each read again only when its files changed.
+
+A run's status is a function of its files (run_files.py, attempts.py): its launch (written
+once), the markers in its `pods` directory, the attempt directories of each pod and the files
+in each attempt directory. Every one of those files and directories is created, or written
+under a temporary name and renamed or linked into place (atomic_files.py), so whenever one
+appears or is replaced the modification time of the directory holding it changes: the `pods`
+directory for a marker or a pod's first directory, a pod's directory for a new attempt, an
+attempt's directory for its eviction, exit, supervisor and child files.
+
+A run's *signature* is the modification times of the directories where its status can still
+change, taken before its files are read:
+
+- its `pods` directory (stop and cancel markers; a pod's first attempt);
+- per pod whose last attempt runs, that attempt's directory only: no attempt of a pod starts
+  while its last one runs, and that one ends by writing into its directory;
+- per pod waiting for its first attempt or a retry, its directory (when it has one yet);
+- nothing for a pod that succeeded, failed or was skipped: that is final.
+
+A run whose signature holds costs one `stat` per running pod and one more, instead of some
+thirty file reads. File systems stamp times with a coarse clock (a kernel tick, or a second on
+some), so a change right after a read can leave a directory's time as it was; as git does with
+its index, a signature is trusted only when all its times were older than `RACY_S` when taken:
+a run that changed in the last seconds is read again at every call until it has been quiet.
+
+The backend's loop reads every live run at each pass anyway; it hands what it read to `saw`,
+and `latest` answers from it with no file access at all. Every entry is the newest read of its
+run (by when the read began), so an answer is never older than one given before.
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+import threading
+import time
+from collections.abc import Callable, Collection, Sequence
+from dataclasses import dataclass, replace
+
+from cluster.backend import ENDED_PHASES, BackendStatus, RunLaunch
+from cluster.local.dag import PodView, backend_status
+from cluster.local.launches import run_pods
+from cluster.local.run_files import RunFiles
+from runs.plans import Node
+
+log = logging.getLogger(__name__)
+
+RACY_S = 2.0
+PASS_TRUST_S = 60.0  # a pass's read older than this is read again
+MISSING = -1  # the time of a directory that does not exist
+
+
+@dataclass(frozen=True)
+class Signature:
+    """Directories where a run's status can still change, and their times when read."""
+
+    directories: tuple[str, ...]
+    times: tuple[int, ...]
+
+    def trusted(self, taken_ns: int, racy_s: float = RACY_S) -> bool:
+        """Whether every time was older than `racy_s` when the signature was taken."""
+        return max(self.times) < taken_ns - int(racy_s * 1e9)
+
+    def holds(self) -> bool:
+        """Whether every directory still has the time it had (the status did not change)."""
+        return _times(self.directories) == self.times
+
+
+def _times(directories: Collection[str]) -> tuple[int, ...]:
+    found = []
+    for directory in directories:
+        try:
+            found.append(os.stat(directory).st_mtime_ns)
+        except FileNotFoundError:
+            found.append(MISSING)
+    return tuple(found)
+
+
+@dataclass(frozen=True)
+class _Listing:
+    """A run's directories as found before its files were read, with their times."""
+
+    pods: str
+    pod_dirs: dict[str, str]  # pod name → its directory
+    attempts: dict[str, list[int]]  # pod name → its attempt directories' numbers
+    times: dict[str, int]
+
+    def attempt_dir(self, pod: str, number: int) -> str:
+        return os.path.join(self.pod_dirs[pod], str(number))
+
+
+def _list(run: RunFiles, launch: RunLaunch) -> _Listing:
+    """Every directory of the run's status, each stat'ed before it is listed."""
+    pods = str(run.pods)
+    pod_dirs = {spec.name: os.path.join(pods, spec.name) for spec in run_pods(launch)}
+    times = dict(zip([pods, *pod_dirs.values()], _times([pods, *pod_dirs.values()]), strict=True))
+    attempts: dict[str, list[int]] = {}
+    for pod, pod_dir in pod_dirs.items():
+        try:
+            numbers = sorted(int(n) for n in os.listdir(pod_dir) if n.isdigit())
+        except FileNotFoundError:
+            numbers = []
+        attempts[pod] = numbers
+        folders = [os.path.join(pod_dir, str(n)) for n in numbers]
+        times.update(zip(folders, _times(folders), strict=True))
+    return _Listing(pods, pod_dirs, attempts, times)
+
+
+def watched(listing: _Listing, views: Sequence[PodView]) -> list[str]:
+    """The directories where the status read as `views` can still change (see above)."""
+    found = [listing.pods]
+    for view in views:
+        pod = view.spec.name
+        listed = listing.attempts.get(pod, [])
+        last = view.last
+        in_step = (last.number if last else None) == (listed[-1] if listed else None)
+        if in_step and view.phase in ENDED_PHASES:
+            continue
+        if in_step and last is not None and view.running:
+            found.append(listing.attempt_dir(pod, last.number))
+            continue
+        if listing.times[listing.pod_dirs[pod]] != MISSING:
+            found.append(listing.pod_dirs[pod])
+        newer = [n for n in listed if last is None or n > last.number]  # not readable yet
+        found += [listing.attempt_dir(pod, n) for n in newer]
+    return found
+
+
+@dataclass(frozen=True)
+class _Entry:
+    """The newest read of a run's status files: by a caller (`signature` set: it can be
+    checked) or by a pass of the backend's loop (`views` set: its status is made on demand)."""
+
+    run: RunFiles
+    launch: RunLaunch
+    read_ns: int  # when the read began: a read that began earlier never replaces it
+    status: BackendStatus | None = None
+    node: Node | None = None  # what `status` was made for
+    signature: Signature | None = None
+    trusted: bool = False
+    views: Sequence[PodView] | None = None
+    halted: bool = False
+
+
+def _unchanged(entry: _Entry | None, node: Node) -> BackendStatus | None:
+    """The status of a checkable entry whose files did not change, else None."""
+    if entry is None or entry.signature is None or entry.status is None or entry.node != node:
+        return None
+    return entry.status if entry.trusted and entry.signature.holds() else None
+
+
+class RunStatuses:
+    """The newest status read of each run: checked by its signature, or what the backend's
+    loop read in its last pass.
+
+    Safe to share between threads (the backend's loop and the caller's). `one` answers what
+    the files say now; `latest` may answer what the loop's last pass read (`PASS_TRUST_S` at
+    most before), which is never older than what this process answered before.
+    """
+
+    def __init__(self, find: Callable[[str], RunFiles], *, racy_s: float = RACY_S) -> None:
+        """`find`: the run of a workflow name, KeyError when there is none."""
+        self._find = find
+        self.racy_s = racy_s
+        self._entries: dict[str, _Entry] = {}
+        self._lock = threading.Lock()
+        self.reads = 0  # statuses read from the files by a caller (not from a signature)
+
+    def read(
+        self,
+        names: Collection[str],
+        node: Node,
+        *,
+        may_reuse: Collection[str] = (),
+        since_ns: int | None = None,
+    ) -> dict[str, BackendStatus | None]:
+        """The status of each workflow (`latest` for those in `may_reuse`, else `one`); None
+        for one that does not exist; a run whose files cannot be read is left out (logged)."""
+        reuse = set(may_reuse)
+        found: dict[str, BackendStatus | None] = {}
+        for name in names:
+            try:
+                if name in reuse:
+                    found[name] = self.latest(name, node, since_ns=since_ns)
+                else:
+                    found[name] = self.one(name, node)
+            except KeyError:
+                found[name] = None
+            except (OSError, ValueError):
+                log.exception("local backend: cannot read the status of %s", name)
+        return found
+
+    def latest(self, name: str, node: Node, *, since_ns: int | None = None) -> BackendStatus:
+        """What the last pass read of the workflow if it began after `since_ns` (default:
+        `PASS_TRUST_S` ago), else what its files say now."""
+        with self._lock:
+            entry = self._entries.get(name)
+        since = time.time_ns() - int(PASS_TRUST_S * 1e9) if since_ns is None else since_ns
+        if entry is None or entry.views is None or entry.read_ns < since:
+            return self.one(name, node)
+        if entry.status is not None and entry.node == node:
+            return entry.status
+        status = backend_status(entry.launch, entry.views, node, halted=entry.halted)
+        with self._lock:
+            if self._entries.get(name) is entry:
+                self._entries[name] = replace(entry, status=status, node=node)
+        return status
+
+    def saw(
+        self,
+        run: RunFiles,
+        launch: RunLaunch,
+        views: Sequence[PodView],
+        *,
+        halted: bool,
+        read_ns: int,
+    ) -> None:
+        """What a pass of the loop read of a run (under its lock), begun at `read_ns`. Its
+        status is made here (in the loop's thread) when one was asked for before, and is the
+        same object as before while equal, so comparing it costs nothing."""
+        name = launch.workflow_name
+        with self._lock:
+            before = self._entries.get(name)
+        if before is not None and before.read_ns >= read_ns:
+            return
+        status, node = None, None
+        if before is not None and before.status is not None and before.node is not None:
+            node = before.node
+            made = backend_status(launch, views, node, halted=halted)
+            status = before.status if made == before.status else made
+        with self._lock:
+            current = self._entries.get(name)
+            if current is None or current.read_ns < read_ns:
+                self._entries[name] = _Entry(
+                    run, launch, read_ns, status, node, views=views, halted=halted
+                )
+
+    def one(self, name: str, node: Node) -> BackendStatus:
+        """The status of one workflow as its files say now; KeyError when it does not exist."""
+        with self._lock:
+            entry = self._entries.get(name)
+        unchanged = _unchanged(entry, node)
+        if unchanged is not None:
+            return unchanged
+        run = entry.run if entry is not None else self._find(name)
+        try:
+            launch = entry.launch if entry is not None else run.launch()[0]
+            taken = time.time_ns()
+            listing = _list(run, launch)
+            if listing.times[listing.pods] == MISSING:
+                raise KeyError(name)
+            views = run.views(launch)
+            status = backend_status(launch, views, node, halted=run.halted)
+        except KeyError:
+            with self._lock:
+                self._entries.pop(name, None)
+            raise
+        directories = watched(listing, views)
+        signature = Signature(tuple(directories), tuple(listing.times[d] for d in directories))
+        trusted = signature.trusted(taken, self.racy_s)
+        with self._lock:
+            current = self._entries.get(name)
+            if current is None or current.read_ns < taken:
+                if current is not None and current.status is not None and current.status == status:
+                    status = current.status  # the same object while equal
+                self._entries[name] = _Entry(
+                    run,
+                    launch,
+                    taken,
+                    status,
+                    node,
+                    signature,
+                    trusted,
+                )
+            self.reads += 1
+        return status
+
+    def forget(self, keep: Collection[str]) -> None:
+        """Drop the entries of workflows not in `keep` (runs that ended or went away)."""
+        kept = set(keep)
+        with self._lock:
+            for name in [n for n in self._entries if n not in kept]:
+                del self._entries[name]

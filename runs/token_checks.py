@@ -1,0 +1,45 @@
+"""Bearer tokens this process found active lately, so most requests skip the database.
+
+A token checked in the database within `SIMRUN_TOKEN_RECHECK_S` seconds is taken as still
+active. A revocation (or deletion) made in this process forgets the token at once; one made
+elsewhere (another web process, the `simrun` command, the admin of another process) holds
+here from the next check, at most that many seconds later. 0 checks every request.
+"""
+
+from __future__ import annotations
+
+import threading
+import time
+
+MAX_ENTRIES = 10_000
+
+
+class TokenChecks:
+    """Per token hash: when it was last found active, and its identity's id."""
+
+    def __init__(self) -> None:
+        self._lock = threading.Lock()
+        self._checked: dict[str, tuple[float, int]] = {}
+
+    def fresh(self, token_hash: str, *, max_age_s: float) -> int | None:
+        """The identity id of a token found active less than `max_age_s` ago, else None."""
+        with self._lock:
+            entry = self._checked.get(token_hash)
+        if entry is None or time.monotonic() - entry[0] >= max_age_s:
+            return None
+        return entry[1]
+
+    def note(self, token_hash: str, identity_id: int) -> None:
+        """Record that the token was just found active in the database."""
+        with self._lock:
+            if len(self._checked) >= MAX_ENTRIES:
+                self._checked.clear()
+            self._checked[token_hash] = (time.monotonic(), identity_id)
+
+    def forget(self, token_hash: str) -> None:
+        """The token was revoked or deleted here: check it in the database next time."""
+        with self._lock:
+            self._checked.pop(token_hash, None)
+
+
+token_checks = TokenChecks()

@@ -1,0 +1,61 @@
+"""The doorbell: a pod's end makes the backend's loop pass at once, not at its interval."""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+import threading
+from collections.abc import Callable
+from pathlib import Path
+
+from cluster.backend import WorkflowPhase
+from cluster.local.backend import LocalBackend
+from cluster.local.doorbell import Doorbell, ring
+from tests.cluster.local.builders import command_task, launch
+from tests.waiting import wait_for
+
+AN_HOUR = 3600.0
+
+
+def test_a_ring_from_another_process_wakes_the_listener(tmp_path: Path) -> None:
+    bell = Doorbell(tmp_path / "bell")
+    woken: list[bool] = []
+    listener = threading.Thread(target=lambda: woken.append(bell.wait(AN_HOUR)))
+    listener.start()
+    code = "import sys, pathlib, cluster.local.doorbell as d; d.ring(pathlib.Path(sys.argv[1]))"
+    subprocess.run([sys.executable, "-c", code, str(tmp_path / "bell")], check=True, timeout=60)
+    listener.join(timeout=60)
+    assert woken == [True]
+    bell.close()
+
+
+def test_ringing_with_nobody_listening_does_nothing(tmp_path: Path) -> None:
+    ring(tmp_path / "no-bell")  # no FIFO at all
+    Doorbell(tmp_path / "bell").close()
+    ring(tmp_path / "bell")  # a FIFO, but no loop holds it open
+    assert not (tmp_path / "no-bell").exists()
+
+
+def test_many_rings_before_a_wait_wake_it_once(tmp_path: Path) -> None:
+    bell = Doorbell(tmp_path / "bell")
+    for _ in range(10_000):  # more than the pipe holds: the rest are dropped, none blocks
+        ring(tmp_path / "bell")
+    assert bell.wait(AN_HOUR) is True
+    assert bell.wait(0) is False
+    bell.close()
+
+
+def test_the_next_pod_starts_when_the_previous_one_ends_without_waiting_for_the_loop(
+    make_backend: Callable[..., LocalBackend],
+) -> None:
+    """B8: with a loop that would pass only once an hour, a chain of two tasks still runs to
+    its end: each supervisor rings when its pod ends, and the loop admits what follows."""
+    backend = make_backend(poll_s=AN_HOUR)
+    calls: list[int] = []
+    backend.subscribe(lambda: calls.append(1))
+    first = command_task("first", "pass")
+    second = command_task("second", "pass", deps=["first"])
+    name = backend.submit(launch("r1", first, second))
+    wait_for(lambda: (backend.store.run("r1").pods / ".ended").exists(), timeout=60)
+    assert backend.status(name).phase is WorkflowPhase.SUCCEEDED
+    assert calls, "the subscriber was told"

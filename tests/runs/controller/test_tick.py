@@ -1,0 +1,128 @@
+"""A controller tick over many runs, with the real local backend and real rows.
+
+A tick asks the backend once for every live run's status and derives only the runs whose
+status changed since their record was derived (or whose derivation depends on the store or
+the clock); a run that did not change is neither written nor queried.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from cluster.backend import RunLaunch, TaskLaunch, WorkflowPhase
+from cluster.local.backend import LocalBackend
+from runs.controller.seen import Seen
+from runs.controller.tick import tick
+from runs.models import Run, Task
+from runs.store import task_paths
+from tests import factories
+from tests.cluster.local.builders import command_task, fake_environment, shape, split_task
+from tests.waiting import wait_for
+
+pytestmark = pytest.mark.django_db
+
+HUGE = shape(cores=64)  # more than the backend has: its pod waits and its status stays
+TICK_QUERIES = 2  # the stale submissions and the followed runs, whatever their number
+
+
+def launched(backend: LocalBackend, task: TaskLaunch, environment: str = "service") -> Run:
+    """A run record whose one task is `task`, submitted to the backend as the worker does."""
+    run = factories.run(state="queued")
+    Task.objects.filter(run=run).delete()
+    Task.objects.create(
+        run=run,
+        task_id=task.task_id,
+        position=0,
+        type=task.type,
+        splittable=task.splittable,
+        plan=task.plan.to_json(),
+    )
+    backend.submit(RunLaunch(run.pk, run.workflow_name, (task,), environment, grace_s=1))
+    return run
+
+
+def versions(*runs: Run) -> dict[str, int]:
+    return dict(Run.objects.filter(pk__in=[r.pk for r in runs]).values_list("pk", "version"))
+
+
+def test_a_run_whose_status_did_not_change_is_not_written_and_costs_no_query(
+    store: Path, django_assert_num_queries: Any
+) -> None:
+    backend = LocalBackend(store, cores=2, memory_gb=2)
+    runs = [launched(backend, command_task("hello", "pass", pod=HUGE)) for _ in range(3)]
+    seen = Seen()
+    tick(backend, seen=seen)  # the first tick of a process derives every run once
+    first = versions(*runs)
+    assert {Run.objects.get(pk=r.pk).pods["hello"]["phase"] for r in runs} == {"queued"}
+
+    with django_assert_num_queries(TICK_QUERIES):
+        tick(backend, seen=seen)
+
+    assert versions(*runs) == first
+
+
+def test_a_run_whose_status_changed_is_reconciled_in_the_same_tick(store: Path) -> None:
+    backend = LocalBackend(store, cores=2, memory_gb=2)
+    [node] = backend.nodes()
+    backend.reserve(node.name, "elsewhere")  # nothing of these runs starts meanwhile
+    quiet = launched(backend, command_task("hello", "pass", pod=HUGE))
+    moving = launched(backend, command_task("hello", "pass"))
+    seen = Seen()
+    tick(backend, seen=seen)
+    tick(backend, seen=seen)
+    assert Run.objects.get(pk=moving.pk).state == "queued"
+    before = versions(quiet)
+    backend.unreserve(node.name, "elsewhere")
+    wait_for(
+        lambda: backend.status(moving.workflow_name).phase is WorkflowPhase.SUCCEEDED,
+        what="the moving run's pod succeeded",
+    )
+
+    tick(backend, seen=seen)
+
+    run = Run.objects.get(pk=moving.pk)
+    assert run.state == "succeeded", run.message
+    assert run.tasks.get().state == "done"
+    assert versions(quiet) == before
+
+
+def test_a_run_awaiting_its_merge_marker_is_derived_at_every_tick(
+    store: Path, settings: Any
+) -> None:
+    """C6: the coordinator ended without a marker (not visible yet): the status stays as it
+    is, yet the marker appearing in the store makes the task done at the next tick."""
+    settings.SIMRUN_MERGE_MARKER_GRACE_S = 300.0
+    backend = LocalBackend(store, cores=2, memory_gb=2)
+    env = fake_environment(store, "fake", {"simrun-worker": "pass\n"})
+    run = launched(backend, split_task("scan", 1, coordinator_merges=True), environment=env)
+    wait_for(
+        lambda: backend.status(run.workflow_name).phase is WorkflowPhase.SUCCEEDED,
+        what="the coordinator ended",
+    )
+    seen = Seen()
+    tick(backend, seen=seen)
+    tick(backend, seen=seen)
+    waiting = Run.objects.get(pk=run.pk)
+    assert (waiting.state, list(waiting.merge_pending)) == ("running", ["scan"])
+    out = task_paths(run.pk, "scan").out
+    out.mkdir(parents=True, exist_ok=True)
+    (out / ".simrun-merged").write_text("")
+
+    tick(backend, seen=seen)
+
+    done = Run.objects.get(pk=run.pk)
+    assert done.state == "succeeded", done.message
+    assert done.tasks.get().state == "done"
+
+
+def test_a_new_process_derives_every_run_once(store: Path) -> None:
+    """C15: nothing noted (a restarted service): the runs are derived from their status."""
+    backend = LocalBackend(store, cores=2, memory_gb=2)
+    run = launched(backend, command_task("hello", "pass", pod=HUGE))
+    tick(backend, seen=Seen())
+    Run.objects.filter(pk=run.pk).update(pods={})  # as a service that died before its write
+    tick(backend, seen=Seen())
+    assert Run.objects.get(pk=run.pk).pods["hello"]["phase"] == "queued"
