@@ -24,7 +24,6 @@ from __future__ import annotations
 import logging
 import shutil
 import signal
-import threading
 import time
 from collections.abc import Callable, Collection, Hashable, Mapping
 from pathlib import Path
@@ -42,7 +41,8 @@ from cluster.local.admission import Decision, Demand, Holding, Key, admit, prior
 from cluster.local.atomic_files import create_json, locked, read_json, write_json
 from cluster.local.attempts import Attempt, evict, kill_group, settle_lost
 from cluster.local.dag import PodView, next_memory
-from cluster.local.doorbell import BELL_FILE, Doorbell, ring
+from cluster.local.doorbell import BELL_FILE, ring
+from cluster.local.loop import Loop
 from cluster.local.machine import default_cores, default_memory_gb, machine_name
 from cluster.local.pod_logs import read_log
 from cluster.local.run_files import CANCELLED, ENDED, STOPPED, RunFiles
@@ -87,9 +87,7 @@ class LocalBackend:
         self.poll_s = poll_s
         self.memory_poll_s = memory_poll_s
         self.kill_margin_s = kill_margin_s
-        self._callbacks: list[Callable[[], None]] = []
-        self._thread: threading.Thread | None = None
-        self._closing = threading.Event()
+        self._loop = Loop(self._tick, bell=self.state / BELL_FILE, poll_s=poll_s)
         self._statuses = RunStatuses(self._run)
 
     # -- files ------------------------------------------------------------------------------
@@ -387,47 +385,12 @@ class LocalBackend:
         return venvs.environment_exists(ref, self.store.environments)
 
     def _looping(self) -> bool:
-        return self._thread is not None and self._thread.is_alive()
+        return self._loop.running
 
     def subscribe(self, callback: Callable[[], None]) -> None:
         """Call `callback` from a background thread whenever a run's pods change."""
-        self._callbacks.append(callback)
-        if self._thread is None:
-            self._closing.clear()
-            self._thread = threading.Thread(target=self._loop, name="simrun-local", daemon=True)
-            self._thread.start()
-
-    def _loop(self) -> None:
-        """Pass every `poll_s`, and at once when a supervisor rings the doorbell."""
-        last: Hashable = None
-        bell = Doorbell(self.state / BELL_FILE)
-        try:
-            while not self._closing.is_set():
-                bell.wait(self.poll_s)
-                if self._closing.is_set():
-                    return
-                try:
-                    changed, signature = self._tick()
-                except Exception:
-                    log.exception("local backend: the tick failed")
-                    continue
-                if changed or signature != last:
-                    last = signature
-                    self._tell_subscribers()
-        finally:
-            bell.close()
-
-    def _tell_subscribers(self) -> None:
-        for callback in list(self._callbacks):
-            try:
-                callback()
-            except Exception:
-                log.exception("local backend: a subscriber failed")
+        self._loop.subscribe(callback)
 
     def close(self) -> None:
         """Stop the background loop (the pods keep running)."""
-        self._closing.set()
-        ring(self.state / BELL_FILE)
-        if self._thread is not None:
-            self._thread.join(timeout=max(5.0, self.poll_s * 5))
-            self._thread = None
+        self._loop.close()

@@ -16,8 +16,8 @@ import contextlib
 import ctypes
 import errno
 import multiprocessing
-import multiprocessing.connection
 import os
+import selectors
 import shutil
 import signal
 import sys
@@ -202,6 +202,10 @@ class ProcessPool:
         self.runner = runner
         self.processes = processes
         self.slots: list[Slot] = []
+        # One selector for the pool's life: `multiprocessing.connection.wait` and
+        # `Connection.poll` build and fill a new one on every call, three per unit.
+        self._selector: selectors.BaseSelector | None = None
+        self._wake: set[int] = set()
 
     def start(self) -> None:
         context = multiprocessing.get_context("fork")
@@ -216,6 +220,18 @@ class ProcessPool:
             process.start()
             child_end.close()
             self.slots.append(Slot(index, process, parent_end))
+        self._selector = selectors.DefaultSelector()  # after the forks: not inherited
+        for slot in self.slots:
+            self._selector.register(slot.conn.fileno(), selectors.EVENT_READ, slot)
+            self._selector.register(slot.process.sentinel, selectors.EVENT_READ, slot)
+
+    def _forget(self, slot: Slot) -> None:
+        """Stop watching an ended process's pipe and sentinel."""
+        if self._selector is None:
+            return
+        for fd in (slot.conn.fileno(), slot.process.sentinel):
+            with contextlib.suppress(KeyError, ValueError, OSError):
+                self._selector.unregister(fd)
 
     @property
     def busy(self) -> int:
@@ -241,31 +257,50 @@ class ProcessPool:
         return [job for slot in self.slots for job in slot.outstanding]
 
     def wait(self, timeout: float, wake: Sequence[int] = ()) -> list[PoolEvent]:
-        """Results and deaths, waiting up to `timeout` s or until a `wake` fd is readable."""
-        live = [slot for slot in self.slots if not slot.ended]
-        handles: list[Any] = [slot.conn for slot in live]
-        handles += [slot.process.sentinel for slot in live]
-        handles += list(wake)
-        ready = set(multiprocessing.connection.wait(handles, max(0.0, timeout)))
+        """Results and deaths, waiting up to `timeout` s or until a `wake` fd is readable.
+
+        One result is read per ready pipe and call; a pipe holding more stays ready, so the
+        next call returns at once with it.
+        """
+        assert self._selector is not None, "the pool is not started"
+        for fd in set(wake) - self._wake:
+            self._selector.register(fd, selectors.EVENT_READ, None)
+            self._wake.add(fd)
+        ready = self._selector.select(max(0.0, timeout))
+        readable = {key.fd for key, _ in ready}
         events: list[PoolEvent] = []
-        for slot in live:
-            died = slot.process.sentinel in ready
-            if slot.conn in ready or died:
+        for slot in self.slots:
+            if slot.ended:
+                continue
+            died = slot.process.sentinel in readable
+            if died:
+                events += self._drain(slot)
+            elif slot.conn.fileno() in readable:
                 try:
-                    while slot.conn.poll():
-                        result: JobResult = slot.conn.recv()
-                        if slot.outstanding:
-                            slot.outstanding.popleft()
-                        events.append(result)
+                    events.append(self._received(slot, slot.conn.recv()))
                 except (EOFError, OSError):
                     died = True
             if died:
                 slot.process.join(0.5)
                 slot.ended = True
+                self._forget(slot)
                 job = slot.outstanding[0] if slot.outstanding else None
                 slot.outstanding.clear()
                 events.append(Death(slot.pid, slot.process.exitcode, job))
         return events
+
+    def _received(self, slot: Slot, result: JobResult) -> JobResult:
+        if slot.outstanding:
+            slot.outstanding.popleft()
+        return result
+
+    def _drain(self, slot: Slot) -> list[PoolEvent]:
+        """The results a process sent before it died."""
+        found: list[PoolEvent] = []
+        with contextlib.suppress(EOFError, OSError):
+            while slot.conn.poll():
+                found.append(self._received(slot, slot.conn.recv()))
+        return found
 
     def kill(self, pid: int) -> None:
         with contextlib.suppress(ProcessLookupError):
@@ -289,4 +324,9 @@ class ProcessPool:
                 self.kill(slot.pid)
                 slot.process.join()
             slot.ended = True
+            self._forget(slot)
             slot.conn.close()
+        if self._selector is not None and all(slot.ended for slot in self.slots):
+            self._selector.close()
+            self._selector = None
+            self._wake.clear()

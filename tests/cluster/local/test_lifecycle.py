@@ -145,4 +145,4 @@ def test_subscribers_are_called_when_a_pod_changes(backend: LocalBackend) -> Non
     wait_for(lambda: len(calls) > before, what="a call after the run ended")
     assert backend.status(name).phase is WorkflowPhase.SUCCEEDED
     backend.close()
-    assert backend._thread is None
+    assert not backend._looping()
