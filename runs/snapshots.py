@@ -105,6 +105,26 @@ def store_blob(store: StorePaths, stream: BinaryIO, *, limit: int | None = None)
         raise
 
 
+def _linked_blob(store: StorePaths, entry: _Entry) -> Path:
+    """The blob an entry is hard-linked to: for an executable file, the blob's executable
+    copy (mode 0555), made once, since every link of a file shares its mode."""
+    plain = store.blob(entry.sha256)
+    if not entry.executable:
+        return plain
+    target = store.blob(entry.sha256, executable=True)
+    if not target.exists():
+        fd, tmp_name = tempfile.mkstemp(dir=target.parent, prefix=".incoming-")
+        os.close(fd)
+        try:
+            shutil.copyfile(plain, tmp_name)
+            os.chmod(tmp_name, 0o555)
+            os.replace(tmp_name, target)
+        except BaseException:
+            Path(tmp_name).unlink(missing_ok=True)
+            raise
+    return target
+
+
 def _manifest_digest(entries: list[_Entry]) -> str:
     manifest = [[e.path, e.sha256, e.executable] for e in sorted(entries, key=lambda e: e.path)]
     return hashlib.sha256(json.dumps(manifest, separators=(",", ":")).encode()).hexdigest()
@@ -122,7 +142,7 @@ def assemble(store: StorePaths, entries: list[_Entry]) -> str:
         for entry in entries:
             dest = staging / entry.path
             dest.parent.mkdir(parents=True, exist_ok=True)
-            os.link(store.blob(entry.sha256), dest)
+            os.link(_linked_blob(store, entry), dest)
         (staging / ".simrun-manifest.json").write_text(
             json.dumps([[e.path, e.sha256, e.executable] for e in entries], indent=0)
         )
@@ -162,17 +182,21 @@ def snapshot_directory(
 
 
 def snapshot_entries(
-    store: StorePaths, files: Iterable[tuple[str, BinaryIO]], *, max_bytes: int | None = None
+    store: StorePaths,
+    files: Iterable[tuple[str, BinaryIO, bool]],
+    *,
+    max_bytes: int | None = None,
 ) -> tuple[str, int, int]:
-    """A snapshot from (relative path, stream) pairs, e.g. an upload; (digest, files, bytes)."""
+    """A snapshot from (relative path, stream, executable) triples, e.g. an upload;
+    (digest, files, bytes)."""
     entries: dict[str, _Entry] = {}
     total = 0
-    for name, stream in files:
+    for name, stream, executable in files:
         rel = safe_relpath(name)
         remaining = None if max_bytes is None else max_bytes - total
         sha, size = store_blob(store, stream, limit=remaining)
         total += size
-        entries[rel] = _Entry(rel, sha, size, False)
+        entries[rel] = _Entry(rel, sha, size, executable)
     if not entries:
         raise SnapshotRefused("a snapshot needs at least one file")
     return assemble(store, list(entries.values())), len(entries), total

@@ -88,6 +88,7 @@ class _Member:
     name: str
     size: int
     link: str | None = None  # the archive path a symbolic link points to
+    executable: bool = False  # the owner's execute bit of a file
 
 
 def archive_kind(content_type: str) -> str:
@@ -185,7 +186,7 @@ def _tar_members(path: Path, kind: str, limits: UploadLimits) -> list[_Member]:
                 if not info.isreg():
                     raise UploadRefused(f"member {name!r}: unsupported member type")
                 tally.add(name, info.size)
-                members.append(_Member(name, info.size))
+                members.append(_Member(name, info.size, executable=bool(info.mode & 0o100)))
                 if kind == TGZ and RATIO_FLOOR < tally.bytes > MAX_RATIO * compressed:
                     raise UploadRefused(
                         f"member {name!r}: the archive would unpack to more than {tally.bytes} "
@@ -228,7 +229,7 @@ def _zip_members(path: Path, limits: UploadLimits) -> list[_Member]:
                         "decompression bomb"
                     )
                 tally.add(name, info.file_size)
-                members.append(_Member(name, info.file_size))
+                members.append(_Member(name, info.file_size, executable=bool(mode & 0o100)))
     except (zipfile.BadZipFile, zipfile.LargeZipFile, OSError, EOFError) as exc:
         raise UploadRefused(f"not a readable zip archive: {exc}") from None
     return members
@@ -286,19 +287,20 @@ class _Hashing:
 
 def _zip_files(
     path: Path, checked: dict[str, _Member], blobs: dict[str, str]
-) -> Iterator[tuple[str, BinaryIO]]:
+) -> Iterator[tuple[str, BinaryIO, bool]]:
     with zipfile.ZipFile(path) as archive:
         for info in archive.infolist():
             member = checked.get(_safe(info.filename))
             if member is None or member.link is not None or info.is_dir():
                 continue
             with archive.open(info) as stream:
-                yield member.name, cast(BinaryIO, _Hashing(member.name, stream, blobs))
+                hashing = cast(BinaryIO, _Hashing(member.name, stream, blobs))
+                yield member.name, hashing, member.executable
 
 
 def _tar_files(
     path: Path, kind: str, checked: dict[str, _Member], blobs: dict[str, str]
-) -> Iterator[tuple[str, BinaryIO]]:
+) -> Iterator[tuple[str, BinaryIO, bool]]:
     with tarfile.open(path, mode="r|gz" if kind == TGZ else "r|") as archive:
         for info in archive:
             member = checked.get(_safe(info.name)) if info.isreg() else None
@@ -306,13 +308,15 @@ def _tar_files(
             if member is None or stream is None:
                 continue
             with stream:
-                yield member.name, cast(BinaryIO, _Hashing(member.name, stream, blobs))
+                hashing = cast(BinaryIO, _Hashing(member.name, stream, blobs))
+                yield member.name, hashing, member.executable
 
 
 def _archive_files(
     path: Path, kind: str, members: list[_Member], blobs: dict[str, str], store: StorePaths
-) -> Iterator[tuple[str, BinaryIO]]:
-    """(name, stream) of every file, in archive order, then of every link (its target's blob).
+) -> Iterator[tuple[str, BinaryIO, bool]]:
+    """(name, stream, executable) of every file, in archive order, then of every link (its
+    target's blob and mode).
 
     Fills `blobs` (name → content sha256) as each stream is read to its end.
     """
@@ -325,7 +329,7 @@ def _archive_files(
         if member.link is not None:
             target = _resolve_link(member, checked)
             with store.blob(blobs[target.name]).open("rb") as stream:
-                yield member.name, stream
+                yield member.name, stream, target.executable
 
 
 def _safe(name: str) -> str:

@@ -9,13 +9,18 @@ from collections.abc import Iterable
 
 
 def tar_member(
-    name: str, data: bytes = b"", *, kind: bytes = tarfile.REGTYPE, link: str = ""
+    name: str,
+    data: bytes = b"",
+    *,
+    kind: bytes = tarfile.REGTYPE,
+    link: str = "",
+    mode: int = 0o644,
 ) -> tuple[tarfile.TarInfo, bytes]:
     info = tarfile.TarInfo(name)
     info.type = kind
     info.size = len(data) if kind == tarfile.REGTYPE else 0
     info.linkname = link
-    info.mode = 0o644
+    info.mode = mode
     return info, data
 
 
@@ -31,11 +36,19 @@ def tar_files(files: dict[str, bytes], *, gz: bool = False) -> bytes:
     return tar_of((tar_member(name, data) for name, data in files.items()), gz=gz)
 
 
-def zip_of(files: dict[str, bytes], *, links: dict[str, str] | None = None) -> bytes:
+def zip_of(
+    files: dict[str, bytes],
+    *,
+    links: dict[str, str] | None = None,
+    executable: Iterable[str] = (),
+) -> bytes:
     buffer = io.BytesIO()
     with zipfile.ZipFile(buffer, "w", compression=zipfile.ZIP_DEFLATED) as archive:
         for name, data in files.items():
-            archive.writestr(name, data)
+            info = zipfile.ZipInfo(name)
+            info.external_attr = (0o100755 if name in executable else 0o100644) << 16
+            info.compress_type = zipfile.ZIP_DEFLATED
+            archive.writestr(info, data)
         for name, target in (links or {}).items():
             info = zipfile.ZipInfo(name)
             info.external_attr = 0o120777 << 16

@@ -5,6 +5,8 @@ from __future__ import annotations
 
 import io
 import os
+import stat
+import subprocess
 import tarfile
 from pathlib import Path
 
@@ -20,6 +22,7 @@ from runs.services.uploads import (
     store_archive,
     store_upload,
 )
+from runs.snapshots import snapshot_directory
 from simrun_harness.layout import StorePaths
 from tests.api.archives import tar_files, tar_member, tar_of, zip_of
 
@@ -119,6 +122,54 @@ def test_an_archive_becomes_a_snapshot_whose_equal_files_are_one_blob(paths: Sto
     assert len(list(paths.blobs.rglob("*/*"))) == 2
     assert files_below(paths.uploads) == []
     assert (stored.files, stored.bytes) == (4, 4 + 4 + 5 + 5)  # type: ignore[attr-defined]
+
+
+def executable(path: Path) -> bool:
+    return bool(path.stat().st_mode & stat.S_IXUSR)
+
+
+def test_an_uploaded_script_stays_executable(paths: StorePaths) -> None:
+    """S15: the owner's execute bit of a member is kept, so `./run.sh` of a model runs in the
+    pods; a link to an executable file is executable too."""
+    body = tar_of(
+        [
+            tar_member("model/run.sh", b"#!/bin/sh\necho ok\n", mode=0o755),
+            tar_member("model/notes.txt", b"#!/bin/sh\necho ok\n"),
+            tar_member("model/go", kind=tarfile.SYMTYPE, link="run.sh"),
+        ]
+    )
+    folder = paths.snapshot(upload(paths, body).digest)  # type: ignore[attr-defined]
+    assert executable(folder / "model/run.sh")
+    assert executable(folder / "model/go")
+    assert not executable(folder / "model/notes.txt")
+    run = subprocess.run([folder / "model/run.sh"], capture_output=True, text=True, check=True)
+    assert run.stdout == "ok\n"
+
+
+def test_a_zip_keeps_the_execute_bit_of_its_members(paths: StorePaths) -> None:
+    body = zip_of({"run.sh": b"#!/bin/sh\n", "data.csv": b"a\n"}, executable=["run.sh"])
+    folder = paths.snapshot(upload(paths, body, "application/zip").digest)  # type: ignore[attr-defined]
+    assert executable(folder / "run.sh")
+    assert not executable(folder / "data.csv")
+
+
+def test_an_upload_and_a_local_snapshot_of_the_same_directory_are_the_same_snapshot(
+    paths: StorePaths, tmp_path: Path
+) -> None:
+    """The digest covers content and execute bits; an upload keeps both, so `simrun submit
+    --source DIR` gives the same snapshot through the API as on the store itself."""
+    source = tmp_path / "model"
+    source.mkdir()
+    (source / "run.sh").write_bytes(b"#!/bin/sh\n")
+    (source / "run.sh").chmod(0o755)
+    (source / "model.txt").write_bytes(b"x\n")
+    buffer = io.BytesIO()
+    with tarfile.open(fileobj=buffer, mode="w:gz") as archive:
+        archive.add(source, arcname=".")
+    uploaded = upload(paths, buffer.getvalue(), "application/gzip")
+    local = snapshot_directory(paths, source)
+    assert uploaded.digest == local.digest  # type: ignore[attr-defined]
+    assert executable(paths.snapshot(local.digest) / "run.sh")
 
 
 def test_the_same_sources_give_the_same_snapshot(paths: StorePaths) -> None:

@@ -4,7 +4,7 @@ One module names every path, so the service, the backends and the pods agree. It
 nothing but the standard library: the harness runs inside model environments without Django.
 
     <store>/snapshots/<digest>/...            a source snapshot (immutable)
-    <store>/blobs/<aa>/<sha256>                content of snapshot files (hard-link targets)
+    <store>/blobs/<aa>/<sha256>[.x]            snapshot file contents (.x: an executable copy)
     <store>/runs/<run>/run.json                the run as submitted (workflow, sources)
     <store>/runs/<run>/tasks/<task>/task.json  what a pod needs: type, settings, inputs, model
     .../tasks/<task>/ledger/{pending,claimed,done}/   the units of a split task
@@ -160,8 +160,10 @@ class StorePaths:
     def blobs(self) -> Path:
         return self.root / "blobs"
 
-    def blob(self, sha256: str) -> Path:
-        return self.blobs / sha256[:2] / sha256
+    def blob(self, sha256: str, *, executable: bool = False) -> Path:
+        """The stored content (read-only), or its executable copy: a hard link shares its
+        file's mode, so an executable file of a snapshot links to a copy of its own."""
+        return self.blobs / sha256[:2] / (f"{sha256}.x" if executable else sha256)
 
     @property
     def environments(self) -> Path:
