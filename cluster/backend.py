@@ -11,7 +11,8 @@ as a `BackendStatus` keyed by pod names relative to the run:
 
 from __future__ import annotations
 
-from collections.abc import Callable, Collection, Mapping
+import logging
+from collections.abc import Callable, Collection, Iterable, Mapping
 from dataclasses import dataclass, field
 from enum import StrEnum
 from pathlib import Path
@@ -192,3 +193,12 @@ class StoreLocation:
 
     service_root: Path
     pod_root: Path
+
+
+def tell_subscribers(callbacks: Iterable[Callable[[], None]], *, what: str) -> None:
+    """Call every subscriber of a backend; one that raises is logged, the others still run."""
+    for callback in list(callbacks):
+        try:
+            callback()
+        except Exception:
+            logging.getLogger(__name__).exception("a subscriber of %s failed", what)

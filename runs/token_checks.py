@@ -1,7 +1,9 @@
-"""Bearer tokens this process found active lately, so most requests skip the database.
+"""Bearer tokens this process found active lately, with their identities, so most requests
+skip the database.
 
 A token checked in the database within `SIMRUN_TOKEN_RECHECK_S` seconds is taken as still
-active. A revocation (or deletion) made in this process forgets the token at once; one made
+active, for the identity it had then (a change of an identity's kind or person shows at the
+next check). A revocation (or deletion) made in this process forgets the token at once; one made
 elsewhere (another web process, the `simrun` command, the admin of another process) holds
 here from the next check, at most that many seconds later. 0 checks every request.
 """
@@ -10,31 +12,35 @@ from __future__ import annotations
 
 import threading
 import time
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:
+    from runs.models import Identity
 
 MAX_ENTRIES = 10_000
 
 
 class TokenChecks:
-    """Per token hash: when it was last found active, and its identity's id."""
+    """Per token hash: when it was last found active, and its identity."""
 
     def __init__(self) -> None:
         self._lock = threading.Lock()
-        self._checked: dict[str, tuple[float, int]] = {}
+        self._checked: dict[str, tuple[float, Identity]] = {}
 
-    def fresh(self, token_hash: str, *, max_age_s: float) -> int | None:
-        """The identity id of a token found active less than `max_age_s` ago, else None."""
+    def fresh(self, token_hash: str, *, max_age_s: float) -> Identity | None:
+        """The identity of a token found active less than `max_age_s` ago, else None."""
         with self._lock:
             entry = self._checked.get(token_hash)
         if entry is None or time.monotonic() - entry[0] >= max_age_s:
             return None
         return entry[1]
 
-    def note(self, token_hash: str, identity_id: int) -> None:
-        """Record that the token was just found active in the database."""
+    def note(self, token_hash: str, identity: Identity) -> None:
+        """Record that the token was just found active in the database, for `identity`."""
         with self._lock:
             if len(self._checked) >= MAX_ENTRIES:
                 self._checked.clear()
-            self._checked[token_hash] = (time.monotonic(), identity_id)
+            self._checked[token_hash] = (time.monotonic(), identity)
 
     def forget(self, token_hash: str) -> None:
         """The token was revoked or deleted here: check it in the database next time."""

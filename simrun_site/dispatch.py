@@ -25,8 +25,8 @@ from runs.api.upload_limit import App, Receive, Scope, Send, UploadSizeLimit
 
 ASYNC_PATHS = re.compile(r"^/api/(runs/[^/]+/(events|logs)/|snapshots/)$")
 """Paths served by the ASGI handler: the event stream, the logs (`?follow=1`) and snapshot
-uploads, whose body the upload limit cuts as it arrives (`WsgiToAsgi` reads a whole body
-before the view runs and fails on a cut one)."""
+uploads, whose body the upload limit cuts as it arrives: Django's ASGI handler then answers
+413, where a WSGI view would take the cut body for a short archive and answer first."""
 
 
 class Dispatch:

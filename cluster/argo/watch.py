@@ -19,6 +19,8 @@ from typing import Any
 from kubernetes import watch
 from kubernetes.client import ApiClient, CustomObjectsApi
 
+from cluster.backend import tell_subscribers
+
 log = logging.getLogger(__name__)
 
 GROUP, VERSION, PLURAL = "argoproj.io", "v1alpha1", "workflows"
@@ -75,11 +77,7 @@ class WorkflowWatch:
         return self._thread is not None and self._thread.is_alive()
 
     def _wake(self) -> None:
-        for callback in list(self._callbacks):
-            try:
-                callback()
-            except Exception:
-                log.exception("a subscriber of the workflow watch failed")
+        tell_subscribers(self._callbacks, what="the workflow watch")
 
     def _run(self) -> None:
         pause = RESTART_PAUSE_S[0]

@@ -12,6 +12,7 @@ import threading
 from collections.abc import Callable, Hashable
 from pathlib import Path
 
+from cluster.backend import tell_subscribers
 from cluster.local.doorbell import Doorbell, ring
 
 log = logging.getLogger(__name__)
@@ -58,16 +59,9 @@ class Loop:
                     continue
                 if changed or signature != last:
                     last = signature
-                    self._tell_subscribers()
+                    tell_subscribers(self._callbacks, what="the local backend")
         finally:
             bell.close()
-
-    def _tell_subscribers(self) -> None:
-        for callback in list(self._callbacks):
-            try:
-                callback()
-            except Exception:
-                log.exception("local backend: a subscriber failed")
 
     def close(self) -> None:
         """Stop the thread (the pods keep running)."""

@@ -92,10 +92,6 @@ class Leases:
             if window == self._window:
                 self._left[key] = self._left.get(key, 0) + grants
 
-    def clear(self) -> None:
-        with self._lock:
-            self._left.clear()
-
 
 _local = LocalCounter()
 _leases = Leases()

@@ -15,6 +15,7 @@ from typing import Any
 
 import pytest
 
+from simrun_harness.exits import EXIT_POOL_BROKEN
 from simrun_harness.layout import StorePaths, TaskPaths
 from simrun_harness.progress import read_progress
 from simrun_harness.report import WorkerReport, read_report
@@ -152,6 +153,15 @@ class Store:
 
     def report(self, worker: str, task_id: str = "t", attempt: int = 0) -> WorkerReport:
         return read_report(self.task(task_id).report(worker, attempt))
+
+    def killed_for_memory(self, worker: str) -> WorkerReport:
+        """The report of an attempt the harness ended for memory: exit 137, one kill of its
+        own, and an error naming the unit."""
+        report = self.report(worker)
+        assert report.exit_code == EXIT_POOL_BROKEN
+        assert report.oom_kills == 1 and report.harness_oom_kills == 1
+        assert report.error is not None and report.error.unit is not None
+        return report
 
     def done_units(self, task_id: str = "t") -> list[str]:
         """Units of `unit_done` progress lines, in file order."""
