@@ -27,6 +27,16 @@ def running(cluster: SimCluster, name: str) -> bool:
     return (cluster.get(PODS, name) or {}).get("status", {}).get("phase") == "Running"
 
 
+def marked_for_deletion(cluster: SimCluster, name: str, since: int) -> dict[str, Any] | None:
+    """The pod as it was when its deletion was asked for, if that happened after `since`."""
+    for change in cluster.store.changes_since(since):
+        obj = change.obj
+        if change.info == PODS and obj["metadata"]["name"] == name:
+            if obj["metadata"].get("deletionTimestamp"):
+                return obj
+    return None
+
+
 def test_a_queued_pod_is_gated_and_pending_until_admitted(
     kube: KubeApis, sim_cluster: SimCluster
 ) -> None:
@@ -98,10 +108,11 @@ def test_a_higher_priority_pod_preempts_a_lower_one_by_deleting_it(tmp_path: Any
         low = queued_pod("low", WAITS, priority="simrun-agent-extra")
         cluster.store.create(PODS, cluster.namespace, low)
         cluster.wait_for(lambda: running(cluster, "low"))
+        since = cluster.store.rv
         cluster.store.create(PODS, cluster.namespace, queued_pod("high", priority="simrun-owner"))
-        evicted = cluster.wait_for(
-            lambda: (p := cluster.get_pod("low")) and p["metadata"].get("deletionTimestamp") and p
-        )
+        # The victim exits at once on SIGTERM, so its terminating state may be gone before a
+        # poll sees it: look for it in the store's history, as a watch would.
+        evicted = cluster.wait_for(lambda: marked_for_deletion(cluster, "low", since))
         reasons = [
             c.get("reason")
             for c in evicted["status"]["conditions"]
