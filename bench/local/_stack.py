@@ -12,7 +12,6 @@ from __future__ import annotations
 import contextlib
 import os
 import shutil
-import signal
 import statistics
 import subprocess
 import sys
@@ -26,7 +25,7 @@ ROOT = Path(__file__).resolve().parents[2]
 if str(ROOT) not in sys.path:
     sys.path.insert(0, str(ROOT))
 
-from runs.cli.service_commands import service_command  # noqa: E402 - after sys.path
+from runs.cli.service_commands import service_command, stop_services  # noqa: E402 - after sys.path
 from tests import waiting  # noqa: E402
 
 PG_SERVER = os.environ.get("BENCH_PG", "postgres://postgres@127.0.0.1:5432")
@@ -69,16 +68,8 @@ class Stack:
         return proc
 
     def stop_all(self) -> None:
-        for proc in self.procs.values():
-            if proc.poll() is None:
-                os.killpg(proc.pid, signal.SIGTERM)
-        for name, proc in list(self.procs.items()):
-            try:
-                proc.wait(timeout=20)
-            except subprocess.TimeoutExpired:
-                os.killpg(proc.pid, signal.SIGKILL)
-                proc.wait()
-            del self.procs[name]
+        stop_services(self.procs)
+        self.procs.clear()
 
 
 def _admin_sql(sql: str) -> None:

@@ -6,6 +6,7 @@ import argparse
 import os
 import sys
 import time
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any, Protocol
 
@@ -107,8 +108,16 @@ def follow(args: argparse.Namespace) -> int:
     return follow_run(lab(), args.run)
 
 
-def follow_run(the_lab: Lab, run_id: str, *, interval: float = 0.5) -> int:
-    """Live progress bars per task until the run ends; exit 0 only if it succeeded."""
+def follow_run(
+    the_lab: Lab,
+    run_id: str,
+    *,
+    interval: float = 0.5,
+    check: Callable[[], None] | None = None,
+) -> int:
+    """Live progress bars per task until the run ends; exit 0 only if it succeeded.
+
+    `check` is called at every poll and may raise (the services that run it went away)."""
     from rich.console import Console
     from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 
@@ -138,6 +147,8 @@ def follow_run(the_lab: Lab, run_id: str, *, interval: float = 0.5) -> int:
                 )
             if run["state"] in ENDED:
                 break
+            if check is not None:
+                check()
             time.sleep(interval)
     seconds = time.monotonic() - started
     console.print(f"run {run['id']} {run['state']} after {seconds:.1f}s")

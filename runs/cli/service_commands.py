@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import argparse
+import contextlib
 import logging
 import os
 import signal
@@ -124,7 +125,7 @@ def service_command(
     raise ValueError(f"unknown service process {kind!r} (web, worker, watcher)")
 
 
-def start_services(*, port: int, data_dir: Path) -> list[subprocess.Popen[bytes]]:
+def start_services(*, port: int, data_dir: Path) -> dict[str, subprocess.Popen[bytes]]:
     """Start web, a Celery worker with beat, and the watcher, each logging into data_dir/logs."""
     logs = data_dir / "logs"
     logs.mkdir(parents=True, exist_ok=True)
@@ -134,40 +135,54 @@ def start_services(*, port: int, data_dir: Path) -> list[subprocess.Popen[bytes]
         "watcher": service_command("watcher"),
     }
     env = {**os.environ, "SIMRUN_DATA_DIR": str(data_dir), "PYTHONUNBUFFERED": "1"}
-    procs = []
+    procs = {}
     for name, command in commands.items():
         with (logs / f"{name}.log").open("ab") as out:
-            procs.append(
-                subprocess.Popen(
-                    command,
-                    cwd=ROOT,
-                    env=env,
-                    stdout=out,
-                    stderr=subprocess.STDOUT,
-                    start_new_session=True,
-                )
+            procs[name] = subprocess.Popen(
+                command,
+                cwd=ROOT,
+                env=env,
+                stdout=out,
+                stderr=subprocess.STDOUT,
+                start_new_session=True,
             )
     return procs
 
 
-def stop_services(procs: list[subprocess.Popen[bytes]], *, grace: float = 20.0) -> None:
-    for proc in procs:
+def stop_services(procs: dict[str, subprocess.Popen[bytes]], *, grace: float = 20.0) -> None:
+    """SIGTERM to each service's main process, which stops its own children (a Celery worker
+    its pool and beat: a SIGTERM to its whole group makes it respawn the pool while it shuts
+    down); what is left of a group after the grace is killed."""
+    for proc in procs.values():
         if proc.poll() is None:
-            os.killpg(proc.pid, signal.SIGTERM)
+            proc.terminate()
     deadline = time.monotonic() + grace
-    for proc in procs:
+    for name, proc in procs.items():
         try:
             proc.wait(timeout=max(0.1, deadline - time.monotonic()))
         except subprocess.TimeoutExpired:
+            log.warning("the %s process did not stop within %.0fs: killed", name, grace)
+        with contextlib.suppress(ProcessLookupError):
             os.killpg(proc.pid, signal.SIGKILL)
-            proc.wait()
+        proc.wait()
 
 
-def _wait_for_web(port: int, procs: list[subprocess.Popen[bytes]], timeout: float = 60) -> None:
+def _check_alive(procs: dict[str, subprocess.Popen[bytes]], logs: Path) -> None:
+    """CommandError naming the service process that exited, if one did."""
+    for name, proc in procs.items():
+        if proc.poll() is not None:
+            raise CommandError(
+                f"the {name} process exited with code {proc.returncode}; "
+                f"see {logs / (name + '.log')}"
+            )
+
+
+def _wait_for_web(
+    port: int, procs: dict[str, subprocess.Popen[bytes]], logs: Path, timeout: float = 60
+) -> None:
     deadline = time.monotonic() + timeout
     while time.monotonic() < deadline:
-        if any(p.poll() is not None for p in procs):
-            raise CommandError("a service process exited at start; see .simrun/logs/")
+        _check_alive(procs, logs)
         try:
             with urllib.request.urlopen(f"http://127.0.0.1:{port}/healthz", timeout=2) as reply:
                 if reply.status == 200:
@@ -185,15 +200,17 @@ def serve(args: argparse.Namespace) -> int:
     call_command("migrate", verbosity=0)
     port = _free_port(args.port)
     procs = start_services(port=port, data_dir=Path(settings.DATA_DIR))
-    _wait_for_web(port, procs)
-    print(f"simrun is serving on http://127.0.0.1:{port}/ (Ctrl-C stops it)")
+    logs = Path(settings.DATA_DIR) / "logs"
     try:
-        while all(p.poll() is None for p in procs):
+        _wait_for_web(port, procs, logs)
+        print(f"simrun is serving on http://127.0.0.1:{port}/ (Ctrl-C stops it)", flush=True)
+        while True:  # until Ctrl-C, or a CommandError naming the service that died
+            _check_alive(procs, logs)
             time.sleep(1)
     except KeyboardInterrupt:
-        pass
-    stop_services(procs)
-    return 0
+        return 0
+    finally:
+        stop_services(procs)
 
 
 def demo(args: argparse.Namespace) -> int:
@@ -210,16 +227,17 @@ def demo(args: argparse.Namespace) -> int:
     data_dir = Path(settings.DATA_DIR)
     port = _free_port(args.port)
     procs = start_services(port=port, data_dir=data_dir)
+    logs = data_dir / "logs"
     code = 1
     try:
-        _wait_for_web(port, procs)
+        _wait_for_web(port, procs, logs)
         lab = DirectLab()
         started = time.monotonic()
         run = lab.submit(
             workflow_text=args.workflow.read_text(), sources=[args.source], group="demo"
         )
         print(f"submitted run {run['id']} ({run['name']}); following it", flush=True)
-        code = follow_run(lab, run["id"])
+        code = follow_run(lab, run["id"], check=lambda: _check_alive(procs, logs))
         final = lab.show(run["id"])
         print()
         print(f"state:    {final['state']}")

@@ -18,7 +18,7 @@ import psutil
 import pytest
 from django.conf import settings as django_settings
 
-from runs.cli.service_commands import service_command
+from runs.cli.service_commands import service_command, stop_services
 from runs.models import Run, RunState
 from tests.waiting import wait_for
 
@@ -55,15 +55,8 @@ class Services:
         proc.wait()
 
     def stop_all(self) -> None:
-        for name in list(self.procs):
-            proc = self.procs.pop(name)
-            if proc.poll() is None:
-                os.killpg(proc.pid, signal.SIGTERM)
-                try:
-                    proc.wait(timeout=20)
-                except subprocess.TimeoutExpired:
-                    os.killpg(proc.pid, signal.SIGKILL)
-                    proc.wait()
+        stop_services(self.procs)
+        self.procs.clear()
 
     def log(self, name: str) -> str:
         path = self.logs / f"{name}.log"

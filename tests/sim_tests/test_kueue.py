@@ -31,9 +31,9 @@ def marked_for_deletion(cluster: SimCluster, name: str, since: int) -> dict[str,
     """The pod as it was when its deletion was asked for, if that happened after `since`."""
     for change in cluster.store.changes_since(since):
         obj = change.obj
-        if change.info == PODS and obj["metadata"]["name"] == name:
-            if obj["metadata"].get("deletionTimestamp"):
-                return obj
+        ours = change.info == PODS and obj["metadata"]["name"] == name
+        if ours and obj["metadata"].get("deletionTimestamp"):
+            return obj
     return None
 
 

@@ -1,0 +1,151 @@
+"""The README's main job, as a user runs it: `simrun demo` on the embedded default.
+
+No PostgreSQL, no Redis: the command runs with a clean environment and its own data
+directory, as on a fresh machine (SQLite, the file broker, the local backend).
+"""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import re
+import socket
+import subprocess
+import sys
+from pathlib import Path
+
+import psutil
+import pytest
+
+from tests.waiting import wait_for
+
+pytestmark = [pytest.mark.slow]
+
+ROOT = Path(__file__).resolve().parents[2]
+SIMRUN = Path(sys.executable).parent / "simrun"
+
+
+def free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return int(s.getsockname()[1])
+
+
+def clean_env(data_dir: Path) -> dict[str, str]:
+    """This environment without the test's settings, and `data_dir` as simrun's."""
+    env = {
+        k: v
+        for k, v in os.environ.items()
+        if not k.startswith(("SIMRUN_", "DATABASE_", "CELERY_", "DJANGO_"))
+    }
+    env["SIMRUN_DATA_DIR"] = str(data_dir)
+    return env
+
+
+def demo(data_dir: Path, port: int) -> subprocess.CompletedProcess[str]:
+    """`simrun demo` as the README runs it."""
+    return subprocess.run(
+        [str(SIMRUN), "demo", "--port", str(port)],
+        cwd=ROOT,
+        env=clean_env(data_dir),
+        capture_output=True,
+        text=True,
+        timeout=600,
+    )
+
+
+def processes_of(data_dir: Path) -> list[psutil.Process]:
+    """The live processes started for `data_dir` (services and pods)."""
+    found = []
+    for proc in psutil.process_iter(["environ", "status"]):
+        environ = proc.info.get("environ") or {}
+        alive = proc.info.get("status") != psutil.STATUS_ZOMBIE
+        if alive and environ.get("SIMRUN_DATA_DIR") == str(data_dir):
+            found.append(proc)
+    return found
+
+
+def kill_all(data_dir: Path) -> None:
+    for proc in processes_of(data_dir):
+        with contextlib.suppress(psutil.Error):
+            proc.kill()
+
+
+def test_the_main_job_runs_the_example_and_says_where_everything_is(tmp_path: Path) -> None:
+    """The example scan and its summary succeed; the command prints the state, the time,
+    the outputs and the pages' URL, and leaves no process behind. A second run reuses the
+    environment the first one built."""
+    data_dir = tmp_path / "simrun"
+    port = free_port()
+    try:
+        first = demo(data_dir, port)
+
+        assert first.returncode == 0, first.stdout + first.stderr
+        assert re.search(r"^state: +succeeded$", first.stdout, re.M), first.stdout
+        assert re.search(r"^time: +[0-9.]+s from submission to the end$", first.stdout, re.M)
+        run_id = re.search(r"submitted run (\w+) \(repressilator-scan\)", first.stdout)
+        assert run_id, first.stdout
+        outputs = data_dir / "store" / "runs" / run_id[1] / "tasks"
+        assert (outputs / "scan" / "out" / "scan.nc").is_file()
+        rows = (outputs / "summary" / "out" / "summary.csv").read_text().splitlines()[1:]
+        assert {row.split(",")[0] for row in rows} == {str(p) for p in range(40 * 25)}
+        assert "tasks/summary/out/summary.csv" in first.stdout
+        assert f"pages:    http://127.0.0.1:{port}/runs/{run_id[1]}/" in first.stdout
+        wait_for(
+            lambda: not processes_of(data_dir), timeout=30, what="every process of the demo gone"
+        )
+
+        second = demo(data_dir, port)
+
+        assert second.returncode == 0, second.stdout + second.stderr
+        assert re.search(r"^state: +succeeded$", second.stdout, re.M), second.stdout
+        environments = [p for p in (data_dir / "store" / "environments").iterdir() if p.is_dir()]
+        assert len(environments) == 1, environments
+    finally:
+        kill_all(data_dir)
+
+
+def test_the_main_job_stops_and_names_the_service_that_died(tmp_path: Path) -> None:
+    """A service process killed while the run is followed ends the command with exit 1 and
+    the name of that process and its log, instead of following a run nobody advances."""
+    data_dir = tmp_path / "simrun"
+    source = tmp_path / "model"
+    source.mkdir()
+    (source / "README.md").write_text("no environment of its own\n")
+    command = [
+        str(SIMRUN),
+        "demo",
+        "--port",
+        str(free_port()),
+        "--workflow",
+        str(ROOT / "examples" / "workflows" / "faults.yaml"),
+        "--source",
+        str(source),
+    ]
+    proc = subprocess.Popen(
+        command,
+        cwd=ROOT,
+        env=clean_env(data_dir),
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
+    try:
+        claimed = data_dir / "store" / "runs"
+        wait_for(
+            lambda: list(claimed.glob("*/tasks/naps/ledger/claimed/*")),
+            timeout=120,
+            what="the run's first unit claimed",
+        )
+        worker = next(p for p in processes_of(data_dir) if "celery" in " ".join(p.cmdline()))
+        worker.kill()
+        stdout, stderr = proc.communicate(timeout=120)
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+        kill_all(data_dir)
+
+    assert proc.returncode == 1, stdout + stderr
+    log = data_dir / "logs" / "worker.log"
+    assert f"simrun: the worker process exited with code -9; see {log}" in stderr
+    assert "state:" not in stdout
