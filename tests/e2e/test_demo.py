@@ -137,7 +137,9 @@ def test_the_main_job_stops_and_names_the_service_that_died(tmp_path: Path) -> N
             timeout=120,
             what="the run's first unit claimed",
         )
-        worker = next(p for p in processes_of(data_dir) if "celery" in " ".join(p.cmdline()))
+        celery = [p for p in processes_of(data_dir) if "celery" in " ".join(p.cmdline())]
+        pids = {p.pid for p in celery}
+        worker = next(p for p in celery if p.ppid() not in pids)  # not its pool or beat
         worker.kill()
         stdout, stderr = proc.communicate(timeout=120)
     finally:
