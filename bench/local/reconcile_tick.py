@@ -254,7 +254,7 @@ def main() -> None:
         sleeper_proc = subprocess.Popen(SLEEPER, start_new_session=True)
         backend = the_backend()
         passes = Timer()
-        backend._tick = passes.wrap(backend._tick)  # the loop's passes, timed
+        backend._loop._pass = passes.wrap(backend._loop._pass)  # the loop's passes, timed
         backend.subscribe(lambda: None)  # the watcher's subscription: the loop runs
         try:
             results = run_sizes(args, ProcessId.of(sleeper_proc.pid), backend, passes)

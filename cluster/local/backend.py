@@ -89,6 +89,9 @@ class LocalBackend:
         self.kill_margin_s = kill_margin_s
         self._loop = Loop(self._tick, bell=self.state / BELL_FILE, poll_s=poll_s)
         self._statuses = RunStatuses(self._run)
+        # Written once and never changed: the run id of each index entry, each run's launch.
+        self._indexed: dict[str, str] = {}
+        self._launches: dict[str, tuple[RunLaunch, float]] = {}
 
     # -- files ------------------------------------------------------------------------------
 
@@ -111,22 +114,46 @@ class LocalBackend:
     def _live_runs(self) -> list[RunFiles]:
         index = self.state / "workflows"
         runs = []
-        for entry in sorted(index.glob("*.json")) if index.is_dir() else []:
-            data = read_json(entry)
-            run = None if data is None else RunFiles(self.store.run(data["run_id"]))
-            if run is not None and run.exists() and not run.ended:
+        names = sorted(index.glob("*.json")) if index.is_dir() else []
+        for entry in names:
+            run_id = self._indexed.get(entry.name)
+            if run_id is None:
+                data = read_json(entry)
+                if data is None:
+                    continue
+                run_id = self._indexed[entry.name] = str(data["run_id"])
+            run = RunFiles(self.store.run(run_id))
+            if run.exists() and not run.ended:
                 runs.append(run)
+        kept = {run.run_id for run in runs}
+        for gone in [r for r in self._launches if r not in kept]:
+            del self._launches[gone]
+        if len(self._indexed) > len(names):
+            listed = {entry.name for entry in names}
+            self._indexed = {k: v for k, v in self._indexed.items() if k in listed}
         return runs
+
+    def _launch(self, run: RunFiles) -> tuple[RunLaunch, float]:
+        """The run's launch and submission time, read once per process."""
+        found = self._launches.get(run.run_id)
+        if found is None:
+            found = self._launches[run.run_id] = run.launch()
+        return found
 
     # -- the advance ------------------------------------------------------------------------
 
-    def _advance(self, run: RunFiles, launch: RunLaunch) -> bool:
-        """Settle lost attempts, enforce a stop or cancel, mark an ended run. Under its lock."""
+    def _advance(self, run: RunFiles, launch: RunLaunch) -> tuple[bool, list[PodView], int]:
+        """Settle lost attempts, enforce a stop or cancel, mark an ended run. Under its lock.
+
+        Whether it changed anything, the pods as the files say afterwards, and when that read
+        began (ns)."""
         now = time.time()
         changed = False
         cancelled = run.marked_at(CANCELLED)
         stopped = run.marked_at(STOPPED) is not None
-        for view in run.views(launch):
+        read_ns = time.time_ns()
+        views = run.views(launch)
+        for view in views:
             last = view.last
             if last is None or last.ended:
                 continue
@@ -137,11 +164,14 @@ class LocalBackend:
                     kill_group(last.child, signal.SIGKILL)  # its supervisor did not
             elif stopped and view.spec.extra:
                 changed |= evict(last, "the workflow was stopped", now)
-        if all(v.phase in ENDED_PHASES for v in run.views(launch)):
+        if changed:
+            read_ns = time.time_ns()
+            views = run.views(launch)
+        if all(v.phase in ENDED_PHASES for v in views):
             run.mark(ENDED)
             shutil.rmtree(self.state / "scratch" / run.run_id, ignore_errors=True)
             changed = True
-        return changed
+        return changed, views, read_ns
 
     def tick(self) -> bool:
         """Advance every live run and admit what can start; whether anything changed."""
@@ -158,10 +188,9 @@ class LocalBackend:
             for run in self._live_runs():
                 try:
                     with locked(run.lock):
-                        launch, submitted = run.launch()
-                        changed |= self._advance(run, launch)
-                        read_ns = time.time_ns()
-                        views = run.views(launch)
+                        launch, submitted = self._launch(run)
+                        advanced, views, read_ns = self._advance(run, launch)
+                        changed |= advanced
                         halted = run.halted
                     self._statuses.saw(run, launch, views, halted=halted, read_ns=read_ns)
                 except (OSError, ValueError, KeyError):  # one broken run stops no other
@@ -203,7 +232,7 @@ class LocalBackend:
         for run_id, pods in by_run.items():
             run = RunFiles(self.store.run(run_id))
             with locked(run.lock):
-                launch, _ = run.launch()
+                launch, _ = self._launch(run)
                 if run.halted:
                     continue
                 views = {v.spec.name: v for v in run.views(launch)}
