@@ -11,6 +11,7 @@ from pathlib import Path
 from cluster.backend import WorkflowPhase
 from cluster.local.backend import LocalBackend
 from cluster.local.doorbell import Doorbell, ring
+from cluster.local.loop import idle_wait
 from tests.cluster.local.builders import command_task, launch
 from tests.waiting import wait_for
 
@@ -59,3 +60,15 @@ def test_the_next_pod_starts_when_the_previous_one_ends_without_waiting_for_the_
     wait_for(lambda: (backend.store.run("r1").pods / ".ended").exists(), timeout=60)
     assert backend.status(name).phase is WorkflowPhase.SUCCEEDED
     assert calls, "the subscriber was told"
+
+
+def test_the_loop_waits_its_interval_while_passes_are_short() -> None:
+    assert idle_wait(poll_s=0.25, last_pass_s=0.01) == 0.25
+
+
+def test_with_long_passes_the_loop_waits_longer_so_it_never_takes_a_whole_core() -> None:
+    """A pass of 1.5 s (a thousand live runs) is followed by 6 s without an unasked pass:
+    at most a fifth of a core when nothing rings."""
+    wait = idle_wait(poll_s=0.25, last_pass_s=1.5)
+    assert wait == 6.0
+    assert 1.5 / (1.5 + wait) <= 0.2
