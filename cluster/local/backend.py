@@ -89,9 +89,11 @@ class LocalBackend:
         self.kill_margin_s = kill_margin_s
         self._loop = Loop(self._tick, bell=self.state / BELL_FILE, poll_s=poll_s)
         self._statuses = RunStatuses(self._run)
-        # Written once and never changed: the run id of each index entry, each run's launch.
+        # Written once and never changed: the run id of each index entry, each run's launch;
+        # and the runs found ended (an end is final), which a pass no longer looks at.
         self._indexed: dict[str, str] = {}
         self._launches: dict[str, tuple[RunLaunch, float]] = {}
+        self._ended: set[str] = set()
 
     # -- files ------------------------------------------------------------------------------
 
@@ -122,8 +124,12 @@ class LocalBackend:
                 if data is None:
                     continue
                 run_id = self._indexed[entry.name] = str(data["run_id"])
+            if run_id in self._ended:
+                continue
             run = RunFiles(self.store.run(run_id))
-            if run.exists() and not run.ended:
+            if run.ended:
+                self._ended.add(run_id)
+            elif run.exists():
                 runs.append(run)
         kept = {run.run_id for run in runs}
         for gone in [r for r in self._launches if r not in kept]:

@@ -71,4 +71,5 @@ def test_with_long_passes_the_loop_waits_longer_so_it_never_takes_a_whole_core()
     at most a fifth of a core when nothing rings."""
     wait = idle_wait(poll_s=0.25, last_pass_s=1.5)
     assert wait == 6.0
-    assert 1.5 / (1.5 + wait) <= 0.2
+    share_of_a_core = 1.5 / (1.5 + wait)
+    assert share_of_a_core <= 0.2
