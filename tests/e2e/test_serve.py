@@ -12,12 +12,10 @@ from pathlib import Path
 
 import pytest
 
-from tests.e2e.test_demo import SIMRUN, clean_env, free_port, kill_all, processes_of
+from tests.e2e.commands import ROOT, SIMRUN, clean_env, free_port, kill_all, processes_of
 from tests.waiting import wait_for
 
 pytestmark = [pytest.mark.slow]
-
-ROOT = Path(__file__).resolve().parents[2]
 
 
 @dataclass

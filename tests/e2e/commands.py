@@ -1,0 +1,65 @@
+"""The `simrun` command as a user runs it: a clean environment and a data directory of its own.
+
+No PostgreSQL, no Redis: SQLite, the file broker and the local backend under that directory,
+as on a fresh machine.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import socket
+import subprocess
+import sys
+from pathlib import Path
+
+import psutil
+
+ROOT = Path(__file__).resolve().parents[2]
+SIMRUN = Path(sys.executable).parent / "simrun"
+
+
+def free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return int(s.getsockname()[1])
+
+
+def clean_env(data_dir: Path) -> dict[str, str]:
+    """This environment without the test's settings, and `data_dir` as simrun's."""
+    env = {
+        k: v
+        for k, v in os.environ.items()
+        if not k.startswith(("SIMRUN_", "DATABASE_", "CELERY_", "DJANGO_"))
+    }
+    env["SIMRUN_DATA_DIR"] = str(data_dir)
+    return env
+
+
+def demo(data_dir: Path, port: int) -> subprocess.CompletedProcess[str]:
+    """`simrun demo` as the README runs it."""
+    return subprocess.run(
+        [str(SIMRUN), "demo", "--port", str(port)],
+        cwd=ROOT,
+        env=clean_env(data_dir),
+        capture_output=True,
+        text=True,
+        timeout=600,
+    )
+
+
+def processes_of(data_dir: Path) -> list[psutil.Process]:
+    """The live processes started for `data_dir` (services and pods)."""
+    found = []
+    for proc in psutil.process_iter(["environ", "status"]):
+        environ = proc.info.get("environ") or {}
+        alive = proc.info.get("status") != psutil.STATUS_ZOMBIE
+        if alive and environ.get("SIMRUN_DATA_DIR") == str(data_dir):
+            found.append(proc)
+    return found
+
+
+def kill_all(data_dir: Path) -> None:
+    for proc in processes_of(data_dir):
+        with contextlib.suppress(psutil.Error):
+            proc.kill()
