@@ -11,8 +11,7 @@ from pathlib import Path
 from typing import Any, Protocol
 
 from runs.cli.main import CommandError, setup_django
-
-ENDED = {"succeeded", "failed", "cancelled"}
+from runs.cli.progress import ENDED
 
 
 class Lab(Protocol):
@@ -115,41 +114,21 @@ def follow_run(
     interval: float = 0.5,
     check: Callable[[], None] | None = None,
 ) -> int:
-    """Live progress bars per task until the run ends; exit 0 only if it succeeded.
+    """Progress per task until the run ends (live bars in a terminal, plain lines elsewhere);
+    exit 0 only if it succeeded.
 
     `check` is called at every poll and may raise (the services that run it went away)."""
     from rich.console import Console
-    from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
+
+    from runs.cli.progress import follow_bars, follow_plain, polls
 
     console = Console(stderr=False)
     started = time.monotonic()
-    columns = (
-        TextColumn("{task.description}"),
-        BarColumn(),
-        MofNCompleteColumn(),
-        TextColumn("{task.fields[state]}"),
-        TimeElapsedColumn(),
-    )
-    bars: dict[str, Any] = {}
-    with Progress(*columns, console=console, transient=False) as progress:
-        while True:
-            run = the_lab.show(run_id)
-            for task in run["tasks"]:
-                if task["id"] not in bars:
-                    bars[task["id"]] = progress.add_task(
-                        f"{task['id']:>16}", total=task["total"], state=task["state"]
-                    )
-                progress.update(
-                    bars[task["id"]],
-                    total=task["total"],
-                    completed=task["done"],
-                    state=task["state"],
-                )
-            if run["state"] in ENDED:
-                break
-            if check is not None:
-                check()
-            time.sleep(interval)
+    runs = polls(the_lab, run_id, interval=interval, check=check)
+    if console.is_terminal:
+        run = follow_bars(runs, console)
+    else:
+        run = follow_plain(runs, lambda line: print(line, flush=True))
     seconds = time.monotonic() - started
     console.print(f"run {run['id']} {run['state']} after {seconds:.1f}s")
     if run["message"]:

@@ -29,6 +29,10 @@ def test_the_main_job_runs_the_example_and_says_where_everything_is(tmp_path: Pa
 
         assert first.returncode == 0, first.stdout + first.stderr
         assert re.search(r"^state: +succeeded$", first.stdout, re.M), first.stdout
+        # no terminal here: the progress comes as plain lines, one per change of a task
+        assert re.search(r"^ +scan +\d+/25 +running ", first.stdout, re.M), first.stdout
+        assert re.search(r"^ +scan +25/25 +done ", first.stdout, re.M), first.stdout
+        assert re.search(r"^ +summary +1/1 +done ", first.stdout, re.M), first.stdout
         assert re.search(r"^time: +[0-9.]+s from submission to the end$", first.stdout, re.M)
         run_id = re.search(r"submitted run (\w+) \(repressilator-scan\)", first.stdout)
         assert run_id, first.stdout

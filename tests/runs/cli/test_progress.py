@@ -1,0 +1,63 @@
+"""Following a run where no terminal draws bars: plain lines a pipe or a log can keep."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from runs.cli.progress import PLAIN_EVERY_S, Said, follow_plain, line_due, polls
+
+
+def test_a_tasks_first_line_and_each_new_state_are_printed_at_once() -> None:
+    assert line_due(None, state="waiting", done=0, now=0.0)
+    assert line_due(Said("waiting", 0, at=10.0), state="running", done=0, now=10.1)
+
+
+def test_a_moving_count_is_printed_at_most_every_few_seconds() -> None:
+    said = Said("running", 3, at=10.0)
+    assert not line_due(said, state="running", done=4, now=10.0 + PLAIN_EVERY_S / 2)
+    assert line_due(said, state="running", done=4, now=10.0 + PLAIN_EVERY_S)
+
+
+def test_a_count_that_did_not_move_prints_nothing_however_long() -> None:
+    assert not line_due(Said("running", 3, at=0.0), state="running", done=3, now=3600.0)
+
+
+class Scripted:
+    """A lab whose `show` gives the run as it will be at each poll, then stays at the last."""
+
+    def __init__(self, *states: dict[str, Any]) -> None:
+        self.states = list(states)
+
+    def show(self, run_id: str) -> dict[str, Any]:
+        return self.states.pop(0) if len(self.states) > 1 else self.states[0]
+
+
+def run(state: str, *tasks: tuple[str, str, int, int]) -> dict[str, Any]:
+    return {
+        "id": "r1",
+        "state": state,
+        "message": "",
+        "tasks": [{"id": i, "state": s, "done": d, "total": t} for i, s, d, t in tasks],
+    }
+
+
+def test_plain_following_prints_each_change_of_state_and_ends_with_the_run() -> None:
+    lab = Scripted(
+        run("running", ("scan", "running", 0, 25), ("summary", "waiting", 0, 1)),
+        run("running", ("scan", "running", 0, 25), ("summary", "waiting", 0, 1)),
+        run("running", ("scan", "done", 25, 25), ("summary", "running", 0, 1)),
+        run("succeeded", ("scan", "done", 25, 25), ("summary", "done", 1, 1)),
+    )
+    lines: list[str] = []
+
+    last = follow_plain(polls(lab, "r1", interval=0, check=None), lines.append)
+
+    assert last["state"] == "succeeded"
+    said = [line.split()[:3] for line in lines]
+    assert said == [
+        ["scan", "0/25", "running"],
+        ["summary", "0/1", "waiting"],
+        ["scan", "25/25", "done"],
+        ["summary", "0/1", "running"],
+        ["summary", "1/1", "done"],
+    ]
