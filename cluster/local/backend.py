@@ -89,11 +89,10 @@ class LocalBackend:
         self.kill_margin_s = kill_margin_s
         self._loop = Loop(self._tick, bell=self.state / BELL_FILE, poll_s=poll_s)
         self._statuses = RunStatuses(self._run)
-        # Written once and never changed: the run id of each index entry, each run's launch;
-        # and the runs found ended (an end is final), which a pass no longer looks at.
-        self._indexed: dict[str, str] = {}
+        # Written once and never changed: the run id of each index entry (None once the run
+        # ended: an end is final, and a pass no longer looks at it) and each live run's launch.
+        self._indexed: dict[str, str | None] = {}
         self._launches: dict[str, tuple[RunLaunch, float]] = {}
-        self._ended: set[str] = set()
 
     # -- files ------------------------------------------------------------------------------
 
@@ -118,17 +117,17 @@ class LocalBackend:
         runs = []
         names = sorted(index.glob("*.json")) if index.is_dir() else []
         for entry in names:
-            run_id = self._indexed.get(entry.name)
-            if run_id is None:
+            if entry.name not in self._indexed:
                 data = read_json(entry)
                 if data is None:
                     continue
-                run_id = self._indexed[entry.name] = str(data["run_id"])
-            if run_id in self._ended:
+                self._indexed[entry.name] = str(data["run_id"])
+            run_id = self._indexed[entry.name]
+            if run_id is None:
                 continue
             run = RunFiles(self.store.run(run_id))
             if run.ended:
-                self._ended.add(run_id)
+                self._indexed[entry.name] = None
             elif run.exists():
                 runs.append(run)
         kept = {run.run_id for run in runs}

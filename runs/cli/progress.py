@@ -91,7 +91,10 @@ def follow_bars(runs: Iterator[dict[str, Any]], console: Any) -> dict[str, Any]:
                     bars[task["id"]] = progress.add_task(
                         f"{task['id']:>16}", total=task["total"], state=task["state"]
                     )
-                bar = bars[task["id"]]
-                progress.update(bar, total=task["total"], completed=task["done"])
-                progress.update(bar, state=task["state"])
+                progress.update(
+                    bars[task["id"]],
+                    total=task["total"],
+                    completed=task["done"],
+                    state=task["state"],
+                )
     return run

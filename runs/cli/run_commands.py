@@ -11,7 +11,7 @@ from pathlib import Path
 from typing import Any, Protocol
 
 from runs.cli.main import CommandError, setup_django
-from runs.cli.progress import ENDED
+from runs.cli.progress import ENDED, follow_bars, follow_plain, polls
 
 
 class Lab(Protocol):
@@ -119,8 +119,6 @@ def follow_run(
 
     `check` is called at every poll and may raise (the services that run it went away)."""
     from rich.console import Console
-
-    from runs.cli.progress import follow_bars, follow_plain, polls
 
     console = Console(stderr=False)
     started = time.monotonic()
