@@ -4,6 +4,33 @@
 set -euo pipefail
 cd "$(dirname "$0")/../.."
 
+# What the tests need from Debian beyond Python: a browser for the pages' tests (Chromium),
+# Redis, and PostgreSQL letting user postgres in from 127.0.0.1 without a password. As root
+# with apt-get, Chromium and Redis are installed when missing; PostgreSQL, whose access needs
+# setting up, and anything when not root are named in one line, before anything else runs.
+test_prerequisites() {
+  local missing=()
+  command -v chromium >/dev/null 2>&1 || missing+=(chromium)
+  if ! command -v redis-cli >/dev/null 2>&1 \
+    || { ! redis-cli -h 127.0.0.1 ping >/dev/null 2>&1 && ! command -v redis-server >/dev/null 2>&1; }; then
+    missing+=(redis-server)
+  fi
+  if ! command -v pg_isready >/dev/null 2>&1 \
+    || { ! pg_isready -q -h 127.0.0.1 -p 5432 && ! command -v pg_ctlcluster >/dev/null 2>&1; }; then
+    echo "the tests need PostgreSQL on 127.0.0.1:5432 with user postgres trusted from 127.0.0.1: install with 'sudo apt-get install -y postgresql ${missing[*]}', then run this again" >&2
+    exit 1
+  fi
+  [ "${#missing[@]}" -eq 0 ] && return 0
+  if [ "$(id -u)" -ne 0 ] || ! command -v apt-get >/dev/null 2>&1; then
+    echo "the tests need ${missing[*]}: install with 'sudo apt-get install -y ${missing[*]}' (Debian's packages), then run this again" >&2
+    exit 1
+  fi
+  echo "installing ${missing[*]} from Debian's packages for the tests" >&2
+  DEBIAN_FRONTEND=noninteractive apt-get update -qq
+  DEBIAN_FRONTEND=noninteractive apt-get install -y -qq "${missing[@]}" >/dev/null
+}
+if [ "${1:-}" = test ]; then test_prerequisites; fi
+
 python_bin=${SIMRUN_BOOTSTRAP_PYTHON:-}
 if [ -z "$python_bin" ]; then
   if command -v pyenv >/dev/null 2>&1; then python_bin=$(pyenv which python 2>/dev/null || true); fi

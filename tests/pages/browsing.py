@@ -1,19 +1,21 @@
 """Driving Debian's Chromium headless with Playwright against the live server.
 
-Never downloads a browser: it launches /usr/bin/chromium. Screenshots of every page go to
+Never downloads a browser: it launches the `chromium` on PATH
+(Debian's package, which `deploy/local/dev.sh test` installs). Screenshots of every page go to
 `test-artifacts/screenshots/` (gitignored) so a person can look at what the tests saw.
 """
 
 from __future__ import annotations
 
 import os
+import shutil
 from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
 
 from playwright.sync_api import Browser, Page, sync_playwright
 
-CHROMIUM = "/usr/bin/chromium"
+CHROMIUM = shutil.which("chromium") or "/usr/bin/chromium"
 ARGS = [
     "--no-sandbox",
     "--disable-gpu",
