@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
 # simrun on this machine: `dev.sh demo` runs the example workflow on the embedded default,
-# `dev.sh test` runs the test suite (needs PostgreSQL and Redis on 127.0.0.1; started if down).
+# `dev.sh test` runs the test suite (needs PostgreSQL and Redis on 127.0.0.1, started if down,
+# and Chromium, installed from Debian when run as root).
 set -euo pipefail
 cd "$(dirname "$0")/../.."
 
