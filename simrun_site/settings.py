@@ -56,6 +56,7 @@ INSTALLED_APPS = [
 
 MIDDLEWARE = [
     "django.middleware.security.SecurityMiddleware",
+    "runs.api.django_errors.ApiErrorsMiddleware",
     "whitenoise.middleware.WhiteNoiseMiddleware",
     "django.contrib.sessions.middleware.SessionMiddleware",
     "django.middleware.common.CommonMiddleware",
@@ -163,6 +164,7 @@ SIMRUN_UPLOAD_MAX_UNPACKED_BYTES = env.integer(
     "SIMRUN_UPLOAD_MAX_UNPACKED_BYTES", 8 * 1024**3, minimum=1
 )
 SIMRUN_RATE_LIMIT_PER_MINUTE = env.integer("SIMRUN_RATE_LIMIT_PER_MINUTE", 600, minimum=1)
+SIMRUN_API_MAX_JSON_DEPTH = env.integer("SIMRUN_API_MAX_JSON_DEPTH", 64, minimum=2)
 SIMRUN_TOKEN_RECHECK_S = env.number("SIMRUN_TOKEN_RECHECK_S", 2.0, minimum=0)
 SIMRUN_REDIS_URL = env.string(
     "SIMRUN_REDIS_URL",
@@ -196,6 +198,9 @@ REST_FRAMEWORK = {
     "DEFAULT_AUTHENTICATION_CLASSES": ["runs.api.auth.BearerTokenAuthentication"],
     "DEFAULT_PERMISSION_CLASSES": ["rest_framework.permissions.IsAuthenticated"],
     "DEFAULT_SCHEMA_CLASS": "drf_spectacular.openapi.AutoSchema",
+    # JSON bodies only, bounded in size and depth (runs/api/parsers.py); uploads read their own
+    "DEFAULT_PARSER_CLASSES": ["runs.api.parsers.BoundedJSONParser"],
+    "TEST_REQUEST_DEFAULT_FORMAT": "json",
     "UNAUTHENTICATED_USER": None,
 }
 SPECTACULAR_SETTINGS = {

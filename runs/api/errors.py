@@ -90,6 +90,11 @@ def api_exception_handler(exc: Exception, context: dict[str, Any]) -> Response |
         exc = exceptions.NotFound(str(exc) or None)
     elif isinstance(exc, DjangoPermissionDenied):
         exc = exceptions.PermissionDenied(str(exc) or None)
+    elif isinstance(exc, exceptions.UnsupportedMediaType):
+        media = getattr(context.get("request"), "content_type", "") or "none"
+        exc = exceptions.UnsupportedMediaType(
+            media, detail=f"a body of type {media!r} is not read here: send application/json"
+        )
     response = exception_handler(exc, context)
     if response is None:
         return None
