@@ -12,14 +12,17 @@ from pathlib import Path
 from django.core.exceptions import ImproperlyConfigured
 
 from simrun_site import env
+from simrun_site.private_files import private_file, private_folder, private_sqlite
 
 BASE_DIR = Path(__file__).resolve().parent.parent
 
 DATA_DIR = env.path("SIMRUN_DATA_DIR", (Path.cwd() / ".simrun").resolve())
 try:
-    DATA_DIR.mkdir(parents=True, exist_ok=True)
+    private_folder(DATA_DIR)  # secret key, SQLite, broker: the service's user's only
 except OSError as exc:
-    raise ImproperlyConfigured(f"SIMRUN_DATA_DIR={str(DATA_DIR)!r}: cannot create: {exc}") from exc
+    raise ImproperlyConfigured(
+        f"SIMRUN_DATA_DIR={str(DATA_DIR)!r}: cannot create it or make it private: {exc}"
+    ) from exc
 
 
 def _secret_key() -> str:
@@ -28,10 +31,9 @@ def _secret_key() -> str:
     if configured:
         return configured
     file = DATA_DIR / "secret_key"
-    if not file.exists():
-        file.write_text(secrets.token_urlsafe(50))
-        file.chmod(0o600)
-    return file.read_text().strip()
+    if not file.exists() or not file.stat().st_size:
+        private_file(file).write_text(secrets.token_urlsafe(50))
+    return private_file(file).read_text().strip()
 
 
 SECRET_KEY = _secret_key()
@@ -98,6 +100,8 @@ DATABASES = {
         else 0,
     )
 }
+if DATABASES["default"]["ENGINE"] == "django.db.backends.sqlite3":
+    private_sqlite(Path(str(DATABASES["default"]["NAME"])))  # holds password and token hashes
 DEFAULT_AUTO_FIELD = "django.db.models.BigAutoField"
 
 AUTH_PASSWORD_VALIDATORS = [
@@ -122,9 +126,9 @@ WHITENOISE_USE_FINDERS = True
 # --- Celery: Redis in production, a file-system broker under the data dir by default -------
 CELERY_BROKER_URL = env.string("CELERY_BROKER_URL", "filesystem://localhost/")
 if CELERY_BROKER_URL.startswith("filesystem://"):
-    _queue = DATA_DIR / "broker"
+    _queue = private_folder(DATA_DIR / "broker")
     for _sub in ("in", "processed", "control"):
-        (_queue / _sub).mkdir(parents=True, exist_ok=True)
+        private_folder(_queue / _sub)
     CELERY_BROKER_TRANSPORT_OPTIONS: dict[str, object] = {
         "data_folder_in": str(_queue / "in"),
         "data_folder_out": str(_queue / "in"),
