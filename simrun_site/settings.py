@@ -43,6 +43,21 @@ ALLOWED_HOSTS = env.strings(
 )
 CSRF_TRUSTED_ORIGINS = env.strings("SIMRUN_CSRF_TRUSTED_ORIGINS", [])
 
+# HTTPS only: TLS ends at the proxy in front of the web process (an ingress, nginx), which
+# says so in X-Forwarded-Proto (and must set it itself, never pass a client's on). Then plain
+# HTTP is redirected (the liveness probe aside), cookies are sent over HTTPS only and browsers
+# are told to use nothing else (HSTS). docs/security.md.
+SIMRUN_HTTPS = env.boolean("SIMRUN_HTTPS", False)
+if SIMRUN_HTTPS:
+    SECURE_PROXY_SSL_HEADER = ("HTTP_X_FORWARDED_PROTO", "https")
+    SECURE_SSL_REDIRECT = True
+    SECURE_REDIRECT_EXEMPT = [r"^healthz$"]
+    SESSION_COOKIE_SECURE = True
+    CSRF_COOKIE_SECURE = True
+    SECURE_HSTS_SECONDS = env.integer("SIMRUN_HSTS_SECONDS", 31_536_000, minimum=0)
+    SECURE_HSTS_INCLUDE_SUBDOMAINS = True
+    SECURE_HSTS_PRELOAD = True
+
 INSTALLED_APPS = [
     "django.contrib.admin",
     "django.contrib.auth",
@@ -169,6 +184,11 @@ SIMRUN_UPLOAD_MAX_UNPACKED_BYTES = env.integer(
 )
 SIMRUN_RATE_LIMIT_PER_MINUTE = env.integer("SIMRUN_RATE_LIMIT_PER_MINUTE", 600, minimum=1)
 SIMRUN_API_MAX_JSON_DEPTH = env.integer("SIMRUN_API_MAX_JSON_DEPTH", 64, minimum=2)
+# who may submit a `command` task, which runs its arguments as the service's user on this
+# machine (the local backend) or in a pod (docs/security.md)
+SIMRUN_COMMAND_TIERS = env.choices(
+    "SIMRUN_COMMAND_TIERS", ["owner", "person", "agent"], ("owner", "person", "agent")
+)
 SIMRUN_TOKEN_RECHECK_S = env.number("SIMRUN_TOKEN_RECHECK_S", 2.0, minimum=0)
 SIMRUN_REDIS_URL = env.string(
     "SIMRUN_REDIS_URL",

@@ -4,30 +4,16 @@ hashes), the secret key and the broker's folders are the service's user's only (
 
 from __future__ import annotations
 
-import os
 import stat
 import subprocess
-import sys
 from pathlib import Path
 
-ROOT = Path(__file__).resolve().parents[2]
+from tests.simrun_site import processes
 
 
 def manage(*args: str, cwd: Path) -> subprocess.CompletedProcess[str]:
     """manage.py on the embedded default, under umask 0 (so nothing is private by chance)."""
-    env = {
-        k: v for k, v in os.environ.items() if not k.startswith(("SIMRUN_", "DATABASE_", "CELERY_"))
-    }
-    env.pop("DJANGO_SETTINGS_MODULE", None)
-    return subprocess.run(
-        [sys.executable, str(ROOT / "manage.py"), *args],
-        cwd=cwd,
-        env=env,
-        capture_output=True,
-        text=True,
-        timeout=120,
-        umask=0,
-    )
+    return processes.manage(*args, cwd=cwd, umask=0)
 
 
 def modes(data: Path) -> dict[str, str]:
