@@ -232,6 +232,10 @@ SPECTACULAR_SETTINGS = {
     "DESCRIPTION": "Submit, follow and compare simulation runs.",
     "VERSION": "0.4.0",
     "SERVE_INCLUDE_SCHEMA": False,
+    "POSTPROCESSING_HOOKS": [
+        "drf_spectacular.hooks.postprocess_schema_enums",
+        "runs.api.schema.no_nul_in_requests",
+    ],
 }
 
 LOGGING = {

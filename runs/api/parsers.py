@@ -99,6 +99,10 @@ class BoundedJSONParser(BaseParser):
             raise _too_deep(limit) from None
         except ValueError as exc:
             raise exceptions.ParseError(f"the body is not JSON: {exc}") from None
+        if not isinstance(value, dict):
+            raise exceptions.ParseError(
+                f"the body is a JSON object ({{...}}), not {type(value).__name__}"
+            )
         if not depth_within(value, limit):
             raise _too_deep(limit)
         return value

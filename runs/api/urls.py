@@ -56,7 +56,7 @@ urlpatterns = [
     path("compare/", CompareView.as_view(), name="compare"),
     path("snapshots/", SnapshotListView.as_view(), name="snapshots"),
     path("snapshots/register/", SnapshotRegisterView.as_view(), name="snapshot-register"),
-    path("snapshots/<str:digest>/", SnapshotView.as_view(), name="snapshot"),
+    re_path(r"^snapshots/(?P<digest>[^/\x00]+)/$", SnapshotView.as_view(), name="snapshot"),
     path("schema/", SpectacularAPIView.as_view(**_public), name="schema"),
     path("docs/", SpectacularSwaggerView.as_view(url_name="schema", **_public), name="docs"),
     path("redoc/", SpectacularRedocView.as_view(url_name="schema", **_public), name="redoc"),
