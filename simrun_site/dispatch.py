@@ -9,6 +9,8 @@ So every request goes to the WSGI handler (a2wsgi's `WSGIMiddleware`, on a pool 
 SIMRUN_WEB_THREADS threads; the database pool has two connections more) except those of
 `ASYNC_PATHS`: the streams (a run's events, its logs, which may be followed), whose views are
 async and wait between polls in the event loop without holding a thread, and uploads.
+A chunked body bound for the WSGI handler is read first and given its length
+(`runs.api.body_length`): that handler would read nothing of it.
 """
 
 from __future__ import annotations
@@ -21,6 +23,7 @@ from django.conf import settings
 from django.core.asgi import get_asgi_application
 from django.core.wsgi import get_wsgi_application
 
+from runs.api.body_length import ChunkedBodyLength
 from runs.api.upload_limit import App, Receive, Scope, Send, UploadSizeLimit
 
 ASYNC_PATHS = re.compile(r"^/api/(runs/[^/]+/(events|logs)/|snapshots/)$")
@@ -49,5 +52,6 @@ def build_application() -> App:
     async_app = cast(App, get_asgi_application())
     handler: Any = get_wsgi_application()  # its response is the iterable of bytes WSGI wants
     wsgi = WSGIMiddleware(handler, workers=settings.SIMRUN_WEB_THREADS)
-    sync_app = cast(App, wsgi)
+    # Django's WSGI handler reads a body only up to its Content-Length: chunked ones get one
+    sync_app = ChunkedBodyLength(cast(App, wsgi))
     return UploadSizeLimit(Dispatch(sync_app=sync_app, async_app=async_app))

@@ -88,6 +88,22 @@ def strings(name: str, default: list[str]) -> list[str]:
     return [part.strip() for part in value.split(",") if part.strip()]
 
 
+def choices(name: str, default: list[str], allowed: tuple[str, ...]) -> list[str]:
+    """A comma-separated list of some of `allowed`; `none` (or nothing) is the empty list."""
+    value = raw(name)
+    if value is None:
+        return default
+    chosen = [part.strip() for part in value.split(",") if part.strip()]
+    if chosen == ["none"]:
+        return []
+    wrong = [part for part in chosen if part not in allowed]
+    if wrong:
+        raise ImproperlyConfigured(
+            f"{name}={value!r}: {', '.join(wrong)} not one of {', '.join(allowed)} (or none)"
+        )
+    return chosen
+
+
 def path(name: str, default: Path) -> Path:
     value = raw(name)
     return default if value is None or not value.strip() else Path(value).expanduser().resolve()

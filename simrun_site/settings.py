@@ -12,14 +12,17 @@ from pathlib import Path
 from django.core.exceptions import ImproperlyConfigured
 
 from simrun_site import env
+from simrun_site.private_files import private_file, private_folder, private_sqlite
 
 BASE_DIR = Path(__file__).resolve().parent.parent
 
 DATA_DIR = env.path("SIMRUN_DATA_DIR", (Path.cwd() / ".simrun").resolve())
 try:
-    DATA_DIR.mkdir(parents=True, exist_ok=True)
+    private_folder(DATA_DIR)  # secret key, SQLite, broker: the service's user's only
 except OSError as exc:
-    raise ImproperlyConfigured(f"SIMRUN_DATA_DIR={str(DATA_DIR)!r}: cannot create: {exc}") from exc
+    raise ImproperlyConfigured(
+        f"SIMRUN_DATA_DIR={str(DATA_DIR)!r}: cannot create it or make it private: {exc}"
+    ) from exc
 
 
 def _secret_key() -> str:
@@ -28,10 +31,9 @@ def _secret_key() -> str:
     if configured:
         return configured
     file = DATA_DIR / "secret_key"
-    if not file.exists():
-        file.write_text(secrets.token_urlsafe(50))
-        file.chmod(0o600)
-    return file.read_text().strip()
+    if not file.exists() or not file.stat().st_size:
+        private_file(file).write_text(secrets.token_urlsafe(50))
+    return private_file(file).read_text().strip()
 
 
 SECRET_KEY = _secret_key()
@@ -40,6 +42,21 @@ ALLOWED_HOSTS = env.strings(
     "SIMRUN_ALLOWED_HOSTS", ["localhost", "127.0.0.1", "[::1]", "testserver"]
 )
 CSRF_TRUSTED_ORIGINS = env.strings("SIMRUN_CSRF_TRUSTED_ORIGINS", [])
+
+# HTTPS only: TLS ends at the proxy in front of the web process (an ingress, nginx), which
+# says so in X-Forwarded-Proto (and must set it itself, never pass a client's on). Then plain
+# HTTP is redirected (the liveness probe aside), cookies are sent over HTTPS only and browsers
+# are told to use nothing else (HSTS). docs/security.md.
+SIMRUN_HTTPS = env.boolean("SIMRUN_HTTPS", False)
+if SIMRUN_HTTPS:
+    SECURE_PROXY_SSL_HEADER = ("HTTP_X_FORWARDED_PROTO", "https")
+    SECURE_SSL_REDIRECT = True
+    SECURE_REDIRECT_EXEMPT = [r"^healthz$"]
+    SESSION_COOKIE_SECURE = True
+    CSRF_COOKIE_SECURE = True
+    SECURE_HSTS_SECONDS = env.integer("SIMRUN_HSTS_SECONDS", 31_536_000, minimum=0)
+    SECURE_HSTS_INCLUDE_SUBDOMAINS = True
+    SECURE_HSTS_PRELOAD = True
 
 INSTALLED_APPS = [
     "django.contrib.admin",
@@ -56,6 +73,7 @@ INSTALLED_APPS = [
 
 MIDDLEWARE = [
     "django.middleware.security.SecurityMiddleware",
+    "runs.api.django_errors.ApiErrorsMiddleware",
     "whitenoise.middleware.WhiteNoiseMiddleware",
     "django.contrib.sessions.middleware.SessionMiddleware",
     "django.middleware.common.CommonMiddleware",
@@ -97,6 +115,8 @@ DATABASES = {
         else 0,
     )
 }
+if DATABASES["default"]["ENGINE"] == "django.db.backends.sqlite3":
+    private_sqlite(Path(str(DATABASES["default"]["NAME"])))  # holds password and token hashes
 DEFAULT_AUTO_FIELD = "django.db.models.BigAutoField"
 
 AUTH_PASSWORD_VALIDATORS = [
@@ -121,9 +141,9 @@ WHITENOISE_USE_FINDERS = True
 # --- Celery: Redis in production, a file-system broker under the data dir by default -------
 CELERY_BROKER_URL = env.string("CELERY_BROKER_URL", "filesystem://localhost/")
 if CELERY_BROKER_URL.startswith("filesystem://"):
-    _queue = DATA_DIR / "broker"
+    _queue = private_folder(DATA_DIR / "broker")
     for _sub in ("in", "processed", "control"):
-        (_queue / _sub).mkdir(parents=True, exist_ok=True)
+        private_folder(_queue / _sub)
     CELERY_BROKER_TRANSPORT_OPTIONS: dict[str, object] = {
         "data_folder_in": str(_queue / "in"),
         "data_folder_out": str(_queue / "in"),
@@ -163,6 +183,12 @@ SIMRUN_UPLOAD_MAX_UNPACKED_BYTES = env.integer(
     "SIMRUN_UPLOAD_MAX_UNPACKED_BYTES", 8 * 1024**3, minimum=1
 )
 SIMRUN_RATE_LIMIT_PER_MINUTE = env.integer("SIMRUN_RATE_LIMIT_PER_MINUTE", 600, minimum=1)
+SIMRUN_API_MAX_JSON_DEPTH = env.integer("SIMRUN_API_MAX_JSON_DEPTH", 64, minimum=2)
+# who may submit a `command` task, which runs its arguments as the service's user on this
+# machine (the local backend) or in a pod (docs/security.md)
+SIMRUN_COMMAND_TIERS = env.choices(
+    "SIMRUN_COMMAND_TIERS", ["owner", "person", "agent"], ("owner", "person", "agent")
+)
 SIMRUN_TOKEN_RECHECK_S = env.number("SIMRUN_TOKEN_RECHECK_S", 2.0, minimum=0)
 SIMRUN_REDIS_URL = env.string(
     "SIMRUN_REDIS_URL",
@@ -196,6 +222,9 @@ REST_FRAMEWORK = {
     "DEFAULT_AUTHENTICATION_CLASSES": ["runs.api.auth.BearerTokenAuthentication"],
     "DEFAULT_PERMISSION_CLASSES": ["rest_framework.permissions.IsAuthenticated"],
     "DEFAULT_SCHEMA_CLASS": "drf_spectacular.openapi.AutoSchema",
+    # JSON bodies only, bounded in size and depth (runs/api/parsers.py); uploads read their own
+    "DEFAULT_PARSER_CLASSES": ["runs.api.parsers.BoundedJSONParser"],
+    "TEST_REQUEST_DEFAULT_FORMAT": "json",
     "UNAUTHENTICATED_USER": None,
 }
 SPECTACULAR_SETTINGS = {
@@ -203,6 +232,10 @@ SPECTACULAR_SETTINGS = {
     "DESCRIPTION": "Submit, follow and compare simulation runs.",
     "VERSION": "0.4.0",
     "SERVE_INCLUDE_SCHEMA": False,
+    "POSTPROCESSING_HOOKS": [
+        "drf_spectacular.hooks.postprocess_schema_enums",
+        "runs.api.schema.no_nul_in_requests",
+    ],
 }
 
 LOGGING = {

@@ -11,6 +11,12 @@ def healthz(request: HttpRequest) -> HttpResponse:
     return HttpResponse("ok", content_type="text/plain")
 
 
+# Under /api/ Django's own error answers are JSON in the API's shape (runs/api/django_errors.py)
+handler400 = "runs.api.django_errors.bad_request"
+handler403 = "runs.api.django_errors.permission_denied"
+handler404 = "runs.api.django_errors.page_not_found"
+handler500 = "runs.api.django_errors.server_error"
+
 urlpatterns = [
     path("healthz", healthz),
     path("admin/", admin.site.urls),

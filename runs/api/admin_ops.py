@@ -10,6 +10,7 @@ from runs.api.auth import identity_of
 from runs.api.base import ApiView
 from runs.api.errors import InvalidInput
 from runs.api.serializers import (
+    RUN_ID,
     CleanupRequestSerializer,
     CleanupResultSerializer,
     ComparisonSerializer,
@@ -61,7 +62,18 @@ class CompareView(ApiView):
     @extend_schema(
         parameters=[
             OpenApiParameter(
-                "runs", str, required=True, description=f"2 to {MAX_RUNS} run ids, comma-separated."
+                "runs",
+                {
+                    "type": "array",
+                    "items": {"type": "string", "pattern": RUN_ID},
+                    "minItems": 2,
+                    "maxItems": MAX_RUNS,
+                    "uniqueItems": True,
+                },
+                required=True,
+                style="form",
+                explode=False,
+                description=f"2 to {MAX_RUNS} run ids, comma-separated, each once.",
             )
         ],
         responses={200: ComparisonSerializer, 400: E, 401: E, 404: E, 429: E},

@@ -20,6 +20,7 @@ from runs.planner import PlanRefused
 from runs.selectors.outputs import OutputNotFound, RangeNotSatisfiable
 from runs.selectors.runs_list import BadFilter
 from runs.services.runs import NotAllowed, RunConflict, RunNotFound
+from runs.services.snapshot_records import SnapshotNotInStore
 from runs.services.submission import SubmissionRefused
 from runs.services.uploads import UnsupportedArchive, UploadRefused, UploadTooLarge
 from runs.snapshots import SnapshotRefused
@@ -45,6 +46,7 @@ _MAPPED: list[tuple[type[Exception], int, str]] = [
     (UploadTooLarge, status.HTTP_413_REQUEST_ENTITY_TOO_LARGE, "too_large"),
     (UnsupportedArchive, status.HTTP_415_UNSUPPORTED_MEDIA_TYPE, "unsupported_archive"),
     (UploadRefused, status.HTTP_400_BAD_REQUEST, "upload_refused"),
+    (SnapshotNotInStore, status.HTTP_404_NOT_FOUND, "snapshot_not_found"),
     (SnapshotRefused, status.HTTP_400_BAD_REQUEST, "snapshot_refused"),
     (SubmissionRefused, status.HTTP_400_BAD_REQUEST, "submission_refused"),
     (PlanRefused, status.HTTP_400_BAD_REQUEST, "plan_refused"),
@@ -90,6 +92,11 @@ def api_exception_handler(exc: Exception, context: dict[str, Any]) -> Response |
         exc = exceptions.NotFound(str(exc) or None)
     elif isinstance(exc, DjangoPermissionDenied):
         exc = exceptions.PermissionDenied(str(exc) or None)
+    elif isinstance(exc, exceptions.UnsupportedMediaType):
+        media = getattr(context.get("request"), "content_type", "") or "none"
+        exc = exceptions.UnsupportedMediaType(
+            media, detail=f"a body of type {media!r} is not read here: send application/json"
+        )
     response = exception_handler(exc, context)
     if response is None:
         return None

@@ -31,7 +31,8 @@ from runs.store import task_paths
 from simrun_harness.ledger import counts
 
 KEEPALIVE_S = 15.0
-_ID = re.compile(r"^(\d{1,18})-(\d{1,18})$")
+EVENT_ID = r"^([0-9]{1,18})-([0-9]{1,18})$"
+_ID = re.compile(EVENT_ID)
 
 
 @dataclass(frozen=True, order=True)
@@ -45,7 +46,7 @@ class EventId:
     @classmethod
     def parse(cls, text: str) -> EventId:
         """An id as sent; ValueError for anything else."""
-        match = _ID.match(text.strip())
+        match = _ID.fullmatch(text)
         if match is None:
             raise ValueError(f"Last-Event-ID {text!r} is not an id of this stream (<n>-<n>)")
         return cls(int(match.group(1)), int(match.group(2)))

@@ -17,6 +17,7 @@ from django.http import HttpResponseBase, StreamingHttpResponse
 from drf_spectacular.types import OpenApiTypes
 from drf_spectacular.utils import OpenApiParameter, OpenApiResponse, extend_schema
 from rest_framework.decorators import action
+from rest_framework.exceptions import NotFound
 from rest_framework.renderers import JSONRenderer
 from rest_framework.request import Request
 from rest_framework.response import Response
@@ -24,7 +25,7 @@ from rest_framework.response import Response
 from runs.api.auth import identity_of
 from runs.api.base import ApiViewSet
 from runs.api.errors import InvalidInput
-from runs.api.events import EventId, run_events
+from runs.api.events import EVENT_ID, EventId, run_events
 from runs.api.files import file_response
 from runs.api.log_follow import follow_logs
 from runs.api.renderers import AnyMediaRenderer, EventStreamRenderer, PlainTextRenderer
@@ -54,6 +55,7 @@ from runs.selectors.workers import task_workers
 from runs.services.cleanup import delete_one
 from runs.services.runs import cancel_run, may_change
 from runs.services.submission import create_run
+from runs.workflow import TASK_ID
 
 IDEMPOTENCY_KEY = "Idempotency-Key"
 E = ErrorSerializer
@@ -74,13 +76,18 @@ def run_detail(run: Run, identity: Identity) -> dict[str, Any]:
     }
 
 
+class TaskNotFound(NotFound):
+    default_code = "task_not_found"
+
+
 def _task_param(request: Request, run: Run, *, required: bool) -> str | None:
-    task_id = request.query_params.get("task")
+    """The task of `?task=` (empty: none given); 404 when the run has no such task."""
+    task_id = request.query_params.get("task") or None
     if task_id is None and required:
         raise InvalidInput("task: give the task, e.g. ?task=scan")
     if task_id is not None and not any(t.task_id == task_id for t in run.tasks.all()):
         known = ", ".join(t.task_id for t in run.tasks.all())
-        raise InvalidInput(f"task: run {run.id} has no task {task_id!r} (tasks: {known})")
+        raise TaskNotFound(f"run {run.id} has no task {task_id!r} (tasks: {known})")
     return task_id
 
 
@@ -94,19 +101,27 @@ def _int_param(request: Request, name: str, low: int, high: int) -> int | None:
 
 
 def _flag(request: Request, name: str) -> bool:
-    value = request.query_params.get(name, "").lower()
-    if value not in ("", "0", "1", "true", "false"):
+    value = request.query_params.get(name)
+    if value not in (None, "true", "false"):
         raise InvalidInput(f"{name}: true or false")
-    return value in ("1", "true")
+    return value == "true"
 
 
-TASK = OpenApiParameter("task", str, description="The task id.")
+TASK = OpenApiParameter(
+    "task", str, description="One task's only (empty or left out: every task's)."
+)
+TASK_REQUIRED = OpenApiParameter(
+    "task",
+    {"type": "string", "pattern": TASK_ID},
+    required=True,
+    description="The task id (404 when the run has none of this id).",
+)
 
 
 class RunViewSet(ApiViewSet):
     """Runs of the lab."""
 
-    lookup_value_regex = "[^/]+"  # any id: an unknown one is a 404 of the API, in JSON
+    lookup_value_regex = "[^/\x00]+"  # any id: an unknown one is a 404 of the API, in JSON
     schema = PagedListSchema()
 
     @extend_schema(
@@ -119,7 +134,7 @@ class RunViewSet(ApiViewSet):
         pages (`cursor` = the `next_cursor` of the page before)."""
         query = RunListQuerySerializer(data=request.query_params)
         query.is_valid(raise_exception=True)
-        page = list_runs(**query.validated_data)
+        page = list_runs(**{k: v for k, v in query.validated_data.items() if v != ""})
         return Response(RunPageSerializer(page).data)
 
     @extend_schema(
@@ -198,9 +213,7 @@ class RunViewSet(ApiViewSet):
         """The tasks with their ledger counts and first and last progress lines (S6)."""
         return Response(TaskSerializer([asdict(t) for t in run_tasks(get_run(pk))], many=True).data)
 
-    @extend_schema(
-        parameters=[TASK], responses={200: WorkerSerializer(many=True), 400: E, **READ_ERRORS}
-    )
+    @extend_schema(parameters=[TASK], responses={200: WorkerSerializer(many=True), **READ_ERRORS})
     @action(detail=True, methods=["get"])
     def workers(self, request: Request, pk: str) -> Response:
         """The workers of the run's tasks (of one with ?task=) (S9)."""
@@ -214,9 +227,7 @@ class RunViewSet(ApiViewSet):
         ]
         return Response(WorkerSerializer(rows, many=True).data)
 
-    @extend_schema(
-        parameters=[TASK], responses={200: OutputListingSerializer, 400: E, **READ_ERRORS}
-    )
+    @extend_schema(parameters=[TASK], responses={200: OutputListingSerializer, **READ_ERRORS})
     @action(detail=True, methods=["get"])
     def outputs(self, request: Request, pk: str) -> Response:
         """The files of the tasks' outputs, paths relative to the store (S10)."""
@@ -226,15 +237,27 @@ class RunViewSet(ApiViewSet):
 
     @extend_schema(
         parameters=[
-            OpenApiParameter("path", str, required=True, description="As the listing gives it."),
-            OpenApiParameter("Range", str, OpenApiParameter.HEADER, description="bytes=a-b"),
+            OpenApiParameter(
+                "path",
+                {"type": "string", "minLength": 1},
+                required=True,
+                description="As the listing gives it.",
+            ),
+            OpenApiParameter(
+                "Range",
+                {"type": "string", "pattern": r"^bytes=[0-9]{0,18}-[0-9]{0,18}$"},
+                OpenApiParameter.HEADER,
+                description="bytes=a-b, bytes=a- or bytes=-n (416 when it selects nothing)",
+            ),
         ],
         responses={
-            (200, "application/octet-stream"): OpenApiTypes.BINARY,
-            (206, "application/octet-stream"): OpenApiTypes.BINARY,
-            400: E,
-            416: E,
-            **READ_ERRORS,
+            (200, "*/*"): OpenApiResponse(
+                OpenApiTypes.BINARY, description="The file, of the type its name suggests."
+            ),
+            (206, "*/*"): OpenApiTypes.BINARY,
+            (400, "application/json"): E,
+            (416, "application/json"): E,
+            **{(code, "application/json"): E for code in READ_ERRORS},
         },
     )
     @action(
@@ -255,15 +278,18 @@ class RunViewSet(ApiViewSet):
 
     @extend_schema(
         parameters=[
-            OpenApiParameter("task", str, required=True, description="The task id."),
-            OpenApiParameter("tail", int, description="Only the last lines (1-100000)."),
+            TASK_REQUIRED,
+            OpenApiParameter(
+                "tail",
+                {"type": "integer", "minimum": 1, "maximum": 100_000},
+                description="Only the last lines.",
+            ),
             OpenApiParameter("follow", bool, description="Stream new lines as text/plain."),
         ],
         responses={
-            200: LogEntrySerializer(many=True),
+            (200, "application/json"): LogEntrySerializer(many=True),
             (200, "text/plain"): OpenApiTypes.STR,
-            400: E,
-            **READ_ERRORS,
+            **{(code, "application/json"): E for code in (400, *READ_ERRORS)},
         },
     )
     @action(detail=True, methods=["get"], renderer_classes=[JSONRenderer, PlainTextRenderer])
@@ -293,10 +319,16 @@ class RunViewSet(ApiViewSet):
     @extend_schema(
         parameters=[
             OpenApiParameter(
-                "Last-Event-ID", str, OpenApiParameter.HEADER, description="Resume after it."
+                "Last-Event-ID",
+                {"type": "string", "pattern": EVENT_ID},
+                OpenApiParameter.HEADER,
+                description="Resume after it.",
             )
         ],
-        responses={(200, "text/event-stream"): ServerEventSerializer, 400: E, **READ_ERRORS},
+        responses={
+            (200, "text/event-stream"): ServerEventSerializer,
+            **{(code, "application/json"): E for code in (400, *READ_ERRORS)},
+        },
     )
     @action(detail=True, methods=["get"], renderer_classes=[JSONRenderer, EventStreamRenderer])
     def events(self, request: Request, pk: str) -> HttpResponseBase:

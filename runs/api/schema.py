@@ -27,3 +27,35 @@ class PagedListSchema(AutoSchema):
         if getattr(self.view, "action", None) == "list":
             return False
         return bool(super()._is_list_view(serializer))
+
+
+NO_NUL = "^[^\\u0000]*$"
+"""No text the API reads may hold a NUL character (DRF refuses them; Postgres cannot keep them)."""
+
+
+def _no_nul(schema: Any) -> None:
+    if not isinstance(schema, dict):
+        return
+    if schema.get("type") == "string" and not {"pattern", "enum", "format"} & set(schema):
+        schema["pattern"] = NO_NUL
+    for key in ("properties",):
+        for child in (schema.get(key) or {}).values():
+            _no_nul(child)
+    for key in ("oneOf", "anyOf", "allOf"):
+        for child in schema.get(key) or []:
+            _no_nul(child)
+    _no_nul(schema.get("items"))
+
+
+def no_nul_in_requests(result: dict[str, Any], **kwargs: Any) -> dict[str, Any]:
+    """A postprocessing hook: every text of a request (bodies, parameters) says it holds no
+    NUL, so the document calls valid only what the API takes."""
+    components = result.get("components", {}).get("schemas", {})
+    for operations in result.get("paths", {}).values():
+        for operation in operations.values():
+            for parameter in operation.get("parameters", []):
+                _no_nul(parameter.get("schema"))
+            for media in (operation.get("requestBody") or {}).get("content", {}).values():
+                ref = media.get("schema", {}).get("$ref", "")
+                _no_nul(components.get(ref.rsplit("/", 1)[-1]) if ref else media.get("schema"))
+    return result

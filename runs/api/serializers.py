@@ -6,15 +6,19 @@ same classes describe them in the OpenAPI document.
 
 from __future__ import annotations
 
+import re
 from typing import Any
 
+from drf_spectacular.utils import extend_schema_field
 from rest_framework import serializers
 
 from runs.models import RunState
-from runs.selectors.runs_list import MAX_LIMIT
+from runs.selectors.runs_list import CURSOR, MAX_LIMIT
 
 RUN_ID = r"^[a-z0-9]{1,24}$"
 DIGEST = r"^[A-Za-z0-9][A-Za-z0-9_.-]{0,127}$"
+_STATE = "|".join([*RunState.values, "live", "ended"])
+STATES = rf"^(({_STATE})(,({_STATE}))*)?$"
 
 
 class ErrorItemSerializer(serializers.Serializer):
@@ -34,6 +38,9 @@ class ErrorSerializer(serializers.Serializer):
     fields = serializers.DictField(required=False, help_text="Errors per input field.")  # type: ignore[assignment]
 
 
+@extend_schema_field(
+    {"oneOf": [{"type": "string", "pattern": r"\S"}, {"type": "object"}]},
+)
 class WorkflowField(serializers.JSONField):
     """A workflow: an object, or its YAML/JSON text (errors then carry line numbers)."""
 
@@ -45,16 +52,67 @@ class WorkflowField(serializers.JSONField):
         return data
 
 
+SPLIT_TEXT = re.compile(r"^(auto|none|[1-9][0-9]{0,2}|1000)$")
+
+
+@extend_schema_field(
+    {
+        "oneOf": [
+            {"type": "string", "pattern": SPLIT_TEXT.pattern},
+            {"type": "integer", "minimum": 1, "maximum": 1000},
+        ],
+        "nullable": True,
+    }
+)
 class SplitField(serializers.CharField):
-    """auto, none, or a number of pods (1-1000)."""
+    """auto, none, or a number of pods (1-1000), as a number or its digits."""
 
     def to_internal_value(self, data: Any) -> Any:
-        text = str(data).strip()
-        if text in ("auto", "none"):
-            return text
-        if text.isdigit() and 1 <= int(text) <= 1000:
-            return int(text)
+        if isinstance(data, int) and not isinstance(data, bool) and 1 <= data <= 1000:
+            return data
+        if isinstance(data, str) and SPLIT_TEXT.match(data):
+            return data if data in ("auto", "none") else int(data)
         raise serializers.ValidationError("split is auto, none or a number of pods (1-1000)")
+
+
+def _json_type_error(field: serializers.Field, value: Any) -> str | None:
+    """What is wrong with the JSON type of `value` for `field`; None when it fits.
+
+    DRF converts on its own (a text field takes 0 as "0", a number "1.5"); the OpenAPI
+    document promises JSON types, so a body keeps to them.
+    """
+    if isinstance(field, SplitField):
+        return None  # a number or its digits, by design
+    if isinstance(field, serializers.CharField) and not isinstance(value, str):
+        return "a string"
+    if isinstance(field, (serializers.IntegerField, serializers.FloatField)) and (
+        isinstance(value, bool) or not isinstance(value, (int, float))
+    ):
+        return "a number"
+    if (
+        isinstance(field, serializers.ListField)
+        and isinstance(field.child, serializers.CharField)
+        and isinstance(value, list)
+        and not all(isinstance(item, str) for item in value)
+    ):
+        return "a list of strings"
+    return None
+
+
+class JsonBodySerializer(serializers.Serializer):
+    """A request body of JSON whose fields keep to their JSON types (null aside)."""
+
+    def to_internal_value(self, data: Any) -> Any:
+        if isinstance(data, dict):
+            errors = {
+                name: [error]
+                for name, field in self.fields.items()
+                if data.get(name) is not None
+                and (error := _json_type_error(field, data[name])) is not None
+            }
+            if errors:
+                raise serializers.ValidationError(errors)
+        return super().to_internal_value(data)
 
 
 class WhoAmISerializer(serializers.Serializer):
@@ -87,13 +145,22 @@ class RunPageSerializer(serializers.Serializer):
     next_cursor = serializers.CharField(allow_null=True)
 
 
+@extend_schema_field({"type": "string", "pattern": STATES})
+class StatesField(serializers.CharField):
+    """States to filter by; the selector says which part is no state."""
+
+
 class RunListQuerySerializer(serializers.Serializer):
-    state = serializers.CharField(
-        required=False, help_text="Comma list of states, or live / ended."
+    """The filters of the run list; an empty one (`?group=`) is the same as none."""
+
+    state = StatesField(
+        required=False, allow_blank=True, help_text="Comma list of states, or live / ended."
     )
-    group = serializers.CharField(required=False, max_length=128)
-    owner = serializers.CharField(required=False, max_length=64)
-    cursor = serializers.CharField(required=False, max_length=200)
+    group = serializers.CharField(required=False, allow_blank=True, max_length=128)
+    owner = serializers.CharField(required=False, allow_blank=True, max_length=64)
+    cursor = serializers.RegexField(
+        f"^$|{CURSOR}", required=False, allow_blank=True, help_text="next_cursor as given."
+    )
     limit = serializers.IntegerField(required=False, min_value=1, max_value=MAX_LIMIT, default=50)
 
 
@@ -130,7 +197,7 @@ class RunDetailSerializer(RunItemSerializer):
     may_change = serializers.BooleanField(help_text="Whether this token may cancel/delete it.")
 
 
-class SubmitSerializer(serializers.Serializer):
+class SubmitSerializer(JsonBodySerializer):
     workflow = WorkflowField()
     sources = serializers.ListField(
         child=serializers.RegexField(DIGEST),
@@ -140,7 +207,9 @@ class SubmitSerializer(serializers.Serializer):
     )
     group = serializers.CharField(max_length=128, allow_blank=True, default="")
     split = SplitField(required=False, allow_null=True, default=None)
-    reserve = serializers.CharField(max_length=253, required=False, allow_null=True, default=None)
+    reserve = serializers.CharField(
+        max_length=253, required=False, allow_null=True, allow_blank=True, default=None
+    )
 
 
 class ValidateSerializer(serializers.Serializer):
@@ -229,11 +298,20 @@ class ServersSerializer(serializers.Serializer):
     unplaced = PodUsageSerializer(many=True)
 
 
-class CleanupRequestSerializer(serializers.Serializer):
+class JsonBooleanField(serializers.BooleanField):
+    """A boolean of a JSON body: `true` or `false` only (not 0, 1, "yes")."""
+
+    def to_internal_value(self, data: Any) -> bool:
+        if not isinstance(data, bool):
+            self.fail("invalid", input=data)
+        return data
+
+
+class CleanupRequestSerializer(JsonBodySerializer):
     older_than_days = serializers.FloatField(min_value=0, max_value=36_500)
     group = serializers.CharField(max_length=128, required=False, allow_blank=True)
-    failed_only = serializers.BooleanField(default=False)
-    dry_run = serializers.BooleanField(default=False)
+    failed_only = JsonBooleanField(default=False)
+    dry_run = JsonBooleanField(default=False)
 
 
 class SkippedSerializer(serializers.Serializer):
@@ -301,10 +379,29 @@ class ProvenanceSerializer(serializers.Serializer):
         max_length=1024, required=False, allow_blank=True, default=""
     )
     git_commit = serializers.CharField(max_length=64, required=False, allow_blank=True, default="")
-    git_dirty = serializers.BooleanField(required=False, allow_null=True, default=None)
+    git_dirty = JsonBooleanField(required=False, allow_null=True, default=None)
 
 
-class RegisterSnapshotSerializer(ProvenanceSerializer):
+@extend_schema_field({"type": "boolean"})
+class QueryBooleanField(serializers.Field):
+    """A boolean of the query: exactly `true` or `false`."""
+
+    def to_internal_value(self, data: Any) -> bool:
+        if data not in ("true", "false"):
+            raise serializers.ValidationError("true or false")
+        return bool(data == "true")
+
+    def to_representation(self, value: Any) -> Any:
+        return value
+
+
+class ProvenanceQuerySerializer(ProvenanceSerializer):
+    """The provenance of an upload, in its query."""
+
+    git_dirty = QueryBooleanField(required=False, default=None)  # type: ignore[assignment]
+
+
+class RegisterSnapshotSerializer(JsonBodySerializer, ProvenanceSerializer):
     digest = serializers.RegexField(DIGEST, help_text="A snapshot written into the store.")
 
 

@@ -21,7 +21,7 @@ from runs.api.base import ApiView
 from runs.api.errors import InvalidInput
 from runs.api.serializers import (
     ErrorSerializer,
-    ProvenanceSerializer,
+    ProvenanceQuerySerializer,
     RegisterSnapshotSerializer,
     SnapshotSerializer,
 )
@@ -77,7 +77,7 @@ class SnapshotListView(ApiView):
         return Response(SnapshotSerializer(snapshots[:LISTED], many=True).data)
 
     @extend_schema(
-        parameters=[ProvenanceSerializer],
+        parameters=[ProvenanceQuerySerializer],
         request={media: OpenApiTypes.BINARY for media in DOCUMENTED_TYPES},
         responses={
             201: SnapshotSerializer,
@@ -100,7 +100,7 @@ class SnapshotListView(ApiView):
                 f"the upload ({length} bytes) is larger than the limit of {limits.max_bytes} bytes"
             )
         archive_kind(request.content_type or "")
-        query = ProvenanceSerializer(data=request.query_params)
+        query = ProvenanceQuerySerializer(data=request.query_params)
         query.is_valid(raise_exception=True)
         stored = store_upload(
             store(), _Body(request), content_type=request.content_type, limits=limits
@@ -121,7 +121,14 @@ class SnapshotRegisterView(ApiView):
 
     @extend_schema(
         request=RegisterSnapshotSerializer,
-        responses={201: SnapshotSerializer, 200: SnapshotSerializer, 400: E, 401: E, 429: E},
+        responses={
+            201: SnapshotSerializer,
+            200: SnapshotSerializer,
+            400: E,
+            401: E,
+            404: OpenApiResponse(E, description="No such snapshot in the store."),
+            429: E,
+        },
     )
     def post(self, request: Request) -> Response:
         body = RegisterSnapshotSerializer(data=request.data)

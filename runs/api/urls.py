@@ -10,6 +10,7 @@ from typing import Any
 
 from django.http import HttpRequest, JsonResponse
 from django.urls import include, path, re_path
+from django.views.decorators.csrf import csrf_exempt
 from drf_spectacular.views import SpectacularAPIView, SpectacularRedocView, SpectacularSwaggerView
 from rest_framework.routers import SimpleRouter
 
@@ -27,6 +28,7 @@ from runs.api.workflows import (
 )
 
 
+@csrf_exempt  # a POST to no route is a 404, not the CSRF failure page
 def not_found(request: HttpRequest) -> JsonResponse:
     """Any other path below /api/: a 404 in the API's shape, not an HTML page."""
     hint = "; routes end with a slash" if not request.path.endswith("/") else ""
@@ -54,7 +56,7 @@ urlpatterns = [
     path("compare/", CompareView.as_view(), name="compare"),
     path("snapshots/", SnapshotListView.as_view(), name="snapshots"),
     path("snapshots/register/", SnapshotRegisterView.as_view(), name="snapshot-register"),
-    path("snapshots/<str:digest>/", SnapshotView.as_view(), name="snapshot"),
+    re_path(r"^snapshots/(?P<digest>[^/\x00]+)/$", SnapshotView.as_view(), name="snapshot"),
     path("schema/", SpectacularAPIView.as_view(**_public), name="schema"),
     path("docs/", SpectacularSwaggerView.as_view(url_name="schema", **_public), name="docs"),
     path("redoc/", SpectacularRedocView.as_view(url_name="schema", **_public), name="redoc"),

@@ -38,7 +38,7 @@ def parse_workflow(value: str | dict[str, Any]) -> Workflow:
 class WhoAmIView(ApiView):
     """The identity of the token: its name, kind and the priority tier of its runs (S2)."""
 
-    @extend_schema(responses={200: WhoAmISerializer, 401: ErrorSerializer})
+    @extend_schema(responses={200: WhoAmISerializer, 401: ErrorSerializer, 429: ErrorSerializer})
     def get(self, request: Request) -> Response:
         identity = identity_of(request)
         return Response(
@@ -91,7 +91,9 @@ class EstimateView(ApiView):
 class TaskTypeListView(ApiView):
     """The task types of the installed plugins, with the JSON Schema of their settings (S11)."""
 
-    @extend_schema(responses={200: TaskTypeSerializer(many=True), 401: ErrorSerializer})
+    @extend_schema(
+        responses={200: TaskTypeSerializer(many=True), 401: ErrorSerializer, 429: ErrorSerializer}
+    )
     def get(self, request: Request) -> Response:
         types = [describe(name, cls) for name, cls in sorted(registry().items())]
         return Response(TaskTypeSerializer(types, many=True).data)
@@ -100,7 +102,14 @@ class TaskTypeListView(ApiView):
 class TaskTypeView(ApiView):
     """One task type."""
 
-    @extend_schema(responses={200: TaskTypeSerializer, 401: ErrorSerializer, 404: ErrorSerializer})
+    @extend_schema(
+        responses={
+            200: TaskTypeSerializer,
+            401: ErrorSerializer,
+            404: ErrorSerializer,
+            429: ErrorSerializer,
+        }
+    )
     def get(self, request: Request, name: str) -> Response:
         cls = registry().get(name)
         if cls is None:

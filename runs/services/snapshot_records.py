@@ -40,6 +40,10 @@ def record_snapshot(
     )
 
 
+class SnapshotNotInStore(SnapshotRefused):
+    """No snapshot of this digest (or no manifest of it) in the run store."""
+
+
 def register_stored_snapshot(
     *, digest: str, provenance: Provenance, name: str = "", identity: Identity
 ) -> tuple[Snapshot, bool]:
@@ -54,7 +58,7 @@ def register_stored_snapshot(
     try:
         manifest = json.loads((folder / MANIFEST).read_text())
     except (OSError, ValueError):
-        raise SnapshotRefused(
+        raise SnapshotNotInStore(
             f"snapshot {digest!r} is not in the run store (write it there first, or upload it)"
         ) from None
     size = 0

@@ -30,7 +30,7 @@ from runs.planner import plan_task
 from runs.plans import Node, TaskPlan
 from runs.priorities import tier_of
 from runs.store import store
-from runs.task_types import registry
+from runs.task_types import COMMAND, registry
 from runs.validation import load_data
 from runs.workflow import SplitMode, Workflow, input_path, input_task
 from simrun_harness.plugin import TaskContext
@@ -46,6 +46,22 @@ def _lease() -> timedelta:
 
 class SubmissionRefused(ValueError):
     """A submission that cannot be accepted; the message says what to change."""
+
+
+def refuse_commands(spec: Workflow, tier: str) -> None:
+    """SubmissionRefused when `spec` has a `command` task and `tier` is not in
+    SIMRUN_COMMAND_TIERS: such a task runs any program as the service's user on the local
+    backend (in a pod on a cluster), so an operator may keep it to the owner or to people."""
+    from django.conf import settings
+
+    allowed: list[str] = settings.SIMRUN_COMMAND_TIERS
+    commands = [task.id for task in spec.tasks if task.type == COMMAND]
+    if commands and tier not in allowed:
+        raise SubmissionRefused(
+            f"task {commands[0]!r}: a {COMMAND!r} task may be submitted by "
+            f"{', '.join(allowed) or 'nobody'} here (SIMRUN_COMMAND_TIERS), not by the "
+            f"{tier} tier; use a task type of a plugin"
+        )
 
 
 def create_run(
@@ -68,6 +84,8 @@ def create_run(
         if existing is not None:
             return existing
     spec = workflow if isinstance(workflow, Workflow) else load_data(workflow)
+    tier = tier_of(identity.kind)
+    refuse_commands(spec, tier)
     known = set(Snapshot.objects.filter(digest__in=sources).values_list("digest", flat=True))
     missing = [d for d in sources if d not in known]
     if missing:
@@ -77,7 +95,6 @@ def create_run(
     if reserve and not any(n.name == reserve for n in nodes):
         names = ", ".join(n.name for n in nodes) or "none"
         raise SubmissionRefused(f"reserve: no node named {reserve!r} (nodes: {names})")
-    tier = tier_of(identity.kind)
     rows = plan_tasks(spec, nodes=nodes, model=model, split=split, tier=tier, reserve=reserve)
     run = Run(
         name=spec.name,

@@ -68,10 +68,12 @@ def test_a_worker_killed_for_memory_without_a_live_pod_is_failed(lab: Lab) -> No
     assert (worker["state"], worker["oom_killed"], worker["exit_code"]) == ("failed", True, 137)
 
 
-def test_workers_of_an_unknown_task_are_400_with_the_known_ones(lab: Lab) -> None:
+def test_workers_of_an_unknown_task_are_404_with_the_known_ones(lab: Lab) -> None:
+    """An unknown task is a resource that is not there (404), not a malformed request."""
     run = scenes.split_run(by=lab.person.identity)
     response = lab.person.client.get(f"/api/runs/{run.id}/workers/?task=nope")
-    assert response.status_code == 400
+    assert response.status_code == 404
+    assert response.json()["code"] == "task_not_found"
     assert "has no task 'nope' (tasks: scan)" in response.json()["detail"]
 
 

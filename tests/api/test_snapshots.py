@@ -95,7 +95,8 @@ def test_a_snapshot_written_into_the_store_is_registered(
     missing = lab.person.client.post(
         "/api/snapshots/register/", {"digest": "f" * 64}, format="json"
     )
-    assert missing.status_code == 400
+    assert missing.status_code == 404
+    assert missing.json()["code"] == "snapshot_not_found"
     assert "is not in the run store" in missing.json()["detail"]
 
 
