@@ -101,6 +101,8 @@ class DirectLab:
             )
         except (SubmissionRefused, PlanRefused) as exc:
             raise CommandError(str(exc)) from None
+        except WorkflowInvalid as exc:
+            raise CommandError("the workflow cannot run:\n" + str(exc)) from None
         return run_view(run)
 
     def runs(self, *, limit: int = 20) -> list[dict[str, Any]]:

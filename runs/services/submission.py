@@ -30,10 +30,17 @@ from runs.planner import plan_task
 from runs.plans import Node, TaskPlan
 from runs.priorities import tier_of
 from runs.store import store
-from runs.task_types import registry
+from runs.task_types import origin, registry
 from runs.validation import load_data
-from runs.workflow import SplitMode, Workflow, input_path, input_task
-from simrun_harness.plugin import TaskContext
+from runs.workflow import (
+    SplitMode,
+    Workflow,
+    WorkflowError,
+    WorkflowInvalid,
+    input_path,
+    input_task,
+)
+from simrun_harness.plugin import SettingsError, TaskContext
 
 log = logging.getLogger(__name__)
 
@@ -131,8 +138,7 @@ def plan_tasks(
         settings = task_type.parse_settings(task.settings)
         units = None
         if cls.splittable:
-            ctx = TaskContext(task_id=task.id, settings=settings, model_dir=model_dir)
-            units = len(task_type.units(ctx))  # type: ignore[attr-defined]
+            units = _count_units(task.id, task.type, task_type, settings, model_dir)
         resolved = resources.resolve(
             hint=cls.hint,
             history=history(task_type=task.type, model_digest=model or ""),
@@ -164,6 +170,20 @@ def plan_tasks(
             }
         )
     return rows
+
+
+def _count_units(
+    task_id: str, type_name: str, task_type: Any, settings: Any, model_dir: Any
+) -> int:
+    """The number of units the plugin lists for a task; WorkflowInvalid naming the task and
+    the plugin when its `units()` raises (a SettingsError, or any bug of the plugin)."""
+    ctx = TaskContext(task_id=task_id, settings=settings, model_dir=model_dir)
+    try:
+        return len(task_type.units(ctx))
+    except Exception as exc:  # plugin code may raise anything: a message, never a traceback
+        kind = "" if isinstance(exc, SettingsError) else f"{type(exc).__name__}: "
+        message = f"units(): {kind}{exc} (raised by {origin(type_name)})"
+        raise WorkflowInvalid([WorkflowError("settings", message, task_id)]) from exc
 
 
 def _write_files(run: Run, spec: Workflow, rows: list[dict[str, Any]], model: str | None) -> None:
