@@ -40,6 +40,7 @@ def run_view(run: Any) -> dict[str, Any]:
         "owner": run.owner.name,
         "created_at": run.created_at.isoformat(),
         "ended_at": run.ended_at.isoformat() if run.ended_at else None,
+        "environment": run.environment,
         "progress": 1.0 if run.state == "succeeded" else run_progress(progress),
         "tasks": [
             {

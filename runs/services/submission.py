@@ -25,6 +25,7 @@ from django.utils import timezone
 from cluster.backend import Backend, RunLaunch, TaskLaunch
 from runs import environments, resources
 from runs.environments import SERVICE_ENVIRONMENT
+from runs.local_packages import LocalPackageRefused, local_packages
 from runs.models import Identity, Run, RunState, Snapshot, Task
 from runs.planner import plan_task
 from runs.plans import Node, TaskPlan
@@ -84,6 +85,11 @@ def create_run(
     if reserve and not any(n.name == reserve for n in nodes):
         names = ", ".join(n.name for n in nodes) or "none"
         raise SubmissionRefused(f"reserve: no node named {reserve!r} (nodes: {names})")
+    if model:
+        try:
+            local_packages(store().snapshot(model))
+        except LocalPackageRefused as exc:
+            raise SubmissionRefused(f"sources: the model's {exc}") from None
     tier = tier_of(identity.kind)
     rows = plan_tasks(spec, nodes=nodes, model=model, split=split, tier=tier, reserve=reserve)
     run = Run(
@@ -260,12 +266,12 @@ def submit_run(*, run_id: str, backend: Backend) -> None:
             if run.reserve and not run.reserved:
                 backend.reserve(run.reserve, run.id)
                 Run.objects.filter(pk=run_id).update(reserved=True)
-            launch = run_launch(run, environment=environment)
+            launch = run_launch(run, environment=environment["ref"])
             backend.submit(launch)
             created = True
         Run.objects.filter(pk=run_id, state=RunState.SUBMITTING).update(
             state=RunState.QUEUED,
-            environment={"ref": environment},
+            environment=environment,
             submitted_at=timezone.now(),
             submit_lease_until=None,
             version=F("version") + 1,
@@ -289,16 +295,18 @@ def fail_submission(*, run_id: str, message: str, created: bool) -> None:
     )
 
 
-def _environment(run: Run, backend: Backend) -> str:
-    """The run's environment, built once: its digest, or `service` for a model without one."""
+def _environment(run: Run, backend: Backend) -> dict[str, Any]:
+    """The run's environment, built once: its digest (`service` for a model without one) and
+    the digest of every local package it installs (which plugin code the run used)."""
     if not run.sources:
-        return SERVICE_ENVIRONMENT
+        return {"ref": SERVICE_ENVIRONMENT}
     ref, context = environments.model_environment(store().snapshot(run.sources[0]))
     if ref == SERVICE_ENVIRONMENT:
-        return ref
+        return {"ref": ref}
     if not backend.has_image(ref):
         backend.build_image(context, ref)
-    return ref
+    packages = environments.local_packages_of(context)
+    return {"ref": ref, "local_packages": packages} if packages else {"ref": ref}
 
 
 def run_launch(run: Run, *, environment: str) -> RunLaunch:
