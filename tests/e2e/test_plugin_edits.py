@@ -8,6 +8,7 @@ import sys
 from pathlib import Path
 
 import pytest
+import yaml
 
 from runs.backends import backend
 from runs.cli.main import main
@@ -73,23 +74,24 @@ def write_model(root: Path, word: str) -> Path:
     return root
 
 
-def service_knows_echo(site: Path, model: Path) -> None:
-    """The service's own view of the plugin (validation and planning): its metadata and
-    code on this process's path, as `simrun plugin install` would make them."""
-    info = site / "echo_plugin-0.1.0.dist-info"
+def service_knows(site: Path, *, dist: str, name: str, value: str, src: Path) -> None:
+    """The service's own view of a plugin (validation and planning): its metadata and code on
+    this process's path, as `simrun plugin install` makes them in the service's environment
+    (which these tests share, so they do not change it)."""
+    info = site / f"{dist.replace('-', '_')}-0.1.0.dist-info"
     info.mkdir(parents=True)
-    (info / "METADATA").write_text("Metadata-Version: 2.1\nName: echo-plugin\nVersion: 0.1.0\n")
-    (info / "entry_points.txt").write_text("[simrun.task_types]\necho = echo_plugin:Echo\n")
-    sys.path.insert(0, str(model / "plugin" / "src"))
+    (info / "METADATA").write_text(f"Metadata-Version: 2.1\nName: {dist}\nVersion: 0.1.0\n")
+    (info / "entry_points.txt").write_text(f"[simrun.task_types]\n{name} = {value}\n")
+    sys.path.insert(0, str(src))
 
 
-def run_model(model: Path) -> Run:
+def run_model(model: Path, workflow: dict | None = None) -> Run:
     info = snapshot_directory(store(), model)
-    Snapshot.objects.get_or_create(digest=info.digest, defaults={"name": "echo-model"})
+    Snapshot.objects.get_or_create(digest=info.digest, defaults={"name": model.name})
     backend.cache_clear()
     run = create_run(
         identity=factories.person(),
-        workflow=WORKFLOW,
+        workflow=workflow or WORKFLOW,
         sources=[info.digest],
         nodes=backend().nodes(),
     )
@@ -103,7 +105,10 @@ def test_an_edited_plugin_runs_its_new_code_in_the_next_run(
 ) -> None:
     """The pods of the second run see the edit; each run records its plugin's digest."""
     model = write_model(tmp_path / "model", "first")
-    service_knows_echo(tmp_path / "site", model)
+    src = model / "plugin" / "src"
+    service_knows(
+        tmp_path / "site", dist="echo-plugin", name="echo", value="echo_plugin:Echo", src=src
+    )
     try:
         with on_path(tmp_path / "site"):
             first = run_model(model)
@@ -149,3 +154,29 @@ def test_a_local_path_that_leaves_the_model_directory_is_refused_at_submission(
         "absolute path"
     )
     assert not Run.objects.exists()
+
+
+def test_a_scaffolded_plugin_runs_and_its_edit_shows_in_the_next_run(
+    services: Services, tmp_path: Path
+) -> None:
+    """The walk-through of docs/plugins.md: `simrun plugin new`, a run of the new type, an
+    edit of its code, and the next run's pods use the edit."""
+    assert main(["plugin", "new", "decay", "--dir", str(tmp_path)]) == 0
+    model = tmp_path / "decay"
+    src = model / "plugin" / "src"
+    service_knows(tmp_path / "site", dist="decay", name="decay", value="decay.types:Decay", src=src)
+    workflow = yaml.safe_load((model / "workflow.yaml").read_text())
+    types = src / "decay" / "types.py"
+    try:
+        with on_path(tmp_path / "site"):
+            first = run_model(model, workflow)
+            types.write_text(types.read_text().replace('MESSAGE = "decay"', 'MESSAGE = "edited"'))
+            second = run_model(model, workflow)
+    finally:
+        sys.path.remove(str(src))
+    curves = [
+        json.loads((task_paths(r.pk, "decay").out / "curves.json").read_text())
+        for r in (first, second)
+    ]
+    assert [c["message"] for c in curves] == ["decay", "edited"]
+    assert [c["rate"] for c in curves[1]["curves"]] == [0.5, 1.0, 2.0, 4.0]
