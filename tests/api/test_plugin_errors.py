@@ -20,6 +20,8 @@ def plugin_root(tmp_path: Path) -> Iterator[Path]:
 
 
 def test_a_units_error_at_submission_is_400_naming_the_task_and_the_plugin(lab: Lab) -> None:
+    """S3, S4: a submission the plugin's units() refuses is one error naming the task and the
+    plugin; nothing is recorded."""
     workflow = {
         "name": "w",
         "tasks": [{"id": "t", "type": "picky", "settings": {"parameter": "k9"}}],

@@ -51,6 +51,8 @@ def test_a_plugin_that_fails_to_import_is_named_and_the_other_types_keep_working
 def test_a_settings_validator_that_raises_is_a_message_naming_the_task_and_the_plugin(
     plugin_root: Path,
 ) -> None:
+    """S4: an invalid setting is one error naming the task, even when the plugin's own
+    validator raises something else than a validation error."""
     [error] = errors_of(workflow("picky", "{mode: bug}"))
     assert (
         str(error) == f"task 't': settings: TypeError: the validator has a bug (raised by {PLUGIN})"
