@@ -8,23 +8,33 @@ runs of the same model share it, and it is built once. A model without a `pyproj
 runs in the service's own environment (`SERVICE_ENVIRONMENT`) locally, the default image on
 the cluster.
 
+A model whose dependencies include local paths (runs/local_packages.py) is built from its
+snapshot directory, so relative paths resolve there; the digest of every local package's files
+is part of the context (`local-packages.json`), so an edited plugin gives a new environment.
+The snapshot's location (`source-dir`) travels in the context but is not part of the name.
+
 No Django here: the backends and the command-line client use it too.
 """
 
 from __future__ import annotations
 
 import hashlib
+import json
 import re
 import sys
 from collections.abc import Mapping
 from importlib.metadata import PackageNotFoundError, requires, version
 from pathlib import Path
 
+from runs.local_packages import identity_text, local_packages
+
 SERVICE_ENVIRONMENT = "service"
 HARNESS = "simrun-harness"
 PROJECT_FILE = "pyproject.toml"
 LOCK_FILE = "uv.lock"
 CONSTRAINTS_FILE = "constraints.txt"
+LOCAL_PACKAGES_FILE = "local-packages.json"
+SOURCE_DIR_FILE = "source-dir"
 _REQUIREMENT_NAME = re.compile(r"^\s*([A-Za-z0-9][A-Za-z0-9._-]*)")
 
 
@@ -75,15 +85,26 @@ def environment_context(model_dir: Path) -> dict[str, bytes]:
         context[LOCK_FILE] = lock.read_bytes()
     else:
         context[CONSTRAINTS_FILE] = harness_constraints()
+    packages = local_packages(model_dir)
+    if packages:
+        context[LOCAL_PACKAGES_FILE] = identity_text(packages)
+        context[SOURCE_DIR_FILE] = str(model_dir.resolve()).encode()
     return context
 
 
+def local_packages_of(context: Mapping[str, bytes]) -> list[dict[str, str]]:
+    """The name and digest of every local package an environment's context installs."""
+    data = context.get(LOCAL_PACKAGES_FILE)
+    return list(json.loads(data)) if data else []
+
+
 def environment_digest(context: Mapping[str, bytes], python: str, harness: str) -> str:
-    """The name of an environment: a SHA-256 of its context, Python version and harness."""
+    """The name of an environment: a SHA-256 of its context (but where its sources lie),
+    Python version and harness."""
     digest = hashlib.sha256()
     for part in (b"simrun-environment/1", python.encode(), harness.encode()):
         digest.update(len(part).to_bytes(8, "big") + part)
-    for name in sorted(context):
+    for name in sorted(set(context) - {SOURCE_DIR_FILE}):
         for part in (name.encode(), context[name]):
             digest.update(len(part).to_bytes(8, "big") + part)
     return digest.hexdigest()

@@ -7,11 +7,12 @@
 from __future__ import annotations
 
 from collections import Counter
+from collections.abc import Mapping
 from typing import Any
 
 from pydantic import BaseModel, ValidationError
 
-from runs.task_types import registry, takes_any_port
+from runs.task_types import TypeUnavailable, origin, registry, takes_any_port
 from runs.workflow import (
     TaskSpec,
     Workflow,
@@ -30,14 +31,14 @@ from simrun_harness.plugin import TaskType
 Lines = dict[tuple[str | int, ...], int]
 
 
-def load(text: str, *, types: dict[str, type[TaskType]] | None = None) -> Workflow:
+def load(text: str, *, types: Mapping[str, type[TaskType]] | None = None) -> Workflow:
     """A valid workflow from YAML or JSON text; WorkflowInvalid with every error otherwise."""
     data, lines = parse_text(text)
     return load_data(data, types=types, lines=lines)
 
 
 def load_data(
-    data: Any, *, types: dict[str, type[TaskType]] | None = None, lines: Lines | None = None
+    data: Any, *, types: Mapping[str, type[TaskType]] | None = None, lines: Lines | None = None
 ) -> Workflow:
     """A valid workflow from parsed data; WorkflowInvalid with every error otherwise."""
     lines = lines or {}
@@ -55,7 +56,9 @@ def load_data(
     return workflow
 
 
-def errors_of(text: str, *, types: dict[str, type[TaskType]] | None = None) -> list[WorkflowError]:
+def errors_of(
+    text: str, *, types: Mapping[str, type[TaskType]] | None = None
+) -> list[WorkflowError]:
     """Every error of a workflow text; empty when it is valid."""
     try:
         load(text, types=types)
@@ -65,7 +68,7 @@ def errors_of(text: str, *, types: dict[str, type[TaskType]] | None = None) -> l
 
 
 def semantic_errors(
-    workflow: Workflow, *, types: dict[str, type[TaskType]], lines: Lines | None = None
+    workflow: Workflow, *, types: Mapping[str, type[TaskType]], lines: Lines | None = None
 ) -> list[WorkflowError]:
     """Types, settings, inputs, ports, duplicates and cycles of a structurally valid workflow."""
     lines = lines or {}
@@ -82,12 +85,16 @@ def semantic_errors(
 
         if counts[task.id] > 1 and index != _first(workflow, task.id):
             err(("id",), f"duplicate task id (the first is task #{_first(workflow, task.id)})")
-        cls = types.get(task.type)
-        if cls is None:
-            known = ", ".join(sorted(types))
-            err(("type",), f"unknown task type {task.type!r} (known: {known})")
-        else:
-            for loc, message in settings_errors(cls.settings_model, task.settings):
+        try:
+            cls: type[TaskType] | None = types[task.type]
+        except TypeUnavailable as exc:  # unknown, or its plugin failed to import
+            cls = None
+            err(("type",), str(exc))
+        except KeyError:
+            cls = None
+            err(("type",), f"unknown task type {task.type!r} (known: {', '.join(sorted(types))})")
+        if cls is not None:
+            for loc, message in settings_errors(cls.settings_model, task.settings, task.type):
                 err(("settings", *loc), message)
             _port_errors(task, cls, types, by_id, err)
             if not cls.splittable and task.split not in (None, "none", "auto", 1):
@@ -102,8 +109,11 @@ def semantic_errors(
     return errors
 
 
-def settings_errors(model: type[BaseModel], settings: dict[str, Any]) -> list[tuple[tuple, str]]:
-    """(location, message) for every unknown and every invalid setting."""
+def settings_errors(
+    model: type[BaseModel], settings: dict[str, Any], type_name: str = ""
+) -> list[tuple[tuple, str]]:
+    """(location, message) for every unknown and every invalid setting; an exception the
+    settings model raises that is no validation error is one message naming its plugin."""
     problems: list[tuple[tuple, str]] = []
     unknown = unknown_settings(model, settings)
     for key in unknown:
@@ -116,6 +126,8 @@ def settings_errors(model: type[BaseModel], settings: dict[str, Any]) -> list[tu
             if e["type"] == "extra_forbidden" and e["loc"] and e["loc"][0] in unknown:
                 continue
             problems.append((tuple(e["loc"]), e["msg"]))
+    except Exception as exc:  # a plugin's validator may raise anything: named, not raised
+        problems.append(((), f"{type(exc).__name__}: {exc} (raised by {origin(type_name)})"))
     return problems
 
 
@@ -133,7 +145,9 @@ def unknown_settings(model: type[BaseModel], settings: dict[str, Any]) -> list[s
     return sorted(k for k in settings if k not in names)
 
 
-def _port_errors(task: TaskSpec, cls: type[TaskType], types: dict, by_id: dict, err: Any) -> None:
+def _port_errors(
+    task: TaskSpec, cls: type[TaskType], types: Mapping, by_id: dict, err: Any
+) -> None:
     for port, ref in task.inputs.items():
         if not takes_any_port(cls) and port not in cls.ports:
             takes = ", ".join(cls.ports) or "no inputs"

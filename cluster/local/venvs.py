@@ -29,7 +29,9 @@ from runs.environments import (
     LOCK_FILE,
     PROJECT_FILE,
     SERVICE_ENVIRONMENT,
+    SOURCE_DIR_FILE,
     harness_version,
+    local_packages_of,
     python_version,
 )
 from simrun_harness.layout import check_name
@@ -104,20 +106,46 @@ def ensure_wheels(wheels: Path, sources: Sequence[Path] = WHEEL_SOURCES) -> Path
     return wheels
 
 
-def _requirements(project: Path, wheels: Path, uv_bin: str) -> Path:
-    """Pin the model's dependencies: export its lock, or resolve under the constraints."""
-    out = project.parent / "requirements.txt"
+def _requirements(
+    project: Path, out: Path, wheels: Path, uv_bin: str, *, constraints: Path | None, local: bool
+) -> Path:
+    """Pin the model's dependencies: export its lock, or resolve under the constraints.
+
+    With local packages and no lock the project file itself is the requirement (`uv pip
+    install -r pyproject.toml` resolves its `[tool.uv.sources]` paths from the project)."""
     if (project / LOCK_FILE).exists():
         args: list[str | Path] = [uv_bin, "export", "--frozen", "--no-dev", "--no-emit-project"]
         args += ["--no-hashes", "--no-header", "--no-annotate", "--output-file", out]
         _run(args, project, "exporting the lock of the model")
-    else:
-        args = [uv_bin, "pip", "compile", project / PROJECT_FILE, "--python", sys.executable]
-        args += ["--find-links", wheels, "--output-file", out, "--no-header"]
-        if (project / CONSTRAINTS_FILE).exists():
-            args += ["--constraints", project / CONSTRAINTS_FILE]
-        _run(args, project, "resolving the dependencies of the model")
+        return out
+    if local:
+        return project / PROJECT_FILE
+    args = [uv_bin, "pip", "compile", project / PROJECT_FILE, "--python", sys.executable]
+    args += ["--find-links", wheels, "--output-file", out, "--no-header"]
+    if constraints is not None:
+        args += ["--constraints", constraints]
+    _run(args, project, "resolving the dependencies of the model")
     return out
+
+
+def _project(context: Mapping[str, bytes], build: Path) -> tuple[Path, Path | None]:
+    """The directory the model's project is read from, and its constraints file.
+
+    A context with local packages names the model's snapshot (`source-dir`): the build reads
+    it there so relative paths resolve; else the context's files are written to `build`."""
+    source = context.get(SOURCE_DIR_FILE)
+    project = Path(source.decode()) if source else build / "project"
+    if not source:
+        project.mkdir()
+        for name, data in context.items():
+            (project / name).write_bytes(data)
+    elif not (project / PROJECT_FILE).is_file():
+        raise ValueError(f"the model directory {project} has no {PROJECT_FILE}")
+    constraints = None
+    if CONSTRAINTS_FILE in context:
+        constraints = build / CONSTRAINTS_FILE
+        constraints.write_bytes(context[CONSTRAINTS_FILE])
+    return project, constraints
 
 
 def build_environment(context: Mapping[str, bytes], ref: str, root: Path, wheels: Path) -> None:
@@ -138,18 +166,36 @@ def build_environment(context: Mapping[str, bytes], ref: str, root: Path, wheels
     root.mkdir(parents=True, exist_ok=True)
     build = Path(tempfile.mkdtemp(prefix=f".build-{ref[:16]}-", dir=root))
     try:
-        project = build / "project"
-        project.mkdir()
-        for name, data in context.items():
-            (project / name).write_bytes(data)
-        requirements = _requirements(project, wheels, uv_bin)
+        project, constraints = _project(context, build)
+        local = [p["name"] for p in local_packages_of(context)]
+        requirements = _requirements(
+            project,
+            build / "requirements.txt",
+            wheels,
+            uv_bin,
+            constraints=constraints,
+            local=bool(local),
+        )
         venv = build / "venv"
         _run([uv_bin, "venv", "--relocatable", "--python", sys.executable, venv], build, "uv venv")
         args: list[str | Path] = [uv_bin, "pip", "install", "--python", venv / "bin" / "python"]
-        args += ["-r", requirements, "-c", requirements, f"{HARNESS}=={harness_version()}"]
-        args += ["--find-links", wheels]
-        _run(args, build, "installing the environment")
-        marker = {"ref": ref, "python": python_version(), "harness": harness_version()}
+        # an exported local package is an unnamed requirement, which uv refuses as a pin
+        pins = constraints if local else requirements
+        args += ["-r", requirements]
+        if pins is not None:
+            args += ["-c", pins]
+        args += [f"{HARNESS}=={harness_version()}", "--find-links", wheels]
+        # uv keeps a built wheel of a local directory until its pyproject.toml changes: an
+        # edited module would be installed stale from the cache, so local ones are rebuilt
+        for name in local:
+            args += ["--refresh-package", name]
+        _run(args, project, "installing the environment")
+        marker: dict[str, object] = {
+            "ref": ref,
+            "python": python_version(),
+            "harness": harness_version(),
+        }
+        marker["local_packages"] = local_packages_of(context)
         marker["built"] = time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime())
         (venv / MARKER).write_text(json.dumps(marker, indent=1))
         try:

@@ -40,6 +40,7 @@ def run_view(run: Any) -> dict[str, Any]:
         "owner": run.owner.name,
         "created_at": run.created_at.isoformat(),
         "ended_at": run.ended_at.isoformat() if run.ended_at else None,
+        "environment": run.environment,
         "progress": 1.0 if run.state == "succeeded" else run_progress(progress),
         "tasks": [
             {
@@ -101,6 +102,8 @@ class DirectLab:
             )
         except (SubmissionRefused, PlanRefused) as exc:
             raise CommandError(str(exc)) from None
+        except WorkflowInvalid as exc:
+            raise CommandError("the workflow cannot run:\n" + str(exc)) from None
         return run_view(run)
 
     def runs(self, *, limit: int = 20) -> list[dict[str, Any]]:

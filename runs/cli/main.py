@@ -25,7 +25,13 @@ def setup_django() -> None:
 
 
 def build_parser() -> argparse.ArgumentParser:
-    from runs.cli import identity_commands, run_commands, service_commands, workflow_commands
+    from runs.cli import (
+        identity_commands,
+        plugin_commands,
+        run_commands,
+        service_commands,
+        workflow_commands,
+    )
 
     parser = argparse.ArgumentParser(prog="simrun", description=__doc__.split("\n")[0])
     sub = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
@@ -33,6 +39,7 @@ def build_parser() -> argparse.ArgumentParser:
     identity_commands.register(sub)
     run_commands.register(sub)
     service_commands.register(sub)
+    plugin_commands.register(sub)
     return parser
 
 

@@ -98,6 +98,11 @@ def show(args: argparse.Namespace) -> int:
     print(f"run {run['id']}  {run['name']}  {run['state']}  owner {run['owner']}")
     if run["message"]:
         print(f"  {run['message']}")
+    environment = run.get("environment") or {}
+    if environment.get("ref"):
+        print(f"  environment {environment['ref']}")
+    for package in environment.get("local_packages", []):
+        print(f"  local package {package['name']} {package['digest']}")
     for task in run["tasks"]:
         print(f"  {task['id']:24} {task['state']:10} {task['done']}/{task['total']}")
     return 0

@@ -25,15 +25,23 @@ from django.utils import timezone
 from cluster.backend import Backend, RunLaunch, TaskLaunch
 from runs import environments, resources
 from runs.environments import SERVICE_ENVIRONMENT
+from runs.local_packages import LocalPackageRefused, local_packages
 from runs.models import Identity, Run, RunState, Snapshot, Task
 from runs.planner import plan_task
 from runs.plans import Node, TaskPlan
 from runs.priorities import tier_of
 from runs.store import store
-from runs.task_types import COMMAND, registry
+from runs.task_types import COMMAND, origin, registry
 from runs.validation import load_data
-from runs.workflow import SplitMode, Workflow, input_path, input_task
-from simrun_harness.plugin import TaskContext
+from runs.workflow import (
+    SplitMode,
+    Workflow,
+    WorkflowError,
+    WorkflowInvalid,
+    input_path,
+    input_task,
+)
+from simrun_harness.plugin import SettingsError, TaskContext
 
 log = logging.getLogger(__name__)
 
@@ -95,6 +103,11 @@ def create_run(
     if reserve and not any(n.name == reserve for n in nodes):
         names = ", ".join(n.name for n in nodes) or "none"
         raise SubmissionRefused(f"reserve: no node named {reserve!r} (nodes: {names})")
+    if model:
+        try:
+            local_packages(store().snapshot(model))
+        except LocalPackageRefused as exc:
+            raise SubmissionRefused(f"sources: the model's {exc}") from None
     rows = plan_tasks(spec, nodes=nodes, model=model, split=split, tier=tier, reserve=reserve)
     run = Run(
         name=spec.name,
@@ -148,8 +161,7 @@ def plan_tasks(
         settings = task_type.parse_settings(task.settings)
         units = None
         if cls.splittable:
-            ctx = TaskContext(task_id=task.id, settings=settings, model_dir=model_dir)
-            units = len(task_type.units(ctx))  # type: ignore[attr-defined]
+            units = _count_units(task.id, task.type, task_type, settings, model_dir)
         resolved = resources.resolve(
             hint=cls.hint,
             history=history(task_type=task.type, model_digest=model or ""),
@@ -181,6 +193,20 @@ def plan_tasks(
             }
         )
     return rows
+
+
+def _count_units(
+    task_id: str, type_name: str, task_type: Any, settings: Any, model_dir: Any
+) -> int:
+    """The number of units the plugin lists for a task; WorkflowInvalid naming the task and
+    the plugin when its `units()` raises (a SettingsError, or any bug of the plugin)."""
+    ctx = TaskContext(task_id=task_id, settings=settings, model_dir=model_dir)
+    try:
+        return len(task_type.units(ctx))
+    except Exception as exc:  # plugin code may raise anything: a message, never a traceback
+        kind = "" if isinstance(exc, SettingsError) else f"{type(exc).__name__}: "
+        message = f"units(): {kind}{exc} (raised by {origin(type_name)})"
+        raise WorkflowInvalid([WorkflowError("settings", message, task_id)]) from exc
 
 
 def _write_files(run: Run, spec: Workflow, rows: list[dict[str, Any]], model: str | None) -> None:
@@ -257,12 +283,12 @@ def submit_run(*, run_id: str, backend: Backend) -> None:
             if run.reserve and not run.reserved:
                 backend.reserve(run.reserve, run.id)
                 Run.objects.filter(pk=run_id).update(reserved=True)
-            launch = run_launch(run, environment=environment)
+            launch = run_launch(run, environment=environment["ref"])
             backend.submit(launch)
             created = True
         Run.objects.filter(pk=run_id, state=RunState.SUBMITTING).update(
             state=RunState.QUEUED,
-            environment={"ref": environment},
+            environment=environment,
             submitted_at=timezone.now(),
             submit_lease_until=None,
             version=F("version") + 1,
@@ -286,16 +312,18 @@ def fail_submission(*, run_id: str, message: str, created: bool) -> None:
     )
 
 
-def _environment(run: Run, backend: Backend) -> str:
-    """The run's environment, built once: its digest, or `service` for a model without one."""
+def _environment(run: Run, backend: Backend) -> dict[str, Any]:
+    """The run's environment, built once: its digest (`service` for a model without one) and
+    the digest of every local package it installs (which plugin code the run used)."""
     if not run.sources:
-        return SERVICE_ENVIRONMENT
+        return {"ref": SERVICE_ENVIRONMENT}
     ref, context = environments.model_environment(store().snapshot(run.sources[0]))
     if ref == SERVICE_ENVIRONMENT:
-        return ref
+        return {"ref": ref}
     if not backend.has_image(ref):
         backend.build_image(context, ref)
-    return ref
+    packages = environments.local_packages_of(context)
+    return {"ref": ref, "local_packages": packages} if packages else {"ref": ref}
 
 
 def run_launch(run: Run, *, environment: str) -> RunLaunch:

@@ -19,9 +19,7 @@ from pathlib import Path
 from typing import Any, ClassVar, Literal
 
 import numpy as np
-import xarray as xr
 from pydantic import BaseModel, ConfigDict, Field, field_validator
-from scipy.integrate import odeint
 
 from simrun_examples.repressilator import PARAMETERS, SPECIES, initial_state, rhs
 from simrun_harness.plugin import ResourceHint, SettingsError, SplitTaskType, TaskContext
@@ -136,10 +134,14 @@ class _Scan(SplitTaskType):
         for name in settings.parameters:
             coords[name] = ("point", np.array([p[name] for p in points]))
         data = {s: (("point", "time"), courses[:, :, i]) for i, s in enumerate(species)}
+        import xarray as xr  # here, not at the top: listing and validating stay fast
+
         dataset = xr.Dataset(data, coords=coords)
         dataset.to_netcdf(out / "points.nc", engine=NETCDF_ENGINE)
 
     def merge(self, ctx: TaskContext, units: Sequence[Path], out: Path) -> None:
+        import xarray as xr
+
         parts = []
         for unit_dir in units:
             with xr.open_dataset(unit_dir / "points.nc", engine=NETCDF_ENGINE) as part:
@@ -163,6 +165,8 @@ class OdeScan(_Scan):
         return list(SPECIES)
 
     def simulate(self, ctx: TaskContext, point: dict[str, float], times: np.ndarray) -> np.ndarray:
+        from scipy.integrate import odeint  # here: the service only validates and counts
+
         values = {**PARAMETERS, **point}
         args = tuple(values[name] for name in PARAMETERS)
         result: np.ndarray = odeint(rhs, initial_state(), times, args=args, rtol=1e-8, atol=1e-10)

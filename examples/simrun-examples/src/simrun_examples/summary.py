@@ -13,7 +13,6 @@ from pathlib import Path
 from typing import Any, ClassVar
 
 import numpy as np
-import xarray as xr
 from pydantic import BaseModel, ConfigDict, Field
 
 from simrun_examples.scan import NETCDF_ENGINE
@@ -60,6 +59,8 @@ class Summary(UnsplitTaskType):
         source = ctx.inputs.get("scan")
         if source is None or not (source / "scan.nc").is_file():
             raise SettingsError("summary needs the input port 'scan' with a scan.nc")
+        import xarray as xr  # here, not at the top: listing and validating stay fast
+
         with xr.open_dataset(source / "scan.nc", engine=NETCDF_ENGINE) as opened:
             scan = opened.load()
         species = settings.species or [str(v) for v in scan.data_vars]

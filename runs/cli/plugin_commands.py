@@ -1,0 +1,82 @@
+"""`simrun plugin new|install|list`: write a plugin, make it known, see what is installed.
+
+None of them sets Django up: the list reads the entry points' metadata (`--check` imports
+each type to name the ones that fail), and install is `uv pip install -e` into the Python
+the service runs with.
+"""
+
+from __future__ import annotations
+
+import argparse
+import subprocess
+import sys
+from pathlib import Path
+from typing import Any
+
+from runs.cli.main import CommandError
+
+
+def register(sub: Any) -> None:
+    plugin = sub.add_parser("plugin", help="write, install and list task-type plugins")
+    verbs = plugin.add_subparsers(dest="verb", required=True, metavar="VERB")
+    p = verbs.add_parser("new", help="write a model directory with a plugin of type NAME inside")
+    p.add_argument("name", help="the task type's name: lowercase letters, digits and _")
+    p.add_argument("--dir", type=Path, default=Path("."), help="where to write it (default: .)")
+    p.set_defaults(handler=new)
+    p = verbs.add_parser("install", help="install a plugin package where the service runs")
+    p.add_argument("path", type=Path, help="the plugin's directory (with its pyproject.toml)")
+    p.add_argument(
+        "--python", default=sys.executable, help="the service's Python (default: this one)"
+    )
+    p.set_defaults(handler=install)
+    p = verbs.add_parser("list", help="every task type: its package, version and source")
+    p.add_argument("--check", action="store_true", help="import each type; name the failures")
+    p.set_defaults(handler=list_plugins)
+
+
+def new(args: argparse.Namespace) -> int:
+    from runs.plugin_scaffold import ScaffoldRefused, scaffold
+
+    try:
+        root = scaffold(name=args.name, parent=args.dir)
+    except ScaffoldRefused as exc:
+        raise CommandError(str(exc)) from None
+    print(f"wrote {root}: the model directory; the plugin is {root / 'plugin'}")
+    print(f"next: simrun plugin install {root / 'plugin'}")
+    return 0
+
+
+def install(args: argparse.Namespace) -> int:
+    import uv
+
+    path = args.path.resolve()
+    if not (path / "pyproject.toml").is_file():
+        raise CommandError(f"{args.path}: no pyproject.toml; give the plugin's directory")
+    done = subprocess.run(
+        [uv.find_uv_bin(), "pip", "install", "--python", args.python, "-e", str(path)],
+        capture_output=True,
+        text=True,
+    )
+    if done.returncode != 0:
+        tail = "\n".join((done.stdout + done.stderr).strip().splitlines()[-20:])
+        raise CommandError(f"installing {args.path} failed:\n{tail}")
+    print(f"installed {path} (editable) into {args.python}")
+    return 0
+
+
+def list_plugins(args: argparse.Namespace) -> int:
+    from runs.task_types import COMMAND, TypeUnavailable, load_type, plugins
+
+    print(f"{'TYPE':20} {'PACKAGE':24} {'VERSION':10} SOURCE")
+    print(f"{COMMAND:20} {'simrun':24} {'':10} built-in")
+    failed = 0
+    for name, found in sorted(plugins().items()):
+        for plugin in found:
+            print(f"{name:20} {plugin.package:24} {plugin.version:10} {plugin.source}")
+        if args.check:
+            try:
+                load_type(name)
+            except TypeUnavailable as exc:
+                failed += 1
+                print(f"  error: {exc}")
+    return 1 if failed else 0

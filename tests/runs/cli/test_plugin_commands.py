@@ -1,0 +1,119 @@
+"""`simrun plugin new|install|list`: the plugin loop's commands, run as a person types them."""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import uv
+
+ROOT = Path(__file__).resolve().parents[3]
+SIMRUN = Path(sys.executable).parent / "simrun"
+
+
+def simrun(*args: str, cwd: Path = ROOT, **env: str) -> subprocess.CompletedProcess[str]:
+    return subprocess.run(
+        [str(SIMRUN), *args],
+        cwd=cwd,
+        env={**os.environ, **env},
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
+
+
+def test_plugin_new_writes_a_model_whose_plugin_passes_its_own_tests(tmp_path: Path) -> None:
+    result = simrun("plugin", "new", "decay", "--dir", str(tmp_path))
+    assert result.returncode == 0, result.stderr
+    model = tmp_path / "decay"
+    assert {p.name for p in model.iterdir()} == {
+        "pyproject.toml",
+        "model.json",
+        "workflow.yaml",
+        "plugin",
+    }
+    tests = subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "pytest",
+            "-q",
+            "-p",
+            "no:cacheprovider",
+            "-p",
+            "no:django",
+            "tests",
+        ],
+        cwd=model / "plugin",
+        env={**os.environ, "PYTHONPATH": str(model / "plugin" / "src")},
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
+    assert tests.returncode == 0, tests.stdout + tests.stderr
+    assert "3 passed" in tests.stdout
+
+
+def test_plugin_new_refuses_a_bad_name_and_an_existing_directory(tmp_path: Path) -> None:
+    bad = simrun("plugin", "new", "My-Plugin", "--dir", str(tmp_path))
+    assert bad.returncode == 1
+    assert bad.stderr.startswith("simrun: plugin name 'My-Plugin': use lowercase letters")
+    assert list(tmp_path.iterdir()) == []
+    (tmp_path / "decay").mkdir()
+    taken = simrun("plugin", "new", "decay", "--dir", str(tmp_path))
+    assert taken.returncode == 1
+    assert (
+        taken.stderr == f"simrun: {tmp_path / 'decay'} exists; choose another name or directory\n"
+    )
+    assert list((tmp_path / "decay").iterdir()) == []
+
+
+def test_plugin_install_makes_its_types_known_to_that_python_and_list_shows_them(
+    tmp_path: Path,
+) -> None:
+    """A throwaway environment stands for the service's (the tests' own must not change)."""
+    assert simrun("plugin", "new", "decay", "--dir", str(tmp_path)).returncode == 0
+    venv = tmp_path / "venv"
+    subprocess.run([uv.find_uv_bin(), "venv", "-q", "--python", sys.executable, venv], check=True)
+    python = venv / "bin" / "python"
+    harness = [uv.find_uv_bin(), "pip", "install", "-q", "--python", python, "-e", ROOT / "harness"]
+    subprocess.run(harness, check=True)
+    result = simrun(
+        "plugin", "install", str(tmp_path / "decay" / "plugin"), "--python", str(python)
+    )
+    assert result.returncode == 0, result.stderr
+    listed = subprocess.run(
+        [python, "-c", "from simrun_harness.plugin import load_task_types as t; print(*t())"],
+        capture_output=True,
+        text=True,
+        check=True,
+    )
+    assert listed.stdout.split() == ["decay"]
+    # the service's list, from metadata: here the tests' own environment and its examples
+    shown = simrun("plugin", "list", "--check")
+    assert shown.returncode == 0, shown.stdout + shown.stderr
+    rows = [line.split() for line in shown.stdout.splitlines()[1:]]
+    assert ["command", "simrun", "built-in"] in rows
+    assert [
+        "ode_scan",
+        "simrun-examples",
+        "0.1.0",
+        str(ROOT / "examples" / "simrun-examples"),
+    ] in rows
+
+
+def test_plugin_list_check_names_a_plugin_that_fails_to_import(tmp_path: Path) -> None:
+    from tests.plugins import errors_plugin
+
+    site = errors_plugin(tmp_path / "site")
+    shown = simrun("plugin", "list", "--check", PYTHONPATH=str(site))
+    assert shown.returncode == 1
+    assert (
+        "  error: task type 'broken' failed to load from plugin broken-plugin 0.1 "
+        "(broken_types:Broken): ImportError: needs libfoo, which is not installed"
+    ) in shown.stdout.splitlines()
+    assert any(
+        line.split()[:3] == ["picky", "picky-plugin", "0.1"] for line in shown.stdout.splitlines()
+    )
