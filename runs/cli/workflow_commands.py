@@ -6,7 +6,7 @@ import argparse
 from pathlib import Path
 from typing import Any
 
-from runs.cli.main import CommandError, setup_django
+from runs.cli.main import CommandError
 
 
 def register(sub: Any) -> None:
@@ -16,7 +16,7 @@ def register(sub: Any) -> None:
 
 
 def validate(args: argparse.Namespace) -> int:
-    setup_django()
+    """Needs no installation: the workflow and the installed plugins only."""
     from runs.validation import errors_of, load
 
     try:
