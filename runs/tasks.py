@@ -24,7 +24,7 @@ def reconcile() -> int:
     """One controller pass over the followed runs."""
     from runs.controller.tick import tick
 
-    return tick(backend())
+    return tick(backend(), source="worker")
 
 
 @shared_task(acks_late=True, ignore_result=True)

@@ -10,6 +10,7 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any, Protocol
 
+from runs.cli.follow_notes import run_seconds, task_times, watched
 from runs.cli.main import CommandError, setup_django
 from runs.cli.progress import ENDED, follow_bars, follow_plain, polls
 
@@ -99,7 +100,10 @@ def show(args: argparse.Namespace) -> int:
     if run["message"]:
         print(f"  {run['message']}")
     for task in run["tasks"]:
-        print(f"  {task['id']:24} {task['state']:10} {task['done']}/{task['total']}")
+        count = f"{task['done']}/{task['total']}"
+        print(f"  {task['id']:24} {task['state']:10} {count:>11}  {task_times(task)}")
+        if task.get("message"):
+            print(f"    {task['message']}")
     return 0
 
 
@@ -121,14 +125,20 @@ def follow_run(
     from rich.console import Console
 
     console = Console(stderr=False)
-    started = time.monotonic()
-    runs = polls(the_lab, run_id, interval=interval, check=check)
     if console.is_terminal:
+        runs = watched(polls(the_lab, run_id, interval=interval, check=check), console.print)
         run = follow_bars(runs, console)
     else:
-        run = follow_plain(runs, lambda line: print(line, flush=True))
-    seconds = time.monotonic() - started
-    console.print(f"run {run['id']} {run['state']} after {seconds:.1f}s")
+
+        def say(line: str) -> None:
+            print(line, flush=True)
+
+        run = follow_plain(
+            watched(polls(the_lab, run_id, interval=interval, check=check), say), say
+        )
+    seconds = run_seconds(run)
+    took = "" if seconds is None else f" {seconds:.1f}s after submission"
+    console.print(f"run {run['id']} {run['state']}{took}")
     if run["message"]:
         console.print(f"  {run['message']}")
     return 0 if run["state"] == "succeeded" else 1

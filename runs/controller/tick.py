@@ -23,6 +23,7 @@ from runs.controller.reconcile import Followed, Reconciled, followed_rows, recon
 from runs.controller.seen import Derived, Seen
 from runs.controller.settle import keep_task_logs, settle
 from runs.models import Run, RunState, Task
+from runs.services.heartbeats import record_heartbeat
 from runs.services.submission import stale_submissions
 from runs.store import task_paths
 
@@ -33,8 +34,11 @@ LIVE = frozenset(RunState.live())
 DERIVED = LIVE - {RunState.SUBMITTING}  # a run still submitting has no workflow to ask about
 
 
-def tick(backend: Backend, *, seen: Seen | None = None) -> int:
-    """Reconcile every live run, settle ended ones, resume dead submissions; runs looked at."""
+def tick(backend: Backend, *, seen: Seen | None = None, source: str = "watcher") -> int:
+    """Reconcile every live run, settle ended ones, resume dead submissions; runs looked at.
+
+    Ends by recording the heartbeat of `source` (the watcher, or `worker` for beat's pass),
+    which `follow` and `simrun status` read to tell whether the controller runs at all."""
     for run_id in stale_submissions():
         from runs.tasks import submit_run
 
@@ -75,6 +79,7 @@ def tick(backend: Backend, *, seen: Seen | None = None) -> int:
         except Exception:  # C15: one bad record must not stop the others
             log.exception("reconciling run %s failed; skipped this tick", run.pk)
     seen.keep_only({r.pk for r in live})
+    record_heartbeat(source=source, at=timezone.now())
     return len(rows)
 
 

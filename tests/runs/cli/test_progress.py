@@ -61,3 +61,20 @@ def test_plain_following_prints_each_change_of_state_and_ends_with_the_run() -> 
         ["summary", "0/1", "running"],
         ["summary", "1/1", "done"],
     ]
+
+
+def test_the_controller_is_late_after_its_limit_and_said_once_each_way() -> None:
+    """Issue 15 item 3: one warning when reconciles stop, one line when they are back."""
+    from runs.cli.follow_notes import ControllerWatch
+
+    def polled(idle: float | None, state: str = "running") -> dict[str, Any]:
+        return {**run(state), "controller_idle_s": idle, "controller_late_s": 10.0}
+
+    watch = ControllerWatch()
+    assert watch.note(polled(2.0)) is None
+    late = watch.note(polled(10.5))
+    assert late and "has not reconciled for 10s" in late and "`simrun serve`" in late
+    assert watch.note(polled(30.0)) is None  # said once
+    assert watch.note(polled(0.5)) == "the controller is reconciling again; following run r1"
+    assert watch.note(polled(None)) is not None  # never reconciled: late at once
+    assert watch.note(polled(None, state="succeeded")) is None  # nothing left to advance

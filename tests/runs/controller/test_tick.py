@@ -25,7 +25,7 @@ from tests.waiting import wait_for
 pytestmark = pytest.mark.django_db
 
 HUGE = shape(cores=64)  # more than the backend has: its pod waits and its status stays
-TICK_QUERIES = 2  # the stale submissions and the followed runs, whatever their number
+TICK_QUERIES = 3  # stale submissions, followed runs, the heartbeat: whatever their number
 
 
 def launched(backend: LocalBackend, task: TaskLaunch, environment: str = "service") -> Run:
@@ -126,3 +126,19 @@ def test_a_new_process_derives_every_run_once(store: Path) -> None:
     Run.objects.filter(pk=run.pk).update(pods={})  # as a service that died before its write
     tick(backend, seen=Seen())
     assert Run.objects.get(pk=run.pk).pods["hello"]["phase"] == "queued"
+
+
+def test_every_tick_records_the_heartbeat_of_its_source(store: Path) -> None:
+    """Issue 15 item 3: `follow` and `simrun status` read when the controller last ticked."""
+    from runs.selectors.heartbeat import controller_idle_s, last_reconcile
+
+    backend = LocalBackend(store, cores=2, memory_gb=2)
+    assert last_reconcile() is None and controller_idle_s() is None
+    tick(backend, seen=Seen(), source="worker")
+    first = last_reconcile(source="worker")
+    assert first is not None and last_reconcile(source="watcher") is None
+    tick(backend, seen=Seen(), source="watcher")
+    tick(backend, seen=Seen(), source="worker")
+    later = last_reconcile(source="worker")
+    assert later is not None and later > first
+    assert last_reconcile() == max(later, last_reconcile(source="watcher"))  # type: ignore[type-var]
