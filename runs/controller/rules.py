@@ -10,7 +10,7 @@ from simrun_harness.exits import EXIT_POOL_BROKEN, EXIT_TERMINATED
 
 STOPPED_EXITS = frozenset({None, EXIT_POOL_BROKEN, EXIT_TERMINATED})
 
-WAITING, QUEUED, RUNNING, PREEMPTED, RETRYING, DONE, FAILED, SKIPPED = (
+WAITING, QUEUED, RUNNING, PREEMPTED, RETRYING, DONE, FAILED, SKIPPED, CANCELLED = (
     "waiting",
     "queued",
     "running",
@@ -19,8 +19,9 @@ WAITING, QUEUED, RUNNING, PREEMPTED, RETRYING, DONE, FAILED, SKIPPED = (
     "done",
     "failed",
     "skipped",
+    "cancelled",  # still open when its run ended (cancelled, or failed by another task)
 )
-FINAL = frozenset({DONE, FAILED, SKIPPED})
+FINAL = frozenset({DONE, FAILED, SKIPPED, CANCELLED})
 
 
 def pod_names(task_id: str, *, splittable: bool, pods: int, coordinator_merges: bool) -> list[str]:

@@ -184,6 +184,7 @@ class Worker:
         now = time.monotonic()
         next_beat = now + heartbeat_s
         next_poll = now + self.poll_s
+        next_sweep = now + self.config.stale_s
         exhausted = False
         while True:
             if self.stop.requested:
@@ -204,6 +205,9 @@ class Worker:
                 exhausted = False
                 if self.base:
                     self._log_returned(ledger.reclaim_stale(self.config.stale_s), progress)
+                    if now >= next_sweep:  # a listing of every unit output: not every poll
+                        self._sweep(ledger)
+                        next_sweep = now + self.config.stale_s
             while not exhausted and (slot := pool.free_slot(self._depth())) is not None:
                 name = ledger.claim()
                 if name is None:
@@ -215,6 +219,7 @@ class Worker:
                 if not self.base:
                     return EXIT_OK
                 if ledger.done_count() >= total:
+                    self._sweep(ledger)
                     return self._complete(task, pool)
                 if polled and (name := ledger.claim_memory_killed(self.config.stale_s)):
                     log.warning(
@@ -248,6 +253,12 @@ class Worker:
                     )
                     return self.attempt.fail_with(event)
                 self._commit(ledger, progress, event)
+
+    def _sweep(self, ledger: Ledger) -> None:
+        """Remove the half-written outputs of units done elsewhere by holders that are gone."""
+        removed = ledger.sweep_partials(self.config.stale_s)
+        if removed:
+            log.info("%s: removed abandoned partial outputs %s", self.holder.token, removed)
 
     def _mark_memory_kill(self, ledger: Ledger) -> None:
         """Mark the unit whose process was killed for memory, before its claim is given back."""
