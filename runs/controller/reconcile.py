@@ -25,6 +25,7 @@ from runs.controller import rules
 from runs.models import Run, RunState, Task
 from runs.plans import TaskPlan
 from runs.store import has_merge_marker, reports, task_paths
+from simrun_harness.report import read_report
 
 log = logging.getLogger(__name__)
 
@@ -147,7 +148,9 @@ def observe(run: Run, tasks: list[Task], status: BackendStatus | None, now: date
             )
             if verdict and state not in (rules.DONE,):
                 state = rules.FAILED
-                messages.append(f"task '{task.task_id}': {verdict.message}")
+                cause = _cause(task, verdict)
+                said = f"{verdict.message}: {cause}" if cause else verdict.message
+                messages.append(f"task '{task.task_id}': {said}")
         if state == rules.FAILED and not any(
             m.startswith(f"task '{task.task_id}'") for m in messages
         ):
@@ -179,7 +182,10 @@ def observe(run: Run, tasks: list[Task], status: BackendStatus | None, now: date
             }
             for name, pod in status.pods.items()
         }
-    observed.tasks = {t.pk: c for t in tasks if (c := _task_change(t, states, now)) is not None}
+    why = {t.task_id: m.partition(": ")[2] for t in tasks for m in messages if _about(m, t)}
+    observed.tasks = {
+        t.pk: c for t in tasks if (c := _task_change(t, states, now, why)) is not None
+    }
     if outcome is not None:
         began, ended = _span(run, tasks, observed, now)
         if began is not None and (run.started_at is None or began < run.started_at):
@@ -200,7 +206,13 @@ def observe(run: Run, tasks: list[Task], status: BackendStatus | None, now: date
     return observed
 
 
-def _task_change(task: Task, states: dict[str, str], now: datetime) -> dict[str, Any] | None:
+def _about(message: str, task: Task) -> bool:
+    return message.startswith(f"task '{task.task_id}': ")
+
+
+def _task_change(
+    task: Task, states: dict[str, str], now: datetime, why: dict[str, str]
+) -> dict[str, Any] | None:
     """The fields of a task to write for its new state; None if its state did not change.
 
     A task that ends done or failed takes its times from its pods' reports (the first start,
@@ -223,6 +235,8 @@ def _task_change(task: Task, states: dict[str, str], now: datetime) -> dict[str,
             change["ended_at"] = ended
     if new == rules.CANCELLED:
         change["message"] = "stopped: the run failed"
+    if new == rules.FAILED and task.task_id in why:
+        change["message"] = why[task.task_id]
     return change
 
 
@@ -248,6 +262,24 @@ def _span(
         if ended is not None:
             ends.append(ended)
     return (min(starts) if starts else None), (max(ends) if ends else now)
+
+
+def _cause(task: Task, verdict: rules.Verdict) -> str:
+    """Why the attempt that failed a task failed: from its report, or its exit code."""
+    paths = task_paths(task.run_id, task.task_id)
+    report = None
+    if verdict.attempt is not None:
+        try:
+            report = read_report(paths.report(verdict.pod, verdict.attempt))
+        except (OSError, ValueError):
+            report = None  # no report: the store refused it, or the pod died before
+    error = report.error if report is not None else None
+    return rules.failure_cause(
+        verdict,
+        error=error.message if error else None,
+        unit=error.unit if error else None,
+        task_dir=str(paths.root),
+    )
 
 
 def _reported_kills(task: Task) -> dict[str, dict[int, int]]:

@@ -15,10 +15,12 @@ from __future__ import annotations
 import logging
 from datetime import datetime
 
+from django.conf import settings
 from django.utils import timezone
 
 from cluster.backend import Backend, BackendStatus
 from runs.controller import rules
+from runs.controller.backoff import Backoff
 from runs.controller.reconcile import Followed, Reconciled, followed_rows, reconcile_with
 from runs.controller.seen import Derived, Seen
 from runs.controller.settle import keep_task_logs, settle
@@ -30,11 +32,18 @@ from runs.store import task_paths
 log = logging.getLogger(__name__)
 
 SEEN = Seen()  # this process's notes; every tick of the process shares them
+BACKOFF = Backoff()  # this process's failing runs and when each is tried again
 LIVE = frozenset(RunState.live())
 DERIVED = LIVE - {RunState.SUBMITTING}  # a run still submitting has no workflow to ask about
 
 
-def tick(backend: Backend, *, seen: Seen | None = None, source: str = "watcher") -> int:
+def tick(
+    backend: Backend,
+    *,
+    seen: Seen | None = None,
+    source: str = "watcher",
+    backoff: Backoff | None = None,
+) -> int:
     """Reconcile every live run, settle ended ones, resume dead submissions; runs looked at.
 
     Ends by recording the heartbeat of `source` (the watcher, or `worker` for beat's pass),
@@ -67,7 +76,9 @@ def tick(backend: Backend, *, seen: Seen | None = None, source: str = "watcher")
             oom_kills=noted.oom_kills,
         ):
             due[row.pk] = row
+    backoff = BACKOFF if backoff is None else backoff
     wanted = set(due) | {r.pk for r in rows if r.final_work or r.state not in LIVE}
+    wanted = {pk for pk in wanted if backoff.due(pk)}
     now = timezone.now()
     for run in Run.objects.filter(pk__in=wanted).prefetch_related("tasks") if wanted else []:
         try:
@@ -76,9 +87,13 @@ def tick(backend: Backend, *, seen: Seen | None = None, source: str = "watcher")
                 _reconcile(run, row, statuses[row.workflow_name], seen, now)
             if run.state != RunState.SUBMITTING:
                 after_reconcile(run, backend)
-        except Exception:  # C15: one bad record must not stop the others
-            log.exception("reconciling run %s failed; skipped this tick", run.pk)
+        except Exception as exc:  # C15: one bad record must not stop the others
+            seen.drop(run.pk)
+            backoff.failed(run.pk, exc, first_wait_s=settings.SIMRUN_POLL_S)
+        else:
+            backoff.succeeded(run.pk)
     seen.keep_only({r.pk for r in live})
+    backoff.keep_only({r.pk for r in rows})
     record_heartbeat(source=source, at=timezone.now())
     return len(rows)
 

@@ -114,6 +114,13 @@ def test_a_failed_analysis_fails_at_once_naming_pod_and_exit(services: Services)
     assert run.state == "failed"
     assert "pod bad-w0 failed with exit code 3" in run.message
     assert run.pods["bad-w0"]["attempts"] == 1
+    # issue 15 item 5: the cause, once, on the run and on the task
+    cause = (
+        "pod bad-w0 failed with exit code 3: "
+        "unit u000001 raised RuntimeError: unit 1 fails on purpose"
+    )
+    assert run.message == f"task 'bad': {cause}"
+    assert run.tasks.get(task_id="bad").message == cause
 
 
 def test_cancel_while_running_leaves_no_process(services: Services) -> None:

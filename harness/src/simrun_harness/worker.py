@@ -39,6 +39,7 @@ from simrun_harness.exits import (
     EXIT_FAILED,
     EXIT_OK,
     EXIT_POOL_BROKEN,
+    EXIT_STORE,
     EXIT_TERMINATED,
 )
 from simrun_harness.ledger import (
@@ -55,6 +56,7 @@ from simrun_harness.plugin import SettingsError, SplitTaskType
 from simrun_harness.pool import Death, Job, JobResult, JobRunner, ProcessPool
 from simrun_harness.progress import ProgressWriter
 from simrun_harness.report import ReportError
+from simrun_harness.store_access import as_store_failure
 from simrun_harness.taskfile import LoadedTask
 from simrun_harness.termination import StopSignal
 
@@ -113,12 +115,18 @@ class Worker:
         try:
             self._log_returned(ledger.return_earlier_attempts(), progress)
             code = self._loop(task, ledger, pool, progress)
-        except Exception as exc:  # a harness bug or an unusable store: report it, exit 1
-            log.exception("%s: unexpected error", self.holder.token)
-            self.attempt.error = ReportError(
-                message=f"harness error: {type(exc).__name__}: {exc}",
-                traceback=traceback.format_exc(),
-            )
+        except Exception as exc:  # a harness bug (exit 1) or a store that refused a write (5)
+            failure = as_store_failure(exc, self.config.common.run_dir.resolve())
+            if failure is not None:
+                log.error("%s: %s", self.holder.token, failure)
+                self.attempt.error = ReportError(message=str(failure))
+                code = EXIT_STORE
+            else:
+                log.exception("%s: unexpected error", self.holder.token)
+                self.attempt.error = ReportError(
+                    message=f"harness error: {type(exc).__name__}: {exc}",
+                    traceback=traceback.format_exc(),
+                )
         finally:
             if code != EXIT_OK:
                 pool.shutdown(kill=True)

@@ -142,3 +142,35 @@ def test_every_tick_records_the_heartbeat_of_its_source(store: Path) -> None:
     later = last_reconcile(source="worker")
     assert later is not None and later > first
     assert last_reconcile() == max(later, last_reconcile(source="watcher"))  # type: ignore[type-var]
+
+
+def test_a_run_whose_reconcile_keeps_failing_backs_off_and_logs_once_a_step(
+    store: Path, caplog: pytest.LogCaptureFixture
+) -> None:
+    """Issue 15 item 5: retried after 1, 2, 4 … poll intervals (at most a minute), one line
+    a step (the first with its traceback), and a line when it works again."""
+    from runs.controller.backoff import MAX_S, Backoff
+
+    backend = LocalBackend(store, cores=2, memory_gb=2)
+    run = launched(backend, command_task("hello", "pass", pod=HUGE))
+    Task.objects.filter(run=run).update(plan={"not": "a plan"})  # deriving it raises
+    now = [0.0]
+    backoff = Backoff(clock=lambda: now[0])
+    waits = []
+    for _ in range(9):
+        caplog.clear()
+        for _ in range(3):  # ticks before the wait is over try nothing and say nothing
+            tick(backend, seen=Seen(), backoff=backoff)
+        failed = [r for r in caplog.records if f"reconciling run {run.pk} failed" in r.message]
+        assert len(failed) == 1, [r.message for r in caplog.records]
+        waits.append(backoff.steps[run.pk].retry_at - now[0])
+        now[0] = backoff.steps[run.pk].retry_at
+    assert waits[:4] == [2.0, 4.0, 8.0, 16.0] and waits[-1] == MAX_S
+    assert caplog.records[0].exc_info is None  # only the first failure carried a traceback
+    Task.objects.filter(run=run).update(plan=command_task("hello", "pass", pod=HUGE).plan.to_json())
+    caplog.clear()
+    tick(backend, seen=Seen(), backoff=backoff)
+    assert any(
+        f"run {run.pk} reconciles again after 9 failures" in r.message for r in caplog.records
+    )
+    assert run.pk not in backoff.steps
