@@ -187,7 +187,7 @@ def observe(run: Run, tasks: list[Task], status: BackendStatus | None, now: date
         t.pk: c for t in tasks if (c := _task_change(t, states, now, why)) is not None
     }
     if outcome is not None:
-        began, ended = _span(run, tasks, observed, now)
+        began, ended = _span(tasks, observed, now)
         if began is not None and (run.started_at is None or began < run.started_at):
             observed.run["started_at"] = began
         observed.run.update(
@@ -248,9 +248,7 @@ def _reported_span(task: Task) -> tuple[datetime | None, datetime | None]:
     return min(r.started_at for r in found), max(r.ended_at for r in found)
 
 
-def _span(
-    run: Run, tasks: list[Task], observed: Observed, now: datetime
-) -> tuple[datetime | None, datetime]:
+def _span(tasks: list[Task], observed: Observed, now: datetime) -> tuple[datetime | None, datetime]:
     """When an ending run's work began and ended: its tasks' first start and last end."""
     starts, ends = [], []
     for task in tasks:
