@@ -129,4 +129,10 @@ def after_reconcile(run: Run, backend: Backend) -> None:
             Task.objects.filter(pk=task.pk).update(logs_kept=True)
             task.logs_kept = True
     if run.ended:
-        settle(run.pk, backend)
+        failed = settle(run.pk, backend)
+        if failed:  # the tick backs off and logs it once a step, like a failing reconcile
+            raise SettlingFailed("; ".join(failed))
+
+
+class SettlingFailed(Exception):
+    """An ended run's pending steps failed again (they stay pending)."""

@@ -174,3 +174,36 @@ def test_a_run_whose_reconcile_keeps_failing_backs_off_and_logs_once_a_step(
         f"run {run.pk} reconciles again after 9 failures" in r.message for r in caplog.records
     )
     assert run.pk not in backoff.steps
+
+
+def test_an_ended_run_whose_settling_keeps_failing_backs_off_too(
+    store: Path, caplog: pytest.LogCaptureFixture
+) -> None:
+    """Issue 15 item 5: stopping the workflow of an ended run fails for real (its run
+    directory is read-only): one line a step, the step stays pending, and it is done once
+    the directory can be written again."""
+    import subprocess
+
+    from runs.controller.backoff import Backoff
+
+    backend = LocalBackend(store, cores=2, memory_gb=2)
+    run = launched(backend, command_task("hello", "pass", pod=HUGE))
+    Run.objects.filter(pk=run.pk).update(state="failed", pending_cancel=True)
+    Task.objects.filter(run=run).update(state="failed", observed=True, logs_kept=True)
+    folder = store / "runs" / run.pk
+    now = [0.0]
+    backoff = Backoff(clock=lambda: now[0])
+    subprocess.run(["mount", "--bind", str(folder), str(folder)], check=True)
+    try:
+        subprocess.run(["mount", "-o", "remount,ro,bind", str(folder)], check=True)
+        for _ in range(3):
+            tick(backend, seen=Seen(), backoff=backoff)
+    finally:
+        subprocess.run(["umount", str(folder)], check=True)
+    failed = [r.message for r in caplog.records if f"reconciling run {run.pk} failed" in r.message]
+    assert len(failed) == 1 and "stopping the workflow: " in failed[0], failed
+    assert Run.objects.get(pk=run.pk).pending_cancel
+    now[0] = backoff.steps[run.pk].retry_at
+    tick(backend, seen=Seen(), backoff=backoff)
+    assert not Run.objects.get(pk=run.pk).pending_cancel
+    assert run.pk not in backoff.steps
