@@ -126,16 +126,15 @@ def follow_run(
 
     console = Console(stderr=False)
     if console.is_terminal:
-        runs = watched(polls(the_lab, run_id, interval=interval, check=check), console.print)
-        run = follow_bars(runs, console)
+        runs = polls(the_lab, run_id, interval=interval, check=check, say=console.print)
+        run = follow_bars(watched(runs, console.print), console)
     else:
 
         def say(line: str) -> None:
             print(line, flush=True)
 
-        run = follow_plain(
-            watched(polls(the_lab, run_id, interval=interval, check=check), say), say
-        )
+        runs = polls(the_lab, run_id, interval=interval, check=check, say=say)
+        run = follow_plain(watched(runs, say), say)
     seconds = run_seconds(run)
     took = "" if seconds is None else f" {seconds:.1f}s after submission"
     console.print(f"run {run['id']} {run['state']}{took}")
