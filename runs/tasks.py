@@ -6,9 +6,13 @@ the controller writes only unchanged records.
 
 from __future__ import annotations
 
+import logging
+
 from celery import shared_task
 
 from runs.backends import backend
+
+log = logging.getLogger(__name__)
 
 
 @shared_task(acks_late=True, ignore_result=True)
@@ -24,7 +28,7 @@ def reconcile() -> int:
     """One controller pass over the followed runs."""
     from runs.controller.tick import tick
 
-    return tick(backend())
+    return tick(backend(), source="worker")
 
 
 @shared_task(acks_late=True, ignore_result=True)
@@ -32,4 +36,5 @@ def settle_run(run_id: str) -> None:
     """Retry an ended run's pending logs, stop and release."""
     from runs.controller.settle import settle
 
-    settle(run_id, backend())
+    for failure in settle(run_id, backend()):
+        log.warning("settling run %s: %s failed; retried by the controller", run_id, failure)

@@ -1,7 +1,8 @@
 """simrun's settings: every value comes from an environment variable (see docs/configuration.md).
 
 With no variable set at all this is the embedded default: SQLite and a file-system Celery
-broker under `SIMRUN_DATA_DIR` (./.simrun), the run store below it, the local backend.
+broker under `SIMRUN_DATA_DIR` (the nearest .simrun/ above the current directory, else
+./.simrun), the run store below it, the local backend.
 """
 
 from __future__ import annotations
@@ -11,12 +12,12 @@ from pathlib import Path
 
 from django.core.exceptions import ImproperlyConfigured
 
-from simrun_site import env
+from simrun_site import env, installation
 from simrun_site.private_files import private_file, private_folder, private_sqlite
 
 BASE_DIR = Path(__file__).resolve().parent.parent
 
-DATA_DIR = env.path("SIMRUN_DATA_DIR", (Path.cwd() / ".simrun").resolve())
+DATA_DIR = env.path("SIMRUN_DATA_DIR", installation.default_data_dir(Path.cwd()))
 try:
     private_folder(DATA_DIR)  # secret key, SQLite, broker: the service's user's only
 except OSError as exc:

@@ -46,6 +46,7 @@ from runs.api.serializers import (
 from runs.api.workflows import parse_workflow
 from runs.backends import backend
 from runs.models import Identity, Run
+from runs.selectors.heartbeat import controller_idle_s, late_after_s
 from runs.selectors.logs import task_logs
 from runs.selectors.outputs import byte_range, output_file, run_outputs
 from runs.selectors.runs_list import get_run, list_runs, run_item
@@ -73,6 +74,8 @@ def run_detail(run: Run, identity: Identity) -> dict[str, Any]:
         "reserve": run.reserve,
         "tasks": [asdict(t) for t in run_tasks(run)],
         "may_change": may_change(identity, run),
+        "controller_idle_s": controller_idle_s(),
+        "controller_late_s": late_after_s(),
     }
 
 

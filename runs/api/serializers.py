@@ -195,6 +195,13 @@ class RunDetailSerializer(RunItemSerializer):
     reserve = serializers.CharField(allow_blank=True)
     tasks = TaskSerializer(many=True)
     may_change = serializers.BooleanField(help_text="Whether this token may cancel/delete it.")
+    controller_idle_s = serializers.FloatField(
+        allow_null=True,
+        help_text="Seconds since the controller last reconciled (null: it never did).",
+    )
+    controller_late_s = serializers.FloatField(
+        help_text="After this many seconds without a reconcile the controller counts as stopped."
+    )
 
 
 class SubmitSerializer(JsonBodySerializer):

@@ -98,6 +98,9 @@ def _raise_for(response: httpx.Response) -> None:
 class ApiLab:
     """The lab as the API shows it to one token."""
 
+    UNREACHABLE: tuple[type[Exception], ...] = (httpx.TransportError,)
+    """Errors of a service that is down or unreachable: following a run waits them out."""
+
     def __init__(
         self,
         url: str,

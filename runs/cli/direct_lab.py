@@ -26,11 +26,17 @@ def _identity() -> Any:
     return owner or create_identity(name=getpass.getuser(), kind=IdentityKind.OWNER)
 
 
+def _iso(moment: Any) -> str | None:
+    return moment.isoformat() if moment else None
+
+
 def run_view(run: Any) -> dict[str, Any]:
     """What `show` and `follow` print: the run and its tasks' progress."""
+    from runs.selectors.heartbeat import controller_idle_s, late_after_s
     from runs.selectors.progress import run_progress, task_progress
 
-    progress = [task_progress(t) for t in run.tasks.all()]
+    tasks = {t.task_id: t for t in run.tasks.all()}
+    progress = [task_progress(t) for t in tasks.values()]
     return {
         "id": run.pk,
         "name": run.name,
@@ -39,7 +45,10 @@ def run_view(run: Any) -> dict[str, Any]:
         "group": run.group,
         "owner": run.owner.name,
         "created_at": run.created_at.isoformat(),
-        "ended_at": run.ended_at.isoformat() if run.ended_at else None,
+        "started_at": _iso(run.started_at),
+        "ended_at": _iso(run.ended_at),
+        "controller_idle_s": controller_idle_s(),
+        "controller_late_s": late_after_s(),
         "environment": run.environment,
         "progress": 1.0 if run.state == "succeeded" else run_progress(progress),
         "tasks": [
@@ -48,6 +57,9 @@ def run_view(run: Any) -> dict[str, Any]:
                 "state": p.state,
                 "done": p.counts.done if p.counts else (1 if p.state == "done" else 0),
                 "total": p.counts.total if p.counts else 1,
+                "message": tasks[p.task_id].message,
+                "started_at": _iso(tasks[p.task_id].started_at),
+                "ended_at": _iso(tasks[p.task_id].ended_at),
             }
             for p in progress
         ],

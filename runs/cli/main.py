@@ -10,8 +10,13 @@ import argparse
 import os
 import sys
 from collections.abc import Callable, Sequence
+from pathlib import Path
 
 Handler = Callable[[argparse.Namespace], int]
+
+INSTALLS = frozenset({"demo", "serve"})  # may make a new installation in the current directory
+NEEDS_NONE = frozenset({"validate"})  # reads no database and no store
+OVER_API = frozenset({"submit", "runs", "show", "follow", "cancel", "outputs", "logs"})
 
 
 def setup_django() -> None:
@@ -51,11 +56,27 @@ class CommandError(Exception):
         self.code = code
 
 
+def require_installation(command: str) -> None:
+    """CommandError unless `command` has an installation to work on: SIMRUN_DATA_DIR, the
+    nearest `.simrun/` above here, or one it may make itself; never an empty new database."""
+    from django.apps import apps
+
+    from simrun_site import installation
+
+    if command in INSTALLS | NEEDS_NONE or apps.ready or installation.configured():
+        return  # apps ready: Django was set up by whoever called us (manage.py, a test)
+    if command in OVER_API and os.environ.get("SIMRUN_URL"):
+        return
+    if installation.nearest(Path.cwd().resolve()) is None:
+        raise CommandError(installation.missing_message(Path.cwd()))
+
+
 def main(argv: Sequence[str] | None = None) -> int:
     parser = build_parser()
     args = parser.parse_args(argv)
     handler: Handler = args.handler
     try:
+        require_installation(args.command)
         return handler(args)
     except CommandError as exc:
         print(f"simrun: {exc}", file=sys.stderr)

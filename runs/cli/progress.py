@@ -21,17 +21,44 @@ class Shows(Protocol):
 
 
 def polls(
-    the_lab: Shows, run_id: str, *, interval: float, check: Callable[[], None] | None
+    the_lab: Shows,
+    run_id: str,
+    *,
+    interval: float,
+    check: Callable[[], None] | None,
+    say: Callable[[str], None] | None = None,
 ) -> Iterator[dict[str, Any]]:
-    """The run as `show` gives it, every `interval`, until (and including) its end."""
+    """The run as `show` gives it, every `interval`, until (and including) its end.
+
+    A lab whose service is down (its `UNREACHABLE` errors) is asked again at every interval;
+    `say` is told once when it stops answering and once when it answers again."""
+    unreachable: tuple[type[Exception], ...] = getattr(the_lab, "UNREACHABLE", ())
+    down = False
     while True:
-        run = the_lab.show(run_id)
+        try:
+            run = the_lab.show(run_id)
+        except unreachable as exc:
+            if not down and say is not None:
+                say(unreachable_line(exc, run_id))
+            down = True
+            time.sleep(interval)
+            continue
+        if down and say is not None:
+            say(f"simrun answers again; following run {run_id}")
+        down = False
         yield run
         if run["state"] in ENDED:
             return
         if check is not None:
             check()
         time.sleep(interval)
+
+
+def unreachable_line(exc: Exception, run_id: str) -> str:
+    return (
+        f"warning: simrun does not answer ({type(exc).__name__}: {exc}); is it running? "
+        f"start it with `simrun serve` (still following run {run_id})"
+    )
 
 
 @dataclass(frozen=True)

@@ -10,6 +10,7 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any, Protocol
 
+from runs.cli.follow_notes import run_seconds, task_times, watched
 from runs.cli.main import CommandError, setup_django
 from runs.cli.progress import ENDED, follow_bars, follow_plain, polls
 
@@ -104,7 +105,10 @@ def show(args: argparse.Namespace) -> int:
     for package in environment.get("local_packages", []):
         print(f"  local package {package['name']} {package['digest']}")
     for task in run["tasks"]:
-        print(f"  {task['id']:24} {task['state']:10} {task['done']}/{task['total']}")
+        count = f"{task['done']}/{task['total']}"
+        print(f"  {task['id']:24} {task['state']:10} {count:>11}  {task_times(task)}")
+        if task.get("message"):
+            print(f"    {task['message']}")
     return 0
 
 
@@ -126,14 +130,19 @@ def follow_run(
     from rich.console import Console
 
     console = Console(stderr=False)
-    started = time.monotonic()
-    runs = polls(the_lab, run_id, interval=interval, check=check)
     if console.is_terminal:
-        run = follow_bars(runs, console)
+        runs = polls(the_lab, run_id, interval=interval, check=check, say=console.print)
+        run = follow_bars(watched(runs, console.print), console)
     else:
-        run = follow_plain(runs, lambda line: print(line, flush=True))
-    seconds = time.monotonic() - started
-    console.print(f"run {run['id']} {run['state']} after {seconds:.1f}s")
+
+        def say(line: str) -> None:
+            print(line, flush=True)
+
+        runs = polls(the_lab, run_id, interval=interval, check=check, say=say)
+        run = follow_plain(watched(runs, say), say)
+    seconds = run_seconds(run)
+    took = "" if seconds is None else f" {seconds:.1f}s after submission"
+    console.print(f"run {run['id']} {run['state']}{took}")
     if run["message"]:
         console.print(f"  {run['message']}")
     return 0 if run["state"] == "succeeded" else 1

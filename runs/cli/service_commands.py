@@ -221,6 +221,7 @@ def demo(args: argparse.Namespace) -> int:
 
     from runs.cli.direct_lab import DirectLab
     from runs.cli.run_commands import follow_run
+    from runs.cli.summary import print_summary, summary_lines
 
     print("simrun demo: preparing the database and the store", flush=True)
     call_command("migrate", verbosity=0)
@@ -232,22 +233,22 @@ def demo(args: argparse.Namespace) -> int:
     try:
         _wait_for_web(port, procs, logs)
         lab = DirectLab()
-        started = time.monotonic()
         run = lab.submit(
             workflow_text=args.workflow.read_text(), sources=[args.source], group="demo"
         )
         print(f"submitted run {run['id']} ({run['name']}); following it", flush=True)
         code = follow_run(lab, run["id"], check=lambda: _check_alive(procs, logs))
-        final = lab.show(run["id"])
-        print()
-        print(f"state:    {final['state']}")
-        print(f"time:     {time.monotonic() - started:.1f}s from submission to the end")
-        print(f"outputs:  {Path(settings.SIMRUN_STORE) / 'runs' / run['id'] / 'tasks'}/<task>/out/")
-        for path in lab.outputs(run["id"])[:10]:
-            print(f"          {path}")
-        print(f"pages:    http://127.0.0.1:{port}/runs/{run['id']}/")
+        kept = f"left running (web on port {port}; logs in {logs})" if args.keep else None
+        print_summary(
+            summary_lines(
+                lab.show(run["id"]),
+                lab.outputs(run["id"]),
+                store=Path(settings.SIMRUN_STORE),
+                pages=f"http://127.0.0.1:{port}/runs/{run['id']}/",
+                kept=kept,
+            )
+        )
         if args.keep:
-            print(f"services left running (web on port {port}); logs in {data_dir / 'logs'}")
             return code
     finally:
         if not args.keep:

@@ -16,6 +16,7 @@ def register(sub: Any) -> None:
 
 
 def validate(args: argparse.Namespace) -> int:
+    """Needs no installation: the workflow and the installed plugins only."""
     # no Django: validation is plain code, and it imports only the types the workflow names
     from runs.validation import errors_of, load
 

@@ -25,6 +25,7 @@ from runs.controller import rules
 from runs.models import Run, RunState, Task
 from runs.plans import TaskPlan
 from runs.store import has_merge_marker, reports, task_paths
+from simrun_harness.report import read_report
 
 log = logging.getLogger(__name__)
 
@@ -147,7 +148,9 @@ def observe(run: Run, tasks: list[Task], status: BackendStatus | None, now: date
             )
             if verdict and state not in (rules.DONE,):
                 state = rules.FAILED
-                messages.append(f"task '{task.task_id}': {verdict.message}")
+                cause = _cause(task, verdict)
+                said = f"{verdict.message}: {cause}" if cause else verdict.message
+                messages.append(f"task '{task.task_id}': {said}")
         if state == rules.FAILED and not any(
             m.startswith(f"task '{task.task_id}'") for m in messages
         ):
@@ -165,6 +168,8 @@ def observe(run: Run, tasks: list[Task], status: BackendStatus | None, now: date
                 states[task_id] = rules.FAILED  # C6: only a task awaiting its marker keeps it open
                 messages.append(f"task '{task_id}': the workflow ended before the task did")
     outcome = rules.run_outcome(states)
+    if outcome is not None:  # the workflow is stopped: what is still open will not go on
+        states = {t: s if s in rules.FINAL else rules.CANCELLED for t, s in states.items()}
     observed = Observed(outcome=outcome)
     observed.run = {"oom_kills": oom_kills, "merge_pending": merge_pending}
     if status is not None:
@@ -177,20 +182,18 @@ def observe(run: Run, tasks: list[Task], status: BackendStatus | None, now: date
             }
             for name, pod in status.pods.items()
         }
-    for task in tasks:
-        new = states.get(task.task_id, task.state)
-        if new != task.state:
-            change: dict[str, Any] = {"state": new}
-            if new not in (rules.WAITING, rules.QUEUED) and task.started_at is None:
-                change["started_at"] = now
-            if new in rules.FINAL:
-                change["ended_at"] = now
-            observed.tasks[task.pk] = change
+    why = {t.task_id: m.partition(": ")[2] for t in tasks for m in messages if _about(m, t)}
+    observed.tasks = {
+        t.pk: c for t in tasks if (c := _task_change(t, states, now, why)) is not None
+    }
     if outcome is not None:
+        began, ended = _span(tasks, observed, now)
+        if began is not None and (run.started_at is None or began < run.started_at):
+            observed.run["started_at"] = began
         observed.run.update(
             state=outcome,
             message="; ".join(messages),
-            ended_at=now,
+            ended_at=ended,
             pending_cancel=status is not None,
             pending_logs=status is not None,
             pending_release=run.reserved,
@@ -201,6 +204,80 @@ def observe(run: Run, tasks: list[Task], status: BackendStatus | None, now: date
         if live == RunState.RUNNING and run.started_at is None:
             observed.run["started_at"] = now
     return observed
+
+
+def _about(message: str, task: Task) -> bool:
+    return message.startswith(f"task '{task.task_id}': ")
+
+
+def _task_change(
+    task: Task, states: dict[str, str], now: datetime, why: dict[str, str]
+) -> dict[str, Any] | None:
+    """The fields of a task to write for its new state; None if its state did not change.
+
+    A task that ends done or failed takes its times from its pods' reports (the first start,
+    the last end), so a run whose controller was away while its pods ran (its services
+    killed and restarted, its submission resumed by another worker) records when the work
+    happened rather than when the controller next looked."""
+    new = states.get(task.task_id, task.state)
+    if new == task.state:
+        return None
+    change: dict[str, Any] = {"state": new}
+    if new not in (rules.WAITING, rules.QUEUED) and task.started_at is None:
+        change["started_at"] = now
+    if new in rules.FINAL:
+        change["ended_at"] = now
+    if new in (rules.DONE, rules.FAILED):
+        began, ended = _reported_span(task)
+        if began is not None and began < change.get("started_at", task.started_at or now):
+            change["started_at"] = began
+        if ended is not None and ended < now:
+            change["ended_at"] = ended
+    if new == rules.CANCELLED:
+        change["message"] = "stopped: the run failed"
+    if new == rules.FAILED and task.task_id in why:
+        change["message"] = why[task.task_id]
+    return change
+
+
+def _reported_span(task: Task) -> tuple[datetime | None, datetime | None]:
+    """The first start and the last end among the reports of a task's pods."""
+    found = [report for _, report in reports(task_paths(task.run_id, task.task_id))]
+    if not found:
+        return None, None
+    return min(r.started_at for r in found), max(r.ended_at for r in found)
+
+
+def _span(tasks: list[Task], observed: Observed, now: datetime) -> tuple[datetime | None, datetime]:
+    """When an ending run's work began and ended: its tasks' first start and last end."""
+    starts, ends = [], []
+    for task in tasks:
+        change = observed.tasks.get(task.pk, {})
+        started = change.get("started_at", task.started_at)
+        ended = change.get("ended_at", task.ended_at)
+        if started is not None:
+            starts.append(started)
+        if ended is not None:
+            ends.append(ended)
+    return (min(starts) if starts else None), (max(ends) if ends else now)
+
+
+def _cause(task: Task, verdict: rules.Verdict) -> str:
+    """Why the attempt that failed a task failed: from its report, or its exit code."""
+    paths = task_paths(task.run_id, task.task_id)
+    report = None
+    if verdict.attempt is not None:
+        try:
+            report = read_report(paths.report(verdict.pod, verdict.attempt))
+        except (OSError, ValueError):
+            report = None  # no report: the store refused it, or the pod died before
+    error = report.error if report is not None else None
+    return rules.failure_cause(
+        verdict,
+        error=error.message if error else None,
+        unit=error.unit if error else None,
+        task_dir=str(paths.root),
+    )
 
 
 def _reported_kills(task: Task) -> dict[str, dict[int, int]]:

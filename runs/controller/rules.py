@@ -6,11 +6,11 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 
 from cluster.backend import AttemptFailure, PodPhase, PodStatus
-from simrun_harness.exits import EXIT_POOL_BROKEN, EXIT_TERMINATED
+from simrun_harness.exits import EXIT_POOL_BROKEN, EXIT_STORE, EXIT_TERMINATED
 
 STOPPED_EXITS = frozenset({None, EXIT_POOL_BROKEN, EXIT_TERMINATED})
 
-WAITING, QUEUED, RUNNING, PREEMPTED, RETRYING, DONE, FAILED, SKIPPED = (
+WAITING, QUEUED, RUNNING, PREEMPTED, RETRYING, DONE, FAILED, SKIPPED, CANCELLED = (
     "waiting",
     "queued",
     "running",
@@ -19,8 +19,9 @@ WAITING, QUEUED, RUNNING, PREEMPTED, RETRYING, DONE, FAILED, SKIPPED = (
     "done",
     "failed",
     "skipped",
+    "cancelled",  # still open when its run ended (cancelled, or failed by another task)
 )
-FINAL = frozenset({DONE, FAILED, SKIPPED})
+FINAL = frozenset({DONE, FAILED, SKIPPED, CANCELLED})
 
 
 def pod_names(task_id: str, *, splittable: bool, pods: int, coordinator_merges: bool) -> list[str]:
@@ -51,6 +52,8 @@ class Verdict:
 
     pod: str
     message: str
+    attempt: int | None = None  # the attempt whose exit failed the task (None: a memory kill)
+    exit_code: int | None = None
 
 
 def fatal_failure(
@@ -69,7 +72,12 @@ def fatal_failure(
     by_attempt = {f.attempt: f for f in failures}
     for failure in sorted(failures, key=lambda f: f.attempt):
         if failure.exit_code not in STOPPED_EXITS:
-            return Verdict(pod, f"pod {pod} failed with exit code {failure.exit_code}")
+            return Verdict(
+                pod,
+                f"pod {pod} failed with exit code {failure.exit_code}",
+                failure.attempt,
+                failure.exit_code,
+            )
         if failure.attempt in oom_attempts:
             previous = by_attempt.get(failure.attempt - 1)
             if previous is not None and previous.exit_code == EXIT_POOL_BROKEN:
@@ -79,6 +87,17 @@ def fatal_failure(
                     f"{retry_memory_gb:g} GiB",
                 )
     return None
+
+
+def failure_cause(verdict: Verdict, *, error: str | None, unit: str | None, task_dir: str) -> str:
+    """What a failed attempt died of, for its message: the store refusing writes (exit 5), or
+    the error its report gives (a unit's exception, last line); empty when nothing says."""
+    if verdict.exit_code == EXIT_STORE:
+        return f"the store is not writable: {task_dir}"
+    if not error:
+        return ""
+    last = error.strip().splitlines()[-1] if error.strip() else error
+    return f"unit {unit} raised {last}" if unit else last
 
 
 def oom_attempts(

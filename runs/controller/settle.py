@@ -6,14 +6,11 @@ retried by later ticks, which do nothing else for an ended run.
 
 from __future__ import annotations
 
-import logging
 from collections.abc import Callable
 
 from cluster.backend import Backend
 from runs.models import Run, Task
 from runs.store import task_paths
-
-log = logging.getLogger(__name__)
 
 
 def keep_task_logs(run: Run, task: Task, backend: Backend) -> bool:
@@ -32,26 +29,35 @@ def keep_task_logs(run: Run, task: Task, backend: Backend) -> bool:
     return True
 
 
-def settle(run_id: str, backend: Backend) -> None:
-    """Retry what an ended run still has pending, in order: logs, then stop, then release."""
+def settle(run_id: str, backend: Backend) -> list[str]:
+    """Retry what an ended run still has pending, in order: logs, then stop, then release.
+
+    Returns the steps that failed, each with its error, for the caller to log (the
+    controller's tick backs off and logs once a step: `backoff.py`); they stay pending."""
     run = Run.objects.filter(pk=run_id).first()
     if run is None or not run.ended:
-        return  # C19: a deleted run is ignored
+        return []  # C19: a deleted run is ignored
+    failed: list[str] = []
     if run.pending_logs:
         try:
             kept = all(
                 keep_task_logs(run, task, backend) for task in run.tasks.filter(logs_kept=False)
             )
-        except Exception:
-            log.exception("keeping the logs of run %s failed; retried later", run.id)
+        except Exception as exc:
+            failed.append(f"keeping the logs: {type(exc).__name__}: {exc}")
             kept = False
         if kept:
             Task.objects.filter(run=run).update(logs_kept=True)
             Run.objects.filter(pk=run.pk, pending_logs=True).update(pending_logs=False)
-    if run.pending_cancel and _attempt(run, "stopping the workflow", lambda: _stop(run, backend)):
+    if run.pending_cancel and _attempt(
+        "stopping the workflow", lambda: _stop(run, backend), failed
+    ):
         Run.objects.filter(pk=run.pk, pending_cancel=True).update(pending_cancel=False)
-    if run.pending_release and _attempt(run, "releasing the node", lambda: _release(run, backend)):
+    if run.pending_release and _attempt(
+        "releasing the node", lambda: _release(run, backend), failed
+    ):
         Run.objects.filter(pk=run.pk, pending_release=True).update(pending_release=False)
+    return failed
 
 
 def _stop(run: Run, backend: Backend) -> None:
@@ -66,14 +72,14 @@ def _release(run: Run, backend: Backend) -> None:
         backend.unreserve(run.reserve, run.pk)
 
 
-def _attempt(run: Run, what: str, step: Callable[[], object]) -> bool:
+def _attempt(what: str, step: Callable[[], object], failed: list[str]) -> bool:
     """Run one settling step; True when it is done (C19: an unknown workflow or node counts
-    as done), False when it failed and stays pending for a later tick."""
+    as done), False when it failed (noted in `failed`) and stays pending for a later tick."""
     try:
         step()
     except KeyError:
         return True
-    except Exception:
-        log.exception("%s of run %s failed; retried later", what, run.pk)
+    except Exception as exc:
+        failed.append(f"{what}: {type(exc).__name__}: {exc}")
         return False
     return True

@@ -15,26 +15,39 @@ from __future__ import annotations
 import logging
 from datetime import datetime
 
+from django.conf import settings
 from django.utils import timezone
 
 from cluster.backend import Backend, BackendStatus
 from runs.controller import rules
+from runs.controller.backoff import Backoff
 from runs.controller.reconcile import Followed, Reconciled, followed_rows, reconcile_with
 from runs.controller.seen import Derived, Seen
 from runs.controller.settle import keep_task_logs, settle
 from runs.models import Run, RunState, Task
+from runs.services.heartbeats import record_heartbeat
 from runs.services.submission import stale_submissions
 from runs.store import task_paths
 
 log = logging.getLogger(__name__)
 
 SEEN = Seen()  # this process's notes; every tick of the process shares them
+BACKOFF = Backoff()  # this process's failing runs and when each is tried again
 LIVE = frozenset(RunState.live())
 DERIVED = LIVE - {RunState.SUBMITTING}  # a run still submitting has no workflow to ask about
 
 
-def tick(backend: Backend, *, seen: Seen | None = None) -> int:
-    """Reconcile every live run, settle ended ones, resume dead submissions; runs looked at."""
+def tick(
+    backend: Backend,
+    *,
+    seen: Seen | None = None,
+    source: str = "watcher",
+    backoff: Backoff | None = None,
+) -> int:
+    """Reconcile every live run, settle ended ones, resume dead submissions; runs looked at.
+
+    Ends by recording the heartbeat of `source` (the watcher, or `worker` for beat's pass),
+    which `follow` and `simrun status` read to tell whether the controller runs at all."""
     for run_id in stale_submissions():
         from runs.tasks import submit_run
 
@@ -63,7 +76,9 @@ def tick(backend: Backend, *, seen: Seen | None = None) -> int:
             oom_kills=noted.oom_kills,
         ):
             due[row.pk] = row
+    backoff = BACKOFF if backoff is None else backoff
     wanted = set(due) | {r.pk for r in rows if r.final_work or r.state not in LIVE}
+    wanted = {pk for pk in wanted if backoff.due(pk)}
     now = timezone.now()
     for run in Run.objects.filter(pk__in=wanted).prefetch_related("tasks") if wanted else []:
         try:
@@ -72,9 +87,14 @@ def tick(backend: Backend, *, seen: Seen | None = None) -> int:
                 _reconcile(run, row, statuses[row.workflow_name], seen, now)
             if run.state != RunState.SUBMITTING:
                 after_reconcile(run, backend)
-        except Exception:  # C15: one bad record must not stop the others
-            log.exception("reconciling run %s failed; skipped this tick", run.pk)
+        except Exception as exc:  # C15: one bad record must not stop the others
+            seen.drop(run.pk)
+            backoff.failed(run.pk, exc, first_wait_s=settings.SIMRUN_POLL_S)
+        else:
+            backoff.succeeded(run.pk)
     seen.keep_only({r.pk for r in live})
+    backoff.keep_only({r.pk for r in rows})
+    record_heartbeat(source=source, at=timezone.now())
     return len(rows)
 
 
@@ -109,4 +129,10 @@ def after_reconcile(run: Run, backend: Backend) -> None:
             Task.objects.filter(pk=task.pk).update(logs_kept=True)
             task.logs_kept = True
     if run.ended:
-        settle(run.pk, backend)
+        failed = settle(run.pk, backend)
+        if failed:  # the tick backs off and logs it once a step, like a failing reconcile
+            raise SettlingFailed("; ".join(failed))
+
+
+class SettlingFailed(Exception):
+    """An ended run's pending steps failed again (they stay pending)."""

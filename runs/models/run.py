@@ -49,10 +49,11 @@ class TaskState(models.TextChoices):
     DONE = "done"
     FAILED = "failed"
     SKIPPED = "skipped"
+    CANCELLED = "cancelled"  # open when its run was cancelled or failed: it will not go on
 
     @classmethod
     def final(cls) -> tuple[str, ...]:
-        return (cls.DONE, cls.FAILED, cls.SKIPPED)
+        return (cls.DONE, cls.FAILED, cls.SKIPPED, cls.CANCELLED)
 
 
 class Run(models.Model):

@@ -26,6 +26,7 @@ STATE_COLOURS: dict[str, tuple[str, str]] = {
     "done": ("#d4eed8", "#2e7d32"),
     "failed": ("#fbd5d2", "#b3261e"),
     "skipped": ("#eceef1", "#8a939e"),
+    "cancelled": ("#eceef1", "#5f6873"),
 }
 PROGRESS_FILL = "#1f5fa8"
 

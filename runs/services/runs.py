@@ -4,11 +4,12 @@ from __future__ import annotations
 
 import shutil
 
+from django.db import transaction
 from django.db.models import F
 from django.utils import timezone
 
 from cluster.backend import Backend
-from runs.models import Identity, IdentityKind, Run, RunState
+from runs.models import Identity, IdentityKind, Run, RunState, Task, TaskState
 from runs.store import run_paths
 
 
@@ -42,15 +43,21 @@ def cancel_run(*, run_id: str, identity: Identity, backend: Backend) -> Run:
         )
     if run.ended:
         raise RunConflict(f"run {run_id} has ended ({run.state}); there is nothing to cancel")
-    updated = Run.objects.filter(pk=run.pk, state__in=RunState.live()).update(
-        state=RunState.CANCELLED,
-        message=f"cancelled by {identity.name}",
-        ended_at=timezone.now(),
-        pending_cancel=True,
-        pending_logs=True,
-        pending_release=F("reserved"),
-        version=F("version") + 1,
-    )
+    now = timezone.now()
+    with transaction.atomic():  # the run and its open tasks end together, or neither does
+        updated = Run.objects.filter(pk=run.pk, state__in=RunState.live()).update(
+            state=RunState.CANCELLED,
+            message=f"cancelled by {identity.name}",
+            ended_at=now,
+            pending_cancel=True,
+            pending_logs=True,
+            pending_release=F("reserved"),
+            version=F("version") + 1,
+        )
+        if updated:
+            Task.objects.filter(run=run).exclude(state__in=TaskState.final()).update(
+                state=TaskState.CANCELLED, ended_at=now, message=f"cancelled by {identity.name}"
+            )
     if not updated:
         run.refresh_from_db()
         raise RunConflict(f"run {run_id} ended meanwhile ({run.state})")

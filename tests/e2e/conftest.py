@@ -64,8 +64,16 @@ class Services:
 
 
 @pytest.fixture
-def services(transactional_db: Any, tmp_path: Path, settings: Any) -> Iterator[Services]:
+def services(stopped_services: Services) -> Services:
     """A store, a Celery worker and the watcher, sharing the test database with this process."""
+    stopped_services.start("worker")
+    stopped_services.start("watcher")
+    return stopped_services
+
+
+@pytest.fixture
+def stopped_services(transactional_db: Any, tmp_path: Path, settings: Any) -> Iterator[Services]:
+    """The store and the services' environment, with no service started yet."""
     broker = django_settings.CELERY_BROKER_URL
     assert broker.startswith("redis://"), "end-to-end tests need CELERY_BROKER_URL=redis://…"
     store = tmp_path / "store"
@@ -90,8 +98,6 @@ def services(transactional_db: Any, tmp_path: Path, settings: Any) -> Iterator[S
     logs = tmp_path / "logs"
     logs.mkdir()
     the_services = Services(env=env, logs=logs)
-    the_services.start("worker")
-    the_services.start("watcher")
     yield the_services
     the_services.stop_all()
     _kill_pods(store)

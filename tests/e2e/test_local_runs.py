@@ -114,15 +114,35 @@ def test_a_failed_analysis_fails_at_once_naming_pod_and_exit(services: Services)
     assert run.state == "failed"
     assert "pod bad-w0 failed with exit code 3" in run.message
     assert run.pods["bad-w0"]["attempts"] == 1
+    # issue 15 item 5: the cause, once, on the run and on the task
+    cause = (
+        "pod bad-w0 failed with exit code 3: "
+        "unit u000001 raised RuntimeError: unit 1 fails on purpose"
+    )
+    assert run.message == f"task 'bad': {cause}"
+    assert run.tasks.get(task_id="bad").message == cause
 
 
 def test_cancel_while_running_leaves_no_process(services: Services) -> None:
-    """C16: cancel writes the run cancelled, then cancels the workflow: every pod is gone."""
+    """C16: cancel writes the run cancelled, then cancels the workflow: every pod is gone.
+    Issue 15 item 4: its open tasks, running or waiting, are cancelled with it."""
     task = {"id": "nap", "type": "sleep", "settings": {"units": 4, "seconds": 60}, "split": 2}
-    run = submit({"name": "cancel-me", "tasks": [task]})
-    wait_for(lambda: Run.objects.get(pk=run.pk).state == "running", what="running", timeout=120)
-    cancelled = cancel_run(run_id=run.pk, identity=factories.person(), backend=backend())
+    after = {"id": "after", "type": "summary", "inputs": {"scan": "nap"}}
+    run = submit({"name": "cancel-me", "tasks": [task, after]})
+    wait_for(
+        lambda: Run.objects.get(pk=run.pk).tasks.get(task_id="nap").state == "running",
+        what="running",
+        timeout=120,
+    )
+    person = factories.person()
+    cancelled = cancel_run(run_id=run.pk, identity=person, backend=backend())
     assert cancelled.state == "cancelled"
+    tasks = {t.task_id: t for t in cancelled.tasks.all()}
+    assert {t: (x.state, x.ended_at) for t, x in tasks.items()} == {
+        "nap": ("cancelled", cancelled.ended_at),
+        "after": ("cancelled", cancelled.ended_at),
+    }
+    assert tasks["nap"].message == f"cancelled by {person.name}"
     run_dir = str(task_paths(run.pk, "nap").root.parent)
 
     def pods_left() -> list[int]:
@@ -137,3 +157,16 @@ def test_cancel_while_running_leaves_no_process(services: Services) -> None:
 
     wait_for(lambda: not pods_left(), what="every pod of the cancelled run to exit", timeout=60)
     assert Run.objects.get(pk=run.pk).state == "cancelled"
+    assert {t.state for t in Run.objects.get(pk=run.pk).tasks.all()} == {"cancelled"}
+
+
+def test_a_task_still_running_when_another_fails_the_run_is_cancelled(services: Services) -> None:
+    """Issue 15 item 4: no task stays running under a run that ended."""
+    bad = {"id": "bad", "type": "fail", "settings": {"units": 2, "fail_unit": 1}, "split": "none"}
+    nap = {"id": "nap", "type": "sleep", "settings": {"units": 2, "seconds": 60}, "split": "none"}
+    run = wait_for_end(submit({"name": "one-fails", "tasks": [bad, nap]}).pk)
+    assert run.state == "failed", run.message
+    states = {t.task_id: (t.state, t.message) for t in run.tasks.all()}
+    assert states["bad"][0] == "failed"
+    assert states["nap"] == ("cancelled", "stopped: the run failed")
+    assert run.tasks.get(task_id="nap").ended_at == run.ended_at

@@ -9,6 +9,7 @@ from typing import Any
 
 import pytest
 from django.db import connection
+from django.utils import timezone
 
 from cluster.local.backend import LocalBackend
 from runs.backends import backend
@@ -19,6 +20,7 @@ from runs.services.submission import create_run, submit_run
 from runs.snapshots import snapshot_directory
 from runs.store import store, task_paths
 from simrun_harness.ledger import counts
+from simrun_harness.report import read_report
 from tests import factories
 from tests.e2e.conftest import Services, wait_for_end
 from tests.waiting import wait_for
@@ -68,6 +70,37 @@ def test_a_worker_killed_during_a_submission_is_resumed_by_another(
     assert run.state == "succeeded", run.message
     attempts = sorted(p.name for p in (store().run(run.pk).pods / "nap-w0").iterdir() if p.is_dir())
     assert attempts == ["0"]
+    # issue 15 item 4: the resumed submission leaves its times in order
+    nap = run.tasks.get(task_id="nap")
+    assert run.submitted_at and run.started_at and run.ended_at and nap.started_at and nap.ended_at
+    assert run.created_at <= run.submitted_at <= run.started_at <= nap.started_at
+    assert nap.started_at < nap.ended_at <= run.ended_at
+
+
+def test_a_run_that_ended_while_its_services_were_down_keeps_its_pods_times(
+    services: Services,
+) -> None:
+    """Issue 15 item 4: a task that ended while no controller looked gets its start and end
+    from its pods' reports, and the run its end from its tasks, not the moment the restarted
+    controller noticed."""
+    task = {"id": "nap", "type": "sleep", "settings": {"units": 4, "seconds": 1.0}, "split": "none"}
+    run = submit({"name": "unseen", "tasks": [task]})
+    paths = task_paths(run.pk, "nap")
+    wait_for(lambda: (c := counts(paths)) is not None and c.done >= 1, what="a unit", timeout=120)
+    services.kill("worker")
+    services.kill("watcher")
+    wait_for(lambda: list(paths.reports.glob("nap-w0-*.json")), what="the pod's report", timeout=60)
+    back = timezone.now()
+    services.start("worker")
+    services.start("watcher")
+    run = wait_for_end(run.pk)
+    assert run.state == "succeeded", run.message
+    nap = run.tasks.get(task_id="nap")
+    found = [read_report(p) for p in paths.reports.glob("*.json")]
+    assert nap.started_at <= min(r.started_at for r in found)  # seen running, or reported
+    assert nap.ended_at == max(r.ended_at for r in found) < back
+    assert run.ended_at == nap.ended_at
+    assert run.started_at is not None and run.started_at <= nap.started_at
 
 
 def test_killing_every_service_mid_scan_loses_and_doubles_no_unit(services: Services) -> None:

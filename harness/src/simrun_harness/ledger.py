@@ -83,6 +83,17 @@ def unit_index(name: str) -> int:
     return int(name[1:])
 
 
+def partial_unit(entry: str) -> tuple[str, str] | None:
+    """(unit, holder token) of a half-written unit output `.<unit>.<token>.<pid>`, else None."""
+    if not entry.startswith("."):
+        return None
+    name, dot, rest = entry[1:].partition(".")
+    token, dot2, pid = rest.rpartition(".")
+    if not (dot and dot2 and name and token and pid.isdigit()):
+        return None
+    return name, token
+
+
 def _listing(path: Path) -> list[str]:
     """Names in a directory, by listing it (a listing revalidates a directory on NFS)."""
     try:
@@ -364,6 +375,40 @@ class Ledger:
                 continue  # committed or returned meanwhile
             returned.append((name, token))
         return returned
+
+    def sweep_partials(self, stale_s: float) -> list[str]:
+        """Remove the half-written unit outputs of holders that are gone; the names removed.
+
+        A holder computes a unit into `units/.<unit>.<holder>.<pid>` and renames it into place;
+        one killed half way leaves that directory behind. It is removed once its unit is done
+        (by whoever took the claim back) and its holder is gone: its heartbeat older than
+        `stale_s` or removed, or an earlier attempt of our own worker. A holder only late
+        (frozen, then woken) that finds its directory gone while its unit is done counts the
+        unit as a duplicate (`pool.JobRunner`), as it would had it finished first.
+        """
+        now = self.heartbeat()
+        removed: list[str] = []
+        for entry in _listing(self.paths.units):
+            parsed = partial_unit(entry)
+            if parsed is None or parsed[1] == self.holder.token:
+                continue
+            name, token = parsed
+            if not os.path.exists(self._done + name) or self._alive(token, now, stale_s):
+                continue
+            shutil.rmtree(self.paths.units / entry, ignore_errors=True)
+            removed.append(entry)
+        return removed
+
+    def _alive(self, token: str, now: float, stale_s: float) -> bool:
+        """Whether the holder `token` may still be writing: heartbeating, not our past self."""
+        holder = Holder.parse(token)
+        if holder and holder.worker == self.holder.worker and holder.attempt < self.holder.attempt:
+            return False
+        try:
+            beat = (self.paths.heartbeats / token).stat().st_mtime
+        except FileNotFoundError:
+            return False
+        return now - beat <= stale_s
 
     def return_earlier_attempts(self) -> list[tuple[str, str]]:
         """Return the claims our worker left in earlier attempts (that pod has ended)."""

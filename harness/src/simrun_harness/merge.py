@@ -20,6 +20,7 @@ from simrun_harness.output import is_published, prepare_output, publish_output
 from simrun_harness.plugin import SplitTaskType
 from simrun_harness.pool import Job, JobRunner, ProcessPool
 from simrun_harness.report import ReportError
+from simrun_harness.store_access import probe
 from simrun_harness.taskfile import LoadedTask, load_task
 from simrun_harness.termination import StopSignal
 
@@ -57,7 +58,9 @@ def merge_output(
 
 
 def load_or_report(attempt: Attempt) -> LoadedTask:
-    """Load the task; a configuration error is reported (exit 4) before it is raised."""
+    """Load the task; a configuration error is reported (exit 4) before it is raised. Then
+    check that the task directory can be written (`store_access.probe`): exit 5 if not."""
+    probe(attempt.config.task_dir)
     try:
         task = load_task(attempt.config)
     except ConfigError as exc:

@@ -116,7 +116,9 @@ class JobRunner:
         """Compute a unit into a private directory, then rename it into place.
 
         A unit whose output is already in place (its earlier holder was killed between the
-        rename and the commit) is not computed again.
+        rename and the commit) is not computed again. A holder that was late (its claim taken
+        back, its private directory swept as abandoned: `Ledger.sweep_partials`) and finds
+        the unit done meanwhile counts it as a duplicate, not as a failure of the unit.
         """
         final = os.path.join(self.units_dir, name)
         if os.path.isdir(final):
@@ -127,10 +129,17 @@ class JobRunner:
         except FileExistsError:  # left by a killed run of this process id
             shutil.rmtree(tmp)
             os.mkdir(tmp)
-        task_type.run_unit(self.context, value, tmp)
+        try:
+            task_type.run_unit(self.context, value, tmp)
+        except Exception:
+            if not os.path.isdir(tmp) and os.path.isdir(final):
+                return True  # swept while we were late: the unit was done elsewhere
+            raise
         try:
             os.rename(tmp, final)
         except OSError as exc:
+            if exc.errno == errno.ENOENT and os.path.isdir(final):
+                return True  # swept while we were late: the unit was done elsewhere
             if exc.errno not in (errno.EEXIST, errno.ENOTEMPTY):
                 raise
             shutil.rmtree(tmp, ignore_errors=True)  # an earlier holder's output won

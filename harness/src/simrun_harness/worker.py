@@ -39,6 +39,7 @@ from simrun_harness.exits import (
     EXIT_FAILED,
     EXIT_OK,
     EXIT_POOL_BROKEN,
+    EXIT_STORE,
     EXIT_TERMINATED,
 )
 from simrun_harness.ledger import (
@@ -55,6 +56,7 @@ from simrun_harness.plugin import SettingsError, SplitTaskType
 from simrun_harness.pool import Death, Job, JobResult, JobRunner, ProcessPool
 from simrun_harness.progress import ProgressWriter
 from simrun_harness.report import ReportError
+from simrun_harness.store_access import as_store_failure
 from simrun_harness.taskfile import LoadedTask
 from simrun_harness.termination import StopSignal
 
@@ -113,12 +115,18 @@ class Worker:
         try:
             self._log_returned(ledger.return_earlier_attempts(), progress)
             code = self._loop(task, ledger, pool, progress)
-        except Exception as exc:  # a harness bug or an unusable store: report it, exit 1
-            log.exception("%s: unexpected error", self.holder.token)
-            self.attempt.error = ReportError(
-                message=f"harness error: {type(exc).__name__}: {exc}",
-                traceback=traceback.format_exc(),
-            )
+        except Exception as exc:  # a harness bug (exit 1) or a store that refused a write (5)
+            failure = as_store_failure(exc, self.config.common.run_dir.resolve())
+            if failure is not None:
+                log.error("%s: %s", self.holder.token, failure)
+                self.attempt.error = ReportError(message=str(failure))
+                code = EXIT_STORE
+            else:
+                log.exception("%s: unexpected error", self.holder.token)
+                self.attempt.error = ReportError(
+                    message=f"harness error: {type(exc).__name__}: {exc}",
+                    traceback=traceback.format_exc(),
+                )
         finally:
             if code != EXIT_OK:
                 pool.shutdown(kill=True)
@@ -184,6 +192,7 @@ class Worker:
         now = time.monotonic()
         next_beat = now + heartbeat_s
         next_poll = now + self.poll_s
+        next_sweep = now + self.config.stale_s
         exhausted = False
         while True:
             if self.stop.requested:
@@ -204,6 +213,9 @@ class Worker:
                 exhausted = False
                 if self.base:
                     self._log_returned(ledger.reclaim_stale(self.config.stale_s), progress)
+                    if now >= next_sweep:  # a listing of every unit output: not every poll
+                        self._sweep(ledger)
+                        next_sweep = now + self.config.stale_s
             while not exhausted and (slot := pool.free_slot(self._depth())) is not None:
                 name = ledger.claim()
                 if name is None:
@@ -215,6 +227,7 @@ class Worker:
                 if not self.base:
                     return EXIT_OK
                 if ledger.done_count() >= total:
+                    self._sweep(ledger)
                     return self._complete(task, pool)
                 if polled and (name := ledger.claim_memory_killed(self.config.stale_s)):
                     log.warning(
@@ -248,6 +261,12 @@ class Worker:
                     )
                     return self.attempt.fail_with(event)
                 self._commit(ledger, progress, event)
+
+    def _sweep(self, ledger: Ledger) -> None:
+        """Remove the half-written outputs of units done elsewhere by holders that are gone."""
+        removed = ledger.sweep_partials(self.config.stale_s)
+        if removed:
+            log.info("%s: removed abandoned partial outputs %s", self.holder.token, removed)
 
     def _mark_memory_kill(self, ledger: Ledger) -> None:
         """Mark the unit whose process was killed for memory, before its claim is given back."""

@@ -61,3 +61,53 @@ def test_plain_following_prints_each_change_of_state_and_ends_with_the_run() -> 
         ["summary", "0/1", "running"],
         ["summary", "1/1", "done"],
     ]
+
+
+def test_the_controller_is_late_after_its_limit_and_said_once_each_way() -> None:
+    """Issue 15 item 3: one warning when reconciles stop, one line when they are back."""
+    from runs.cli.follow_notes import ControllerWatch
+
+    def polled(idle: float | None, state: str = "running") -> dict[str, Any]:
+        return {**run(state), "controller_idle_s": idle, "controller_late_s": 10.0}
+
+    watch = ControllerWatch()
+    assert watch.note(polled(2.0)) is None
+    late = watch.note(polled(10.5))
+    assert late and "has not reconciled for 10s" in late and "`simrun serve`" in late
+    assert watch.note(polled(30.0)) is None  # said once
+    assert watch.note(polled(0.5)) == "the controller is reconciling again; following run r1"
+    assert watch.note(polled(None)) is not None  # never reconciled: late at once
+    assert watch.note(polled(None, state="succeeded")) is None  # nothing left to advance
+
+
+def test_following_waits_out_a_service_that_does_not_answer_and_says_so_once() -> None:
+    """Issue 15 item 3: the API down is said once with the command that starts it; the run is
+    followed on when it answers again."""
+    import httpx
+
+    from runs.cli.api_client import ApiLab
+
+    class Down(Scripted):
+        UNREACHABLE = ApiLab.UNREACHABLE
+
+        def __init__(self, failures: int, *states: dict[str, Any]) -> None:
+            super().__init__(*states)
+            self.failures = failures
+
+        def show(self, run_id: str) -> dict[str, Any]:
+            if self.failures:
+                self.failures -= 1
+                raise httpx.ConnectError("[Errno 111] Connection refused")
+            return super().show(run_id)
+
+    said: list[str] = []
+    lab = Down(
+        3, run("running", ("scan", "running", 0, 2)), run("succeeded", ("scan", "done", 2, 2))
+    )
+    last = list(polls(lab, "r1", interval=0, check=None, say=said.append))[-1]
+    assert last["state"] == "succeeded"
+    assert said == [
+        "warning: simrun does not answer (ConnectError: [Errno 111] Connection refused); "
+        "is it running? start it with `simrun serve` (still following run r1)",
+        "simrun answers again; following run r1",
+    ]

@@ -102,3 +102,23 @@ def test_no_backend_call_is_made_inside_a_transaction(store: Path) -> None:
     settle(run.pk, backend)
     assert backend.calls, "the backend was called"
     assert [call for call in backend.calls if call[1]] == []
+
+
+def test_a_coordinator_that_exits_5_fails_its_task_as_a_store_failure(store: Path) -> None:
+    """Issue 15 item 5: exit 5 is the store refusing writes, named with its path, once."""
+    from cluster.backend import AttemptFailure
+
+    run, task = split_run()
+    status = BackendStatus(
+        phase=WorkflowPhase.FAILED,
+        pods={"scan-w0": PodStatus("scan-w0", PodPhase.FAILED, exit_code=5)},
+        failures={"scan-w0": [AttemptFailure(0, 5, False, "main: Error (exit code 5)")]},
+    )
+    observed = observe(run, [task], status, timezone.now())
+    assert observed.outcome == "failed"
+    cause = (
+        "pod scan-w0 failed with exit code 5: the store is not writable: "
+        f"{task_paths(run.pk, 'scan').root}"
+    )
+    assert observed.run["message"] == f"task 'scan': {cause}"
+    assert observed.tasks[task.pk]["message"] == cause

@@ -25,7 +25,7 @@ from tests.waiting import wait_for
 pytestmark = pytest.mark.django_db
 
 HUGE = shape(cores=64)  # more than the backend has: its pod waits and its status stays
-TICK_QUERIES = 2  # the stale submissions and the followed runs, whatever their number
+TICK_QUERIES = 3  # stale submissions, followed runs, the heartbeat: whatever their number
 
 
 def launched(backend: LocalBackend, task: TaskLaunch, environment: str = "service") -> Run:
@@ -126,3 +126,84 @@ def test_a_new_process_derives_every_run_once(store: Path) -> None:
     Run.objects.filter(pk=run.pk).update(pods={})  # as a service that died before its write
     tick(backend, seen=Seen())
     assert Run.objects.get(pk=run.pk).pods["hello"]["phase"] == "queued"
+
+
+def test_every_tick_records_the_heartbeat_of_its_source(store: Path) -> None:
+    """Issue 15 item 3: `follow` and `simrun status` read when the controller last ticked."""
+    from runs.selectors.heartbeat import controller_idle_s, last_reconcile
+
+    backend = LocalBackend(store, cores=2, memory_gb=2)
+    assert last_reconcile() is None and controller_idle_s() is None
+    tick(backend, seen=Seen(), source="worker")
+    first = last_reconcile(source="worker")
+    assert first is not None and last_reconcile(source="watcher") is None
+    tick(backend, seen=Seen(), source="watcher")
+    tick(backend, seen=Seen(), source="worker")
+    later = last_reconcile(source="worker")
+    assert later is not None and later > first
+    assert last_reconcile() == max(later, last_reconcile(source="watcher"))  # type: ignore[type-var]
+
+
+def test_a_run_whose_reconcile_keeps_failing_backs_off_and_logs_once_a_step(
+    store: Path, caplog: pytest.LogCaptureFixture
+) -> None:
+    """Issue 15 item 5: retried after 1, 2, 4 … poll intervals (at most a minute), one line
+    a step (the first with its traceback), and a line when it works again."""
+    from runs.controller.backoff import MAX_S, Backoff
+
+    backend = LocalBackend(store, cores=2, memory_gb=2)
+    run = launched(backend, command_task("hello", "pass", pod=HUGE))
+    Task.objects.filter(run=run).update(plan={"not": "a plan"})  # deriving it raises
+    now = [0.0]
+    backoff = Backoff(clock=lambda: now[0])
+    waits = []
+    for _ in range(9):
+        caplog.clear()
+        for _ in range(3):  # ticks before the wait is over try nothing and say nothing
+            tick(backend, seen=Seen(), backoff=backoff)
+        failed = [r for r in caplog.records if f"reconciling run {run.pk} failed" in r.message]
+        assert len(failed) == 1, [r.message for r in caplog.records]
+        waits.append(backoff.steps[run.pk].retry_at - now[0])
+        now[0] = backoff.steps[run.pk].retry_at
+    assert waits[:4] == [2.0, 4.0, 8.0, 16.0] and waits[-1] == MAX_S
+    assert caplog.records[0].exc_info is None  # only the first failure carried a traceback
+    Task.objects.filter(run=run).update(plan=command_task("hello", "pass", pod=HUGE).plan.to_json())
+    caplog.clear()
+    tick(backend, seen=Seen(), backoff=backoff)
+    assert any(
+        f"run {run.pk} reconciles again after 9 failures" in r.message for r in caplog.records
+    )
+    assert run.pk not in backoff.steps
+
+
+def test_an_ended_run_whose_settling_keeps_failing_backs_off_too(
+    store: Path, caplog: pytest.LogCaptureFixture
+) -> None:
+    """Issue 15 item 5: stopping the workflow of an ended run fails for real (its run
+    directory is read-only): one line a step, the step stays pending, and it is done once
+    the directory can be written again."""
+    import subprocess
+
+    from runs.controller.backoff import Backoff
+
+    backend = LocalBackend(store, cores=2, memory_gb=2)
+    run = launched(backend, command_task("hello", "pass", pod=HUGE))
+    Run.objects.filter(pk=run.pk).update(state="failed", pending_cancel=True)
+    Task.objects.filter(run=run).update(state="failed", observed=True, logs_kept=True)
+    folder = store / "runs" / run.pk
+    now = [0.0]
+    backoff = Backoff(clock=lambda: now[0])
+    subprocess.run(["mount", "--bind", str(folder), str(folder)], check=True)
+    try:
+        subprocess.run(["mount", "-o", "remount,ro,bind", str(folder)], check=True)
+        for _ in range(3):
+            tick(backend, seen=Seen(), backoff=backoff)
+    finally:
+        subprocess.run(["umount", str(folder)], check=True)
+    failed = [r.message for r in caplog.records if f"reconciling run {run.pk} failed" in r.message]
+    assert len(failed) == 1 and "stopping the workflow: " in failed[0], failed
+    assert Run.objects.get(pk=run.pk).pending_cancel
+    now[0] = backoff.steps[run.pk].retry_at
+    tick(backend, seen=Seen(), backoff=backoff)
+    assert not Run.objects.get(pk=run.pk).pending_cancel
+    assert run.pk not in backoff.steps

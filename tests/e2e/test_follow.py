@@ -1,0 +1,96 @@
+"""`simrun follow` and `simrun show` tell the truth about a run and what advances it.
+
+The command runs as a user runs it (a subprocess on the test database); the services are
+started and stopped around it.
+"""
+
+from __future__ import annotations
+
+import re
+import subprocess
+from datetime import datetime
+from pathlib import Path
+
+import pytest
+
+from runs.models import Run
+from tests.e2e.commands import ROOT, SIMRUN
+from tests.e2e.conftest import Services
+from tests.e2e.test_local_runs import SCAN, submit
+from tests.waiting import wait_for
+
+pytestmark = [pytest.mark.slow]
+
+
+def simrun(services: Services, *args: str) -> subprocess.CompletedProcess[str]:
+    return subprocess.run(
+        [str(SIMRUN), *args], cwd=ROOT, env=services.env, capture_output=True, text=True, timeout=60
+    )
+
+
+def test_follow_says_the_controller_is_not_running_then_follows_once_it_is(
+    stopped_services: Services, tmp_path: Path
+) -> None:
+    """Issue 15 item 3: with no service running, `follow` says so at once with the command
+    that starts them, goes on following when they come up, and ends with the run's time
+    from submission as its record has it."""
+    run = submit({"name": "followed", "tasks": [SCAN]})
+    out = tmp_path / "follow.out"
+    with out.open("w") as stdout:
+        follow = subprocess.Popen(
+            [str(SIMRUN), "follow", run.pk],
+            cwd=ROOT,
+            env=stopped_services.env,
+            stdout=stdout,
+            stderr=subprocess.STDOUT,
+            text=True,
+        )
+    try:
+        warned = wait_for(
+            lambda: "start them with `simrun serve`" in out.read_text(),
+            timeout=30,
+            what="follow to say the services are not running",
+        )
+        assert warned
+        assert follow.poll() is None  # still following
+        stopped_services.start("worker")
+        stopped_services.start("watcher")
+        code = follow.wait(timeout=240)
+    finally:
+        if follow.poll() is None:
+            follow.kill()
+    said = out.read_text()
+    assert code == 0, said
+    assert "simrun's controller has never reconciled" in said
+    assert f"the controller is reconciling again; following run {run.pk}" in said
+    run = Run.objects.get(pk=run.pk)
+    assert run.ended_at is not None
+    took = (run.ended_at - run.created_at).total_seconds()
+    assert f"run {run.pk} succeeded {took:.1f}s after submission" in said
+
+
+def test_show_prints_when_each_task_started_and_ended_and_how_long_it_took(
+    services: Services,
+) -> None:
+    """Issue 15 item 3: `show` gives each task's start, end and duration from its record."""
+    from tests.e2e.conftest import wait_for_end
+
+    run = wait_for_end(
+        submit(
+            {
+                "name": "timed",
+                "tasks": [SCAN, {"id": "summary", "type": "summary", "inputs": {"scan": "scan"}}],
+            }
+        ).pk
+    )
+    shown = simrun(services, "show", run.pk)
+    assert shown.returncode == 0, shown.stderr
+    for task in run.tasks.all():
+        assert task.started_at and task.ended_at
+        line = next(t for t in shown.stdout.splitlines() if t.split()[:1] == [task.task_id])
+        clock = re.search(r"started (\S+)  ended (\S+)  took ([0-9.]+)s", line)
+        assert clock, line
+        local = [m.astimezone().strftime("%H:%M:%S") for m in (task.started_at, task.ended_at)]
+        assert [clock[1], clock[2]] == local
+        assert float(clock[3]) == round((task.ended_at - task.started_at).total_seconds(), 1)
+        assert isinstance(task.started_at, datetime)
