@@ -28,7 +28,7 @@ from cluster.backend import (
     WorkflowPhase,
 )
 from cluster.local.attempts import Attempt
-from cluster.local.launches import PodSpec, run_pods
+from cluster.local.launches import PodSpec, pod_shape, run_pods
 from runs.plans import Node, PodShape
 from simrun_harness.exits import EXIT_POOL_BROKEN, EXIT_TERMINATED
 
@@ -227,7 +227,7 @@ def backend_status(
     for v in views:
         note = v.message
         if v.startable:
-            shape = launch.task(v.spec.task_id).plan.shape
+            shape = pod_shape(launch.task(v.spec.task_id), v.spec)
             note = "; ".join(m for m in (note, fit_message(shape, v.attempts, node)) if m)
         pods[v.spec.name] = PodStatus(
             name=v.spec.name,

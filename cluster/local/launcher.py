@@ -20,6 +20,7 @@ from cluster.backend import RunLaunch, TaskLaunch
 from cluster.local.atomic_files import write_json
 from cluster.local.attempts import ATTEMPT_FILE, SUPERVISOR_FILE, SUPERVISOR_LOG, ProcessId
 from cluster.local.launches import PodSpec
+from runs.plans import PodShape
 
 SERVICE_ENVIRONMENT = "service"  # run in the service's own Python environment
 STALE_MARGIN_S = 60  # the coordinator takes a worker as gone after its grace plus this
@@ -72,10 +73,10 @@ def pod_env(
     per_worker_gb: float,
     node: str,
     place: PodPlace,
+    shape: PodShape,
 ) -> dict[str, str]:
-    """The environment of one attempt of a pod."""
+    """The environment of one attempt of a pod of `shape` (the plan's shape of this pod)."""
     env = {k: os.environ[k] for k in PASSED_THROUGH if k in os.environ}
-    shape = task.plan.shape
     env.update(
         PATH=os.pathsep.join([str(place.bin_dir), os.environ.get("PATH", "/usr/bin:/bin")]),
         PYTHONUNBUFFERED="1",

@@ -16,7 +16,7 @@ from dataclasses import dataclass
 from typing import Any, Literal
 
 from cluster.backend import RunLaunch, TaskLaunch
-from runs.plans import TaskPlan
+from runs.plans import PodShape, TaskPlan
 
 PodKind = Literal["command", "exec", "coordinator", "extra", "merge"]
 
@@ -41,6 +41,16 @@ class PodSpec:
     def role(self) -> str:
         """SIMRUN_ROLE of a worker."""
         return "extra" if self.extra else "base"
+
+
+def pod_shape(task: TaskLaunch, spec: PodSpec) -> PodShape:
+    """The shape the plan gives this pod: the merge's, an extra worker's own, else the
+    coordinator's (or the unsplit pod's)."""
+    if spec.kind == "merge":
+        return task.plan.shape_of(None)
+    if spec.kind == "extra":
+        return task.plan.shape_of(int(spec.name.rsplit("-w", 1)[1]))
+    return task.plan.shape
 
 
 def task_pods(task: TaskLaunch, start: int = 0) -> list[PodSpec]:
