@@ -99,14 +99,6 @@ def _is_worker_of(task: Task, worker: str) -> bool:
     return re.fullmatch(rf"{re.escape(task.task_id)}-(w\d+|merge)", worker) is not None
 
 
-def _pod_index(task: Task, worker: str) -> int | None:
-    """The worker index of a pod of `task` for `TaskPlan.shape_of` (None: the merge)."""
-    if worker == f"{task.task_id}-merge":
-        return None
-    found = re.fullmatch(rf"{re.escape(task.task_id)}-w(\d+)", worker)
-    return int(found.group(1)) if found else 0
-
-
 def record_report(*, task: Task, paths: TaskPaths, name: str, model_digest: str) -> bool:
     """Record the report `reports/<name>` once; True when an observation was recorded now."""
     marker = paths.recorded / name
@@ -145,12 +137,11 @@ def record_kill(
         return False
     if not task.plan:
         return False
-    index = _pod_index(task, worker)
-    shape = TaskPlan.from_json(task.plan).shape_of(index)
+    shape = TaskPlan.from_json(task.plan).shape_of_pod(task_id=task.task_id, pod=worker)
     value = observation_at_limit(
         shape=shape, retried=retried, worker=worker, attempt=attempt, run_id=task.run_id
     )
-    role = MERGE if index is None else WORKER
+    role = MERGE if worker == f"{task.task_id}-merge" else WORKER
     return _save(task=task, marker=marker, value=value, node="", model=model_digest, role=role)
 
 

@@ -140,6 +140,14 @@ class TaskPlan:
             return self.merge_shape or self.shape
         return self.worker_shapes[index] if 0 <= index < self.pods else self.shape
 
+    def shape_of_pod(self, *, task_id: str, pod: str) -> PodShape:
+        """The shape of a pod of task `task_id` by its name: `<task>-merge` the merge's,
+        `<task>-w<i>` worker i's, anything else (the unsplit `<task>`) the coordinator's."""
+        if pod == f"{task_id}-merge":
+            return self.shape_of(None)
+        index = pod.removeprefix(f"{task_id}-w")
+        return self.shape_of(int(index)) if index != pod and index.isdigit() else self.shape
+
     def to_json(self) -> dict[str, Any]:
         data = asdict(self)
         data["nodes"] = list(self.nodes)

@@ -46,11 +46,7 @@ class PodSpec:
 def pod_shape(task: TaskLaunch, spec: PodSpec) -> PodShape:
     """The shape the plan gives this pod: the merge's, an extra worker's own, else the
     coordinator's (or the unsplit pod's)."""
-    if spec.kind == "merge":
-        return task.plan.shape_of(None)
-    if spec.kind == "extra":
-        return task.plan.shape_of(int(spec.name.rsplit("-w", 1)[1]))
-    return task.plan.shape
+    return task.plan.shape_of_pod(task_id=task.task_id, pod=spec.name)
 
 
 def task_pods(task: TaskLaunch, start: int = 0) -> list[PodSpec]:

@@ -138,8 +138,8 @@ def observe(run: Run, tasks: list[Task], status: BackendStatus | None, now: date
         for name in rules.base_pods(
             task.task_id, splittable=task.splittable, coordinator_merges=merges_self
         ):
-            merge_pod = name == f"{task.task_id}-merge"
-            retry_gb = plan.shape_of(None if merge_pod else 0).retry_memory_gb if plan else 0.0
+            shape = plan.shape_of_pod(task_id=task.task_id, pod=name) if plan else None
+            retry_gb = shape.retry_memory_gb if shape else 0.0
             verdict = rules.fatal_failure(
                 name,
                 status.failures.get(name, []),

@@ -446,6 +446,39 @@ def test_a_task_whose_scratch_fits_no_node_is_refused_naming_the_node_with_most_
     )
 
 
+def test_a_pods_shape_is_found_by_its_name() -> None:
+    """What the controller and the backends look up: the merge's, each worker's, else the
+    coordinator's (an unsplit task's pod is named as its task)."""
+    found = plan(NODES, units=1000, need=resources(base=0.5, per_worker=1.5))
+    assert found.merge_shape is not None
+    by_name = {
+        pod: found.shape_of_pod(task_id="scan-w1", pod=pod)
+        for pod in ("scan-w1-w0", "scan-w1-w1", "scan-w1-w2", "scan-w1-merge", "scan-w1")
+    }
+    assert by_name == {
+        "scan-w1-w0": found.shape,
+        "scan-w1-w1": found.extra_shapes[0],
+        "scan-w1-w2": found.extra_shapes[1],
+        "scan-w1-merge": found.merge_shape,
+        "scan-w1": found.shape,
+    }
+    assert len({by_name[p].processes for p in ("scan-w1-w0", "scan-w1-w1", "scan-w1-w2")}) == 3
+
+
+def test_a_plan_stored_before_pods_had_shapes_runs_every_pod_in_its_one_shape() -> None:
+    found = plan(NODES, units=1000)
+    old = {k: v for k, v in found.to_json().items() if k not in ("extra_shapes", "merge_shape")}
+    read = TaskPlan.from_json(old)
+    assert read.worker_shapes == (found.shape,) * found.pods
+    assert read.shape_of_pod(task_id="t", pod="t-merge") == found.shape
+
+
+def test_a_shape_fits_a_node_only_with_room_for_its_scratch() -> None:
+    pod = PodShape(cores=1, memory_gb=1, scratch_gb=10)
+    assert pod.fits(Node("unknown", 4, 8)) and pod.fits(Node("room", 4, 8, scratch_gb=10))
+    assert not pod.fits(Node("tight", 4, 8, scratch_gb=9.5))
+
+
 def test_scratch_keeps_pods_off_nodes_without_room_for_it() -> None:
     found = plan(DISKS, units=1000, need=resources(scratch=30))
     assert found.nodes == ("mid",)
