@@ -294,6 +294,11 @@ def test_auto_sizes_each_pod_for_its_node_and_the_coordinator_is_the_smallest(
     counts = [shape.processes for shape in found.worker_shapes]
     assert counts[0] == min(counts)
     assert counts[1:] == sorted(counts[1:], reverse=True)
+    first = found.shape  # the coordinator starts on any node of the plan
+    assert all(
+        first.cores <= by_name[n].cores and first.memory_gb <= by_name[n].memory_gb
+        for n in found.nodes
+    )
 
 
 @PROPERTY
