@@ -173,11 +173,7 @@ def plan_task(
         pods = _pod_per_node(need, capacities, fixed, busy)
     else:
         pods, uniform = _fixed_pods(need, capacities, fixed, busy, int(split)), True
-    if uniform:  # pods of a fixed split share nodes and one shape: each may start on any
-        smallest = min(c.granules for _, c in pods)
-        shapes = [_shape(need, resources, processes, smallest) for processes, _ in pods]
-    else:
-        shapes = [_shape(need, resources, processes, c.granules) for processes, c in pods]
+    shapes = _shapes(need, resources, pods, uniform=uniform)
     merges = splittable and (len(pods) == 1 if coordinator_merges is None else coordinator_merges)
     merge = None if merges or not splittable else _merge_pod(need, resources, capacities)
     return TaskPlan(
@@ -276,6 +272,17 @@ def _fixed_pods(
         if i < room[c.node.name]
     ]
     return [(processes, slots[i % len(slots)]) for i in range(pods)]
+
+
+def _shapes(
+    need: _Need, resources: ResolvedResources, pods: Pods, *, uniform: bool
+) -> list[PodShape]:
+    """Each worker pod's shape, sized for its node; `uniform`: the pods of a fixed split share
+    nodes and one shape (capped by the smallest node), so each may start on any of them."""
+    if uniform:
+        smallest = min(c.granules for _, c in pods)
+        return [_shape(need, resources, processes, smallest) for processes, _ in pods]
+    return [_shape(need, resources, processes, c.granules) for processes, c in pods]
 
 
 def _shape(need: _Need, resources: ResolvedResources, processes: int, granules: int) -> PodShape:
