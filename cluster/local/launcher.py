@@ -74,8 +74,10 @@ def pod_env(
     node: str,
     place: PodPlace,
     shape: PodShape,
+    processes: int,
 ) -> dict[str, str]:
-    """The environment of one attempt of a pod of `shape` (the plan's shape of this pod)."""
+    """The environment of one attempt of a pod of `shape` (the plan's shape of this pod) at
+    `memory_gb`, `per_worker_gb` and `processes` (the retry values after a kill for memory)."""
     env = {k: os.environ[k] for k in PASSED_THROUGH if k in os.environ}
     env.update(
         PATH=os.pathsep.join([str(place.bin_dir), os.environ.get("PATH", "/usr/bin:/bin")]),
@@ -92,7 +94,7 @@ def pod_env(
         SIMRUN_MEMORY_LIMIT_GB=f"{memory_gb:g}",
         SIMRUN_MEMORY_PER_WORKER_GB=f"{per_worker_gb:g}",
         SIMRUN_CORES=f"{shape.cores:g}",
-        SIMRUN_PROCESSES=str(shape.processes),
+        SIMRUN_PROCESSES=str(processes),
     )
     if place.snapshots_dir.is_dir():
         env["SIMRUN_SNAPSHOTS_DIR"] = str(place.snapshots_dir)
