@@ -40,7 +40,7 @@ from cluster.local import launcher, venvs
 from cluster.local.admission import Decision, Demand, Holding, Key, admit, priority_lookup
 from cluster.local.atomic_files import create_json, locked, read_json, write_json
 from cluster.local.attempts import Attempt, evict, kill_group, settle_lost
-from cluster.local.dag import PodView, next_memory
+from cluster.local.dag import PodView, next_memory, next_processes
 from cluster.local.doorbell import BELL_FILE, ring
 from cluster.local.launches import pod_shape
 from cluster.local.loop import Loop
@@ -277,6 +277,7 @@ class LocalBackend:
             node=self.node_name,
             place=place,
             shape=shape,
+            processes=next_processes(shape, view.attempts),
         )
         launcher.start_attempt(
             run.pods / view.spec.name / str(attempt),
