@@ -232,7 +232,7 @@ def _pod_per_node(
             if sum(p for p, _ in taken) >= busy:
                 break
             taken.append(pod)
-        level = _level([p for p, _ in taken], busy)
+        level = fixed or _level([p for p, _ in taken], busy)  # the workflow's processes stay
         fitting = [(min(p, level), c) for p, c in taken]
     return [fitting[-1], *fitting[:-1]]
 

@@ -492,6 +492,11 @@ def test_scratch_keeps_pods_off_nodes_without_room_for_it() -> None:
     assert sorted(fixed.nodes) == ["big", "big", "mid", "mid"]  # 2 x 10 GiB fit big's 20
 
 
+def test_the_workflows_processes_are_never_cut_to_the_units() -> None:
+    found = plan(NODES, units=1, need=resources(processes=2))
+    assert [s.processes for s in found.worker_shapes] == [2]
+
+
 def test_the_merge_pod_asks_for_one_worker_without_history_and_what_merges_needed_with() -> None:
     unknown = plan(NODES, need=resources(base=0.5, per_worker=2.0, cores=2, gpus=0))
     assert unknown.merge_shape is not None
