@@ -56,7 +56,7 @@ def unit_seconds(history: Sequence[ObservationValue]) -> float | None:
 
 def rounds(*, units: int, plan: TaskPlan) -> int:
     """How many units each process of the planned pods computes, at most."""
-    return math.ceil(units / max(1, plan.pods * plan.shape.processes))
+    return math.ceil(units / max(1, plan.processes))
 
 
 def estimate(

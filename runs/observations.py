@@ -4,8 +4,9 @@ C11: once a task is final its reports become observations, each exactly once. A 
 `tasks/<task>/recorded/<worker>-<attempt>.json` is written after the row; the row itself is
 unique per (run, task, worker, attempt), so a crash between the two, or two controllers at
 once, still yields one row. A kill for memory without a report is an observation at the pod's
-limit, under the same marker name. Merge reports are marked but not recorded: a merge is no
-unit process, its memory would only blur the type's history.
+limit, under the same marker name. A merge pod's report (or its kill without one) is recorded
+under the role `merge`: the merge's memory is learned from merges only, and a merge never
+blurs the workers' history (`history` reads one role).
 """
 
 from __future__ import annotations
@@ -18,6 +19,7 @@ from collections.abc import Iterable, Mapping
 from pathlib import Path
 
 from runs.models import ResourceObservation, Run, Task
+from runs.models.observation import MERGE, WORKER
 from runs.plans import ObservationValue, TaskPlan
 from runs.resources import observation_at_limit, observation_of_report
 from simrun_harness.layout import TaskPaths, report_name
@@ -30,10 +32,11 @@ HISTORY_LIMIT = 200
 
 
 def history(
-    *, task_type: str, model_digest: str = "", limit: int = HISTORY_LIMIT
+    *, task_type: str, model_digest: str = "", role: str = WORKER, limit: int = HISTORY_LIMIT
 ) -> list[ObservationValue]:
-    """The newest observations of a type (of one model when `model_digest` is given)."""
-    rows = ResourceObservation.objects.filter(task_type=task_type)
+    """The newest observations of a type's workers (its merges for `role="merge"`), of one
+    model when `model_digest` is given."""
+    rows = ResourceObservation.objects.filter(task_type=task_type, role=role)
     if model_digest:
         rows = rows.filter(model_digest=model_digest)
     return [_value(row) for row in rows.order_by("-created_at", "-id")[:limit]]
@@ -89,10 +92,11 @@ def record_task(
 
 
 def _is_worker_of(task: Task, worker: str) -> bool:
-    """Whether `worker` is a unit-running pod of `task`: `<task>`, or `<task>-w<i>` if split."""
+    """Whether `worker` is a pod of `task`: `<task>`, or `<task>-w<i>` and `<task>-merge` if
+    split."""
     if not task.splittable:
         return worker == task.task_id
-    return re.fullmatch(rf"{re.escape(task.task_id)}-w\d+", worker) is not None
+    return re.fullmatch(rf"{re.escape(task.task_id)}-(w\d+|merge)", worker) is not None
 
 
 def record_report(*, task: Task, paths: TaskPaths, name: str, model_digest: str) -> bool:
@@ -105,11 +109,11 @@ def record_report(*, task: Task, paths: TaskPaths, name: str, model_digest: str)
     except (OSError, ValueError) as exc:
         log.warning("report %s of %s cannot be read: %s", name, task, exc)
         return False
-    if report.role == "merge":
-        _mark(marker, None)
-        return False
     value = observation_of_report(report, run_id=task.run_id)
-    return _save(task=task, marker=marker, value=value, node=report.node, model=model_digest)
+    role = MERGE if report.role == "merge" else WORKER
+    return _save(
+        task=task, marker=marker, value=value, node=report.node, model=model_digest, role=role
+    )
 
 
 def record_kill(
@@ -124,23 +128,26 @@ def record_kill(
     """C11: a kill for memory without a report, recorded once as an observation at the limit.
 
     `retried`: the attempt ran at the retry memory (the one before it was killed for memory).
-    Nothing is recorded when the attempt has a report (that is the better evidence), for a
-    merge, or for a task without a plan.
+    The limit is the pod's own shape's (the merge's for `<task>-merge`). Nothing is recorded
+    when the attempt has a report (that is the better evidence) or for a task without a plan.
     """
     name = report_name(worker, attempt)
     marker = paths.recorded / name
     if marker.exists() or (paths.reports / name).exists():
         return False
-    if worker == f"{task.task_id}-merge" or not task.plan:
+    if not task.plan:
         return False
-    shape = TaskPlan.from_json(task.plan).shape
+    shape = TaskPlan.from_json(task.plan).shape_of_pod(task_id=task.task_id, pod=worker)
     value = observation_at_limit(
         shape=shape, retried=retried, worker=worker, attempt=attempt, run_id=task.run_id
     )
-    return _save(task=task, marker=marker, value=value, node="", model=model_digest)
+    role = MERGE if worker == f"{task.task_id}-merge" else WORKER
+    return _save(task=task, marker=marker, value=value, node="", model=model_digest, role=role)
 
 
-def _save(*, task: Task, marker: Path, value: ObservationValue, node: str, model: str) -> bool:
+def _save(
+    *, task: Task, marker: Path, value: ObservationValue, node: str, model: str, role: str
+) -> bool:
     """The row (unique per run, task, worker and attempt), then the marker."""
     row, created = ResourceObservation.objects.get_or_create(
         run_id=task.run_id,
@@ -149,6 +156,7 @@ def _save(*, task: Task, marker: Path, value: ObservationValue, node: str, model
         attempt=value.attempt,
         defaults={
             "task_type": task.type,
+            "role": role,
             "model_digest": model,
             "node": node,
             "processes": value.processes,

@@ -2,24 +2,34 @@
 
 Rules (plain values in, a `TaskPlan` out; the submission calls `plan_task`):
 
-- A pod runs `processes` unit processes: cores = processes * cores per process, memory =
-  base + processes * memory per worker (M13), GPUs and scratch per pod. Requests equal limits.
-- Every pod of a plan has the same shape and fits, at its first and at its retry memory, every
-  node it was sized for (`TaskPlan.nodes`, one entry per pod). Node capacities are already
-  "what runs may use", rounded down (B3); requests are whole millicores and 1/32 GiB, so the
-  comparison is exact.
-- Split modes: `"none"` is one pod; an integer is that many pods (several may share a node);
-  `"auto"` is one pod per node that holds at least one process, choosing the processes per pod
-  that keep the most processes busy (on a tie, more and smaller pods, which find room sooner
-  on a busy cluster), and never more pods than the units keep busy
-  (`pods ≤ ceil(units / processes)`). An unsplit task is one pod of one process (or the
+- A worker pod runs `processes` unit processes: cores = processes * cores per process,
+  memory = base + processes * memory per worker (M13), GPUs and scratch per pod. Requests
+  equal limits.
+- Every pod has a shape of its own and fits, at its first and at its retry memory, the node it
+  was sized for (`TaskPlan.nodes`, one entry per worker pod; `TaskPlan.merge_node`). Node
+  capacities are already "what runs may use", rounded down (B3); requests are whole
+  millicores and 1/32 GiB, so the comparison is exact. A node whose scratch is known holds
+  a pod only when the pod's scratch fits it too.
+- Split modes: `"none"` is one pod on the node that runs the most processes; an integer is
+  that many pods of one shape (several may share a node, so no pod has a node of its own);
+  `"auto"` is one pod per node that holds at least one process, each as large as its node
+  allows, never more pods than the units keep busy (the largest first), and when the pods
+  hold more processes than there are units, the largest are cut down to a common level so
+  the units spread evenly. The coordinator is the pod of the fewest processes: it is the
+  one pod the task cannot do without, and the smaller it is the sooner it finds room; the
+  extra workers follow, largest first. An unsplit task is one pod of one process (or the
   workflow's `processes`).
+- The merge pod (a split task whose coordinator does not merge) runs one process: the cores
+  of one process, no GPU, the task's scratch, and the merge memory the resolution learned
+  from earlier merges (else base + one memory per worker), sized for the largest node that
+  holds one process; a merge that learned more than that node has gets the node's memory.
 - A reserved run plans on its reserved node only; nodes reserved by other runs are never used.
 - A task that fits no usable node is refused (`PlanRefused`) with what one pod asks for and
-  what the largest node offers.
-- The retry memory (M9) is the pod total at the retry memory per worker, capped by the
-  smallest node the pods were sized for; at the cap the harness runs fewer processes
-  (`PodShape.retry_processes`).
+  what the largest node offers (the node with the most scratch when scratch is what fits
+  nowhere).
+- The retry memory (M9) is the pod total at the retry memory per worker, capped by the node
+  the pod was sized for (by the smallest of them for a fixed split); at the cap the harness
+  runs fewer processes (`PodShape.retry_processes`).
 """
 
 from __future__ import annotations
@@ -60,12 +70,13 @@ class _Capacity:
 
 @dataclass(frozen=True)
 class _Need:
-    """What a task's pods need, in whole millicores and 1/32 GiB."""
+    """What a task's pods need, in whole millicores and 1/32 GiB (scratch in GiB)."""
 
     cpp_milli: int
     base: int
     per_worker: int
     gpus: int
+    scratch: float
 
     @classmethod
     def of(cls, resources: ResolvedResources) -> _Need:
@@ -74,11 +85,16 @@ class _Need:
             base=_granules(resources.memory_base_gb) if resources.memory_base_gb > 0 else 0,
             per_worker=_granules(resources.memory_per_worker_gb),
             gpus=resources.gpus,
+            scratch=resources.scratch_gb,
         )
+
+    def scratch_fits(self, node: Node) -> bool:
+        """Whether one pod's scratch fits the node (a node of unknown scratch is not checked)."""
+        return node.scratch_gb is None or self.scratch <= node.scratch_gb
 
     def max_processes(self, capacity: _Capacity) -> int:
         """How many processes one pod on this node can run (0: not even one)."""
-        if self.gpus > capacity.node.gpus:
+        if self.gpus > capacity.node.gpus or not self.scratch_fits(capacity.node):
             return 0
         by_cores = capacity.milli // self.cpp_milli
         by_memory = (capacity.granules - self.base) // self.per_worker
@@ -94,11 +110,17 @@ class _Need:
         ]
         if self.gpus:
             counts.append(capacity.node.gpus // self.gpus)
+        if self.scratch > 0 and capacity.node.scratch_gb is not None:
+            counts.append(math.floor(capacity.node.scratch_gb / self.scratch + 1e-9))
         return min(counts)
 
 
 def _granules(value_gb: float) -> int:
     return round(round_up_gb(value_gb) * GRANULES_PER_GB)
+
+
+Pods = list[tuple[int, _Capacity]]
+"""The worker pods of a plan: processes and the node sized for, the coordinator first."""
 
 
 def plan_task(
@@ -144,21 +166,26 @@ def plan_task(
     if not any(need.max_processes(c) >= least for c in capacities):
         raise PlanRefused(_refusal(need, resources, least, usable, nodes, reserve))
     busy = None if units is None else max(1, units)  # units a pod's processes can work on
+    uniform = False
     if not splittable or split == "none":
-        processes, chosen = _one_pod(need, capacities, fixed, busy)
+        pods = _one_pod(need, capacities, fixed, busy)
     elif split == "auto":
-        processes, chosen = _pod_per_node(need, capacities, fixed, busy)
+        pods = _pod_per_node(need, capacities, fixed, busy)
     else:
-        processes, chosen = _fixed_pods(need, capacities, fixed, busy, int(split))
-    shape = _shape(need, resources, processes, chosen)
+        pods, uniform = _fixed_pods(need, capacities, fixed, busy, int(split)), True
+    shapes = _shapes(need, resources, pods, uniform=uniform)
+    merges = splittable and (len(pods) == 1 if coordinator_merges is None else coordinator_merges)
+    merge = None if merges or not splittable else _merge_pod(need, resources, capacities)
     return TaskPlan(
-        pods=len(chosen),
-        shape=shape,
+        pods=len(pods),
+        shape=shapes[0],
         base_priority=base_priority,
         extra_priority=extra_priority,
-        coordinator_merges=splittable
-        and (len(chosen) == 1 if coordinator_merges is None else coordinator_merges),
-        nodes=tuple(c.node.name for c in chosen),
+        coordinator_merges=merges,
+        nodes=tuple(c.node.name for _, c in pods),
+        extra_shapes=tuple(shapes[1:]),
+        merge_shape=None if merge is None else merge[0],
+        merge_node=None if merge is None else merge[1],
     )
 
 
@@ -177,37 +204,51 @@ def _largest_first(capacities: list[_Capacity]) -> list[_Capacity]:
     return sorted(capacities, key=lambda c: (-c.granules, -c.milli, -c.node.gpus, c.node.name))
 
 
-def _one_pod(
-    need: _Need, capacities: list[_Capacity], fixed: int | None, busy: int | None
-) -> tuple[int, list[_Capacity]]:
+def _one_pod(need: _Need, capacities: list[_Capacity], fixed: int | None, busy: int | None) -> Pods:
     """One pod, on the node that runs the most processes (the largest on a tie)."""
     best = max(_largest_first(capacities), key=need.max_processes)
     most = need.max_processes(best)
-    return fixed or (most if busy is None else min(most, busy)), [best]
+    return [(fixed or (most if busy is None else min(most, busy)), best)]
 
 
 def _pod_per_node(
     need: _Need, capacities: list[_Capacity], fixed: int | None, busy: int | None
-) -> tuple[int, list[_Capacity]]:
-    """One pod per node that holds it, with the processes per pod that keep the most busy."""
-    options = [fixed] if fixed else sorted({need.max_processes(c) for c in capacities} - {0})
+) -> Pods:
+    """One pod per node that holds one, each as large as its node allows, the largest first
+    while the units keep them busy, cut to a common level when they hold more processes than
+    there are units; the smallest pod is the coordinator."""
+    least = fixed or 1
+    fitting = sorted(
+        (
+            (fixed or need.max_processes(c), c)
+            for c in _largest_first(capacities)
+            if need.max_processes(c) >= least
+        ),
+        key=lambda pod: -pod[0],
+    )
+    if busy is not None:
+        taken: Pods = []
+        for pod in fitting:
+            if sum(p for p, _ in taken) >= busy:
+                break
+            taken.append(pod)
+        level = fixed or _level([p for p, _ in taken], busy)  # the workflow's processes stay
+        fitting = [(min(p, level), c) for p, c in taken]
+    return [fitting[-1], *fitting[:-1]]
 
-    def working(processes: int) -> tuple[int, int]:
-        holding = sum(1 for c in capacities if need.max_processes(c) >= processes)
-        total = processes * holding
-        return (total if busy is None else min(total, busy)), -processes  # tie: more pods
 
-    processes = max(options, key=working)
-    fitting = [c for c in _largest_first(capacities) if need.max_processes(c) >= processes]
-    pods = len(fitting) if busy is None else min(len(fitting), math.ceil(busy / processes))
-    if busy is not None and not fixed:
-        processes = min(processes, math.ceil(busy / pods))  # spread the units evenly
-    return processes, fitting[:pods]
+def _level(processes: list[int], busy: int) -> int:
+    """The lowest common cap of the pods' processes that still keeps `busy` processes busy."""
+    most = max(processes)
+    for level in range(1, most + 1):
+        if sum(min(p, level) for p in processes) >= busy:
+            return level
+    return most
 
 
 def _fixed_pods(
     need: _Need, capacities: list[_Capacity], fixed: int | None, busy: int | None, count: int
-) -> tuple[int, list[_Capacity]]:
+) -> Pods:
     """`count` pods (at most one per unit), as large as lets them run side by side."""
     pods = count if busy is None else min(count, busy)
     at_once = sum(need.pods_on(c, fixed or 1) for c in capacities)
@@ -230,22 +271,30 @@ def _fixed_pods(
         for c in _largest_first(capacities)
         if i < room[c.node.name]
     ]
-    chosen = [slots[i % len(slots)] for i in range(pods)]
-    return processes, chosen
+    return [(processes, slots[i % len(slots)]) for i in range(pods)]
 
 
-def _shape(
-    need: _Need, resources: ResolvedResources, processes: int, chosen: list[_Capacity]
-) -> PodShape:
-    """The pod shape, with the retry memory capped by the smallest node it was sized for."""
+def _shapes(
+    need: _Need, resources: ResolvedResources, pods: Pods, *, uniform: bool
+) -> list[PodShape]:
+    """Each worker pod's shape, sized for its node; `uniform`: the pods of a fixed split share
+    nodes and one shape (capped by the smallest node), so each may start on any of them."""
+    if uniform:
+        smallest = min(c.granules for _, c in pods)
+        return [_shape(need, resources, processes, smallest) for processes, _ in pods]
+    return [_shape(need, resources, processes, c.granules) for processes, c in pods]
+
+
+def _shape(need: _Need, resources: ResolvedResources, processes: int, granules: int) -> PodShape:
+    """A worker pod's shape, its retry memory capped by the memory (in 1/32 GiB) of the node
+    it was sized for."""
     memory = need.base + processes * need.per_worker
-    smallest = min(c.granules for c in chosen)
     wanted_retry = resources.retry_memory_per_worker_gb
     if wanted_retry is None:
         first = need.per_worker / GRANULES_PER_GB
         wanted_retry = first + retry_step_gb(first)
-    retry_per_worker = min(max(_granules(wanted_retry), need.per_worker), smallest - need.base)
-    retry_memory = min(need.base + processes * retry_per_worker, smallest)
+    retry_per_worker = min(max(_granules(wanted_retry), need.per_worker), granules - need.base)
+    retry_memory = min(need.base + processes * retry_per_worker, granules)
     return PodShape(
         cores=processes * need.cpp_milli / MILLI,
         memory_gb=memory / GRANULES_PER_GB,
@@ -257,6 +306,36 @@ def _shape(
         retry_per_worker_gb=retry_per_worker / GRANULES_PER_GB,
         memory_base_gb=need.base / GRANULES_PER_GB,
     )
+
+
+def _merge_pod(
+    need: _Need, resources: ResolvedResources, capacities: list[_Capacity]
+) -> tuple[PodShape, str]:
+    """The merge pod's shape (one process, no GPU) and the node it was sized for: the largest
+    that holds one process's cores and the scratch (a worker's node always does)."""
+    holding = [c for c in capacities if c.milli >= need.cpp_milli and need.scratch_fits(c.node)]
+    node = _largest_first(holding)[0]
+    wanted = resources.merge_memory_gb
+    first = _granules(wanted) if wanted is not None else need.base + need.per_worker
+    memory = max(1, min(first, node.granules))
+    wanted_retry = resources.merge_retry_memory_gb
+    if wanted_retry is None:
+        step = retry_step_gb(memory / GRANULES_PER_GB)
+        wanted_retry = memory / GRANULES_PER_GB + step
+    retry = min(max(_granules(wanted_retry), memory), node.granules)
+    base = min(need.base, memory - 1)
+    shape = PodShape(
+        cores=need.cpp_milli / MILLI,
+        memory_gb=memory / GRANULES_PER_GB,
+        processes=1,
+        gpus=0,
+        scratch_gb=resources.scratch_gb,
+        per_worker_gb=(memory - base) / GRANULES_PER_GB,
+        retry_memory_gb=retry / GRANULES_PER_GB,
+        retry_per_worker_gb=(retry - base) / GRANULES_PER_GB,
+        memory_base_gb=base / GRANULES_PER_GB,
+    )
+    return shape, node.node.name
 
 
 def _refusal(
@@ -283,8 +362,12 @@ def _refusal(
     if not usable:
         taken = ", ".join(f"{n.name} (by run {n.reserved_by})" for n in nodes)
         return f"{asked}, but every node is reserved by another run: {taken}"
-    largest = _largest_first([_Capacity.of(n) for n in usable])[0].node
-    text = f"{asked}; the largest node {_offer(largest)}"
+    if not any(need.scratch_fits(n) for n in usable):  # the scratch fits nowhere
+        largest = max(usable, key=lambda n: (n.scratch_gb or 0.0, n.memory_gb))
+        text = f"{asked}; no node has room for its scratch: the largest, {_offer(largest)}"
+    else:
+        largest = _largest_first([_Capacity.of(n) for n in usable])[0].node
+        text = f"{asked}; the largest node {_offer(largest)}"
     elsewhere = [
         n
         for n in nodes
@@ -298,7 +381,8 @@ def _refusal(
 
 def _offer(node: Node) -> str:
     memory = f"{node.memory_gb:g} GiB memory"
-    return f"{node.name} offers {_count(node.cores, 'core')}, {memory}, {_count(node.gpus, 'GPU')}"
+    text = f"{node.name} offers {_count(node.cores, 'core')}, {memory}, {_count(node.gpus, 'GPU')}"
+    return text if node.scratch_gb is None else f"{text}, {node.scratch_gb:g} GiB scratch"
 
 
 def _count(amount: float, one: str, many: str | None = None) -> str:

@@ -20,6 +20,9 @@ class Node:
     memory_gb: float
     gpus: int = 0
     reserved_by: str | None = None
+    scratch_gb: float | None = None
+    """The local disk pods may ask for as scratch (ephemeral storage); None: not known, so
+    not checked (a node value built before scratch was measured)."""
 
     def to_json(self) -> dict[str, Any]:
         return asdict(self)
@@ -41,6 +44,10 @@ class ResolvedResources:
     processes: int | None = None
     retry_memory_per_worker_gb: float | None = None
     source: dict[str, str] = field(default_factory=dict)
+    merge_memory_gb: float | None = None
+    """What the merge pod needs (learned from merge reports); None: base + one worker."""
+    merge_retry_memory_gb: float | None = None
+    """The merge pod's memory after a kill for memory; None: the first plus a step."""
 
     def to_json(self) -> dict[str, Any]:
         return asdict(self)
@@ -87,12 +94,19 @@ class PodShape:
             and self.memory_gb <= node.memory_gb
             and self.retry_memory_gb <= node.memory_gb
             and self.gpus <= node.gpus
+            and (node.scratch_gb is None or self.scratch_gb <= node.scratch_gb)
         )
 
 
 @dataclass(frozen=True)
 class TaskPlan:
-    """How a task runs: how many pods of which shape, at which priorities."""
+    """How a task runs: how many pods of which shape, at which priorities.
+
+    `shape` is the coordinator's (or the unsplit pod's), `extra_shapes` those of the extra
+    workers `<task>-w1`… in order, `merge_shape` the merge pod's (None when the coordinator
+    merges or the task is unsplit). `nodes` names the node each worker pod was sized for,
+    `merge_node` the merge's.
+    """
 
     pods: int
     shape: PodShape
@@ -100,18 +114,60 @@ class TaskPlan:
     extra_priority: str
     coordinator_merges: bool = False
     nodes: tuple[str, ...] = ()
+    extra_shapes: tuple[PodShape, ...] = ()
+    merge_shape: PodShape | None = None
+    merge_node: str | None = None
+
+    def __post_init__(self) -> None:
+        if not self.extra_shapes and self.pods > 1:  # built without: every worker in `shape`
+            object.__setattr__(self, "extra_shapes", (self.shape,) * (self.pods - 1))
+        if len(self.extra_shapes) != max(0, self.pods - 1):
+            raise ValueError(f"a plan of {self.pods} pods has {len(self.extra_shapes)} extras")
+
+    @property
+    def worker_shapes(self) -> tuple[PodShape, ...]:
+        """The shape of every worker pod: the coordinator's first, then each extra's."""
+        return (self.shape, *self.extra_shapes)
+
+    @property
+    def processes(self) -> int:
+        """The unit processes of all worker pods together."""
+        return sum(shape.processes for shape in self.worker_shapes)
+
+    def shape_of(self, index: int | None) -> PodShape:
+        """The shape of worker pod `index` (0: the coordinator), of the merge for None."""
+        if index is None:
+            return self.merge_shape or self.shape
+        return self.worker_shapes[index] if 0 <= index < self.pods else self.shape
+
+    def shape_of_pod(self, *, task_id: str, pod: str) -> PodShape:
+        """The shape of a pod of task `task_id` by its name: `<task>-merge` the merge's,
+        `<task>-w<i>` worker i's, anything else (the unsplit `<task>`) the coordinator's."""
+        if pod == f"{task_id}-merge":
+            return self.shape_of(None)
+        index = pod.removeprefix(f"{task_id}-w")
+        return self.shape_of(int(index)) if index != pod and index.isdigit() else self.shape
 
     def to_json(self) -> dict[str, Any]:
         data = asdict(self)
         data["nodes"] = list(self.nodes)
+        data["extra_shapes"] = [shape.to_json() for shape in self.extra_shapes]
         return data
 
     @classmethod
     def from_json(cls, data: dict[str, Any]) -> TaskPlan:
+        """A plan of its JSON form; a plan stored before pods had shapes of their own reads
+        as every worker (and the merge) in the one shape, as it ran."""
         values = dict(data)
-        values["shape"] = PodShape.from_json(values["shape"])
+        shape = PodShape.from_json(values["shape"])
+        values["shape"] = shape
         values["nodes"] = tuple(values.get("nodes", ()))
         values.setdefault("coordinator_merges", False)
+        values["extra_shapes"] = tuple(
+            PodShape.from_json(e) for e in values.get("extra_shapes") or ()
+        )
+        merge = values.get("merge_shape", shape.to_json())
+        values["merge_shape"] = None if merge is None else PodShape.from_json(merge)
         return cls(**values)
 
 

@@ -201,6 +201,40 @@ def retry_memory_per_worker_gb(
     return value, source
 
 
+def merge_peak_gb(observation: ObservationValue, memory_base_gb: float) -> float | None:
+    """A merge pod's peak: the pod's, else its process's above the base; a kill for memory
+    counts at least at the limit it had (it needed more). None without any figure."""
+    peak = observation.peak_memory_gb
+    if peak is None and observation.peak_memory_per_process_gb is not None:
+        peak = memory_base_gb + observation.peak_memory_per_process_gb
+    if observation.oom_killed and observation.memory_limit_gb is not None:
+        peak = max(peak or 0.0, observation.memory_limit_gb)
+    return peak
+
+
+def merge_memory_gb(
+    *,
+    merges: Sequence[ObservationValue],
+    memory_base_gb: float,
+    memory_per_worker_gb: float,
+    node_memory_gb: float | None = None,
+) -> tuple[float, float, str]:
+    """The merge pod's first and retry memory, and where the first came from (see above)."""
+    peaks = [p for m in merges if (p := merge_peak_gb(m, memory_base_gb)) is not None]
+    if peaks:
+        first, source = round_up_gb(quantile(peaks, MEMORY_QUANTILE) * (1 + MEMORY_MARGIN)), HISTORY
+    else:
+        first, source = round_up_gb(memory_base_gb + memory_per_worker_gb), HINT
+    retry = round_up_gb(first + retry_step_gb(first))
+    if peaks:
+        retry = max(retry, round_up_gb(max(peaks) * (1 + RETRY_MARGIN)))
+    if node_memory_gb is not None:
+        retry = max(
+            first, min(retry, math.floor(node_memory_gb * GRANULES_PER_GB) / GRANULES_PER_GB)
+        )
+    return first, retry, source
+
+
 def _layered(
     name: str,
     source: dict[str, str],
@@ -227,6 +261,7 @@ def resolve(
     overrides: ResourceOverrides,
     node_memory_gb: float | None = None,
     memory_rule: MemoryRule = POD,
+    merges: Sequence[ObservationValue] = (),
 ) -> ResolvedResources:
     """The resources of a task: `hint` ← `history` ← `overrides`, with where each came from.
 
@@ -238,6 +273,7 @@ def resolve(
             memory per worker. None leaves it uncapped (the planner still caps per node).
         memory_rule: Which peak per process the memory per worker covers (`MemoryRule`);
             "pod" matches the harness, "process" is kept for comparison (bench/sizing).
+        merges: Observations of earlier merge pods of the same type (and model).
     """
     source: dict[str, str] = {}
     base = _layered(
@@ -264,6 +300,12 @@ def resolve(
     gpus = _layered("gpus", source, hint.gpus, workflow=overrides.gpus)
     if overrides.processes is not None:
         source["processes"] = WORKFLOW
+    merge, merge_retry, source["merge_memory_gb"] = merge_memory_gb(
+        merges=merges,
+        memory_base_gb=base,
+        memory_per_worker_gb=per_worker,
+        node_memory_gb=node_memory_gb,
+    )
     return ResolvedResources(
         cores_per_process=cores,
         memory_base_gb=base,
@@ -273,4 +315,6 @@ def resolve(
         processes=overrides.processes,
         retry_memory_per_worker_gb=retry,
         source=source,
+        merge_memory_gb=merge,
+        merge_retry_memory_gb=merge_retry,
     )

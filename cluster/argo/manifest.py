@@ -3,10 +3,18 @@
 DAG (M1, M2, M11): an unsplit task is one DAG task; a split task is its coordinator
 `<task>-w0`, its extra workers `<task>-extra` (`withSequence` from 1, `continueOn` failed and
 error, left out for one pod) and its merge `<task>-merge`, which depends on the coordinator
-only (absent when the coordinator merges). A task reading a split task waits for its merge
-(or its coordinator when that merges). Every DAG task passes its pod's name (`pod`, as the
-controller names it: `<task>`, `<task>-w<i>`, `<task>-merge`) and task id (`task`) to its
-template, so the status can name pods from the spec alone (`cluster/argo/status.py`).
+only (absent when the coordinator merges).
+
+A shape per pod: each pod's template carries its own resources and patch. The coordinator's
+template is `<task>-worker`; extra workers whose shape differs from it run `<task>-worker-<k>`,
+one template per shape, and the extras of one shape (consecutive in the plan) are one DAG task
+`<task>-extra` (the first group) or `<task>-extra-<k>`, each a `withSequence` over their
+indices. The merge's template `<task>-merge` has the merge's shape.
+
+A task reading a split task waits for its merge (or its coordinator when that merges). Every
+DAG task passes its pod's name (`pod`, as the controller names it: `<task>`, `<task>-w<i>`,
+`<task>-merge`) and task id (`task`) to its template, so the status can name pods from the
+spec alone (`cluster/argo/status.py`).
 
 Every pod (M4-M10, M13): Kueue's queue and priority labels, `priorityClassName`, the
 annotation asking for one node per pod, requests = limits, a retry strategy that retries
@@ -115,7 +123,7 @@ def _resources(shape: PodShape) -> m.ResourceRequirements:
 
 
 def _env(
-    launch: RunLaunch, task: TaskLaunch, config: ClusterConfig, worker: bool
+    launch: RunLaunch, task: TaskLaunch, config: ClusterConfig, shape: PodShape, worker: bool
 ) -> list[m.EnvVar]:
     """M4, M10: the harness's environment; memory values come from the attempt's patch."""
     run_dir = f"{config.pod_store}/runs/{launch.run_id}"
@@ -130,7 +138,7 @@ def _env(
         "SIMRUN_SNAPSHOTS_DIR": f"{config.pod_store}/snapshots",
         "SIMRUN_SCRATCH": config.scratch_path,
         "SIMRUN_GRACE_S": str(launch.grace_s),
-        "SIMRUN_CORES": number_text(task.plan.shape.cores),
+        "SIMRUN_CORES": number_text(shape.cores),
     }
     if worker:
         values["SIMRUN_ROLE"] = "{{inputs.parameters.role}}"
@@ -168,11 +176,13 @@ def _template(
     task: TaskLaunch,
     config: ClusterConfig,
     *,
+    shape: PodShape,
     command: list[str],
     priority: str,
     worker: bool = False,
 ) -> m.Template:
-    """A pod template: Kueue metadata, resources, retries and the per-attempt patch."""
+    """A pod template of `shape`: Kueue metadata, resources, retries and the per-attempt
+    patch."""
     parameters = ["pod", "task"] + (["priority", "role"] if worker else [])
     image = task.image if task.command is not None and task.image else None
     return m.Template(
@@ -192,8 +202,8 @@ def _template(
             name=MAIN,
             image=image or environment_image(launch.environment, config),
             command=command,
-            env=_env(launch, task, config, worker),
-            resources=_resources(task.plan.shape),
+            env=_env(launch, task, config, shape, worker),
+            resources=_resources(shape),
             volume_mounts=_mounts(launch, task, config),
         ),
         retry_strategy=m.RetryStrategy(
@@ -201,7 +211,7 @@ def _template(
             retry_policy="Always",
             expression=RETRY_EXPRESSION,
         ),
-        pod_spec_patch=pod_spec_patch(task.plan.shape, launch.grace_s),
+        pod_spec_patch=pod_spec_patch(shape, launch.grace_s),
     )
 
 
@@ -227,7 +237,13 @@ def _task_nodes(
     if not task.splittable:
         command = list(task.command) if task.command is not None else [EXEC_COMMAND]
         template = _template(
-            f"{base}-pod", launch, task, config, command=command, priority=plan.base_priority
+            f"{base}-pod",
+            launch,
+            task,
+            config,
+            shape=plan.shape,
+            command=command,
+            priority=plan.base_priority,
         )
         dag = m.DAGTask(
             name=base,
@@ -236,50 +252,14 @@ def _task_nodes(
             arguments=_arguments(task.task_id, task),
         )
         return [template], [dag]
-    worker = _template(
-        f"{base}-worker",
-        launch,
-        task,
-        config,
-        command=[WORKER_COMMAND],
-        priority="{{inputs.parameters.priority}}",
-        worker=True,
-    )
-    templates = [worker]
-    tasks = [
-        m.DAGTask(
-            name=f"{base}-w0",
-            template=worker.name,
-            dependencies=after,
-            arguments=_arguments(
-                f"{task.task_id}-w0", task, priority=plan.base_priority, role="base"
-            ),
-        )
-    ]
-    if plan.pods > 1:
-        tasks.append(
-            m.DAGTask(
-                name=f"{base}-extra",
-                template=worker.name,
-                dependencies=after,
-                continue_on=m.ContinueOn(failed=True, error=True),
-                with_sequence=m.Sequence(
-                    start=m.IntOrString("1"), count=m.IntOrString(str(plan.pods - 1))
-                ),
-                arguments=_arguments(
-                    f"{task.task_id}-w{{{{item}}}}",
-                    task,
-                    priority=plan.extra_priority,
-                    role="extra",
-                ),
-            )
-        )
+    templates, tasks = _workers(launch, task, config, after)
     if not plan.coordinator_merges:
         merge = _template(
             f"{base}-merge",
             launch,
             task,
             config,
+            shape=plan.shape_of(None),
             command=[MERGE_COMMAND],
             priority=plan.base_priority,
         )
@@ -290,6 +270,69 @@ def _task_nodes(
                 template=merge.name,
                 dependencies=[f"{base}-w0"],
                 arguments=_arguments(f"{task.task_id}-merge", task),
+            )
+        )
+    return templates, tasks
+
+
+def extra_groups(shapes: tuple[PodShape, ...]) -> list[tuple[int, int, PodShape]]:
+    """The extra workers of a plan as runs of one shape: (first index, count, shape), indices
+    from 1 (the coordinator is 0)."""
+    groups: list[tuple[int, int, PodShape]] = []
+    for index, shape in enumerate(shapes, start=1):
+        if groups and groups[-1][2] == shape:
+            first, count, _ = groups[-1]
+            groups[-1] = (first, count + 1, shape)
+        else:
+            groups.append((index, 1, shape))
+    return groups
+
+
+def _workers(
+    launch: RunLaunch, task: TaskLaunch, config: ClusterConfig, after: list[str] | None
+) -> tuple[list[m.Template], list[m.DAGTask]]:
+    """The coordinator and the extra workers: a template per shape, a DAG task per group."""
+    base = argo_name(task.task_id)
+    plan = task.plan
+
+    def worker(name: str, shape: PodShape) -> m.Template:
+        priority = "{{inputs.parameters.priority}}"
+        command = [WORKER_COMMAND]
+        return _template(
+            name, launch, task, config, shape=shape, command=command, priority=priority, worker=True
+        )
+
+    templates = [worker(f"{base}-worker", plan.shape)]
+    by_shape = {plan.shape: templates[0].name}
+    tasks = [
+        m.DAGTask(
+            name=f"{base}-w0",
+            template=templates[0].name,
+            dependencies=after,
+            arguments=_arguments(
+                f"{task.task_id}-w0", task, priority=plan.base_priority, role="base"
+            ),
+        )
+    ]
+    for number, (first, count, shape) in enumerate(extra_groups(plan.extra_shapes)):
+        if shape not in by_shape:
+            templates.append(worker(f"{base}-worker-{len(by_shape)}", shape))
+            by_shape[shape] = templates[-1].name
+        tasks.append(
+            m.DAGTask(
+                name=f"{base}-extra" + (f"-{number + 1}" if number else ""),
+                template=by_shape[shape],
+                dependencies=after,
+                continue_on=m.ContinueOn(failed=True, error=True),
+                with_sequence=m.Sequence(
+                    start=m.IntOrString(str(first)), count=m.IntOrString(str(count))
+                ),
+                arguments=_arguments(
+                    f"{task.task_id}-w{{{{item}}}}",
+                    task,
+                    priority=plan.extra_priority,
+                    role="extra",
+                ),
             )
         )
     return templates, tasks

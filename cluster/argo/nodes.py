@@ -10,6 +10,8 @@
   Its capacity for the planner is its allocatable resources less Argo's wait container (every
   pod of a run has one beside its main container) less what the pods on it that belong to no
   run request, rounded down to whole cores and GiB, so a pod sized for it fits beside them.
+  Its scratch is its allocatable ephemeral storage less the same requests, in whole GiB (0
+  when the node reports none: the scheduler then admits no pod that asks for scratch).
 """
 
 from __future__ import annotations
@@ -27,6 +29,7 @@ from runs.plans import Node
 WORKER_LABEL = "simrun/worker"
 RESERVED_KEY = "simrun/reserved"
 GPU = "nvidia.com/gpu"
+EPHEMERAL = "ephemeral-storage"
 GIB = Decimal(1024**3)
 KEEP_OFF = frozenset({"NoSchedule", "NoExecute"})
 ENDED = frozenset({"Succeeded", "Failed"})
@@ -34,15 +37,19 @@ ENDED = frozenset({"Succeeded", "Failed"})
 
 @dataclass(frozen=True)
 class Requests:
-    """Cores, GiB and GPUs."""
+    """Cores, GiB, GPUs and GiB of ephemeral storage (scratch)."""
 
     cores: float = 0.0
     memory_gb: float = 0.0
     gpus: int = 0
+    scratch_gb: float = 0.0
 
     def __add__(self, other: Requests) -> Requests:
         return Requests(
-            self.cores + other.cores, self.memory_gb + other.memory_gb, self.gpus + other.gpus
+            self.cores + other.cores,
+            self.memory_gb + other.memory_gb,
+            self.gpus + other.gpus,
+            self.scratch_gb + other.scratch_gb,
         )
 
 
@@ -75,6 +82,7 @@ def _requests(amounts: Mapping[str, Decimal]) -> Requests:
         cores=float(amounts.get("cpu", Decimal(0))),
         memory_gb=float(amounts.get("memory", Decimal(0)) / GIB),
         gpus=int(amounts.get(GPU, Decimal(0))),
+        scratch_gb=float(amounts.get(EPHEMERAL, Decimal(0)) / GIB),
     )
 
 
@@ -126,12 +134,14 @@ def node_from(node: Mapping[str, Any], used: Requests, executor: Requests) -> No
     allocatable = _requests(_amounts((node.get("status") or {}).get("allocatable")))
     cores = allocatable.cores - executor.cores - used.cores
     memory = allocatable.memory_gb - executor.memory_gb - used.memory_gb
+    scratch = allocatable.scratch_gb - executor.scratch_gb - used.scratch_gb
     return Node(
         name=(node.get("metadata") or {})["name"],
         cores=float(max(0, math.floor(cores + 1e-9))),
         memory_gb=float(max(0, math.floor(memory + 1e-9))),
         gpus=max(0, allocatable.gpus - used.gpus),
         reserved_by=reservation_of(node),
+        scratch_gb=float(max(0, math.floor(scratch + 1e-9))),
     )
 
 

@@ -40,10 +40,11 @@ from cluster.local import launcher, venvs
 from cluster.local.admission import Decision, Demand, Holding, Key, admit, priority_lookup
 from cluster.local.atomic_files import create_json, locked, read_json, write_json
 from cluster.local.attempts import Attempt, evict, kill_group, settle_lost
-from cluster.local.dag import PodView, next_memory
+from cluster.local.dag import PodView, next_memory, next_processes
 from cluster.local.doorbell import BELL_FILE, ring
+from cluster.local.launches import pod_shape
 from cluster.local.loop import Loop
-from cluster.local.machine import default_cores, default_memory_gb, machine_name
+from cluster.local.machine import default_cores, default_memory_gb, free_scratch_gb, machine_name
 from cluster.local.pod_logs import read_log
 from cluster.local.run_files import CANCELLED, ENDED, STOPPED, RunFiles
 from cluster.local.statuses import RunStatuses
@@ -69,6 +70,7 @@ class LocalBackend:
         poll_s: float = 1.0,
         memory_poll_s: float = 0.1,
         kill_margin_s: float = 30.0,
+        scratch_gb: float | None = None,
     ) -> None:
         """`store`: the run store; `cores`/`memory_gb`: what runs may use (default: this
         machine's less a margin); `priority_value`: a priority class's value (default
@@ -76,7 +78,9 @@ class LocalBackend:
         `<store>/local`); `wheels_dir`: where the harness's wheels are built for environments
         (default `<state>/wheels`); `poll_s`: the background loop's interval; `memory_poll_s`:
         how often a supervisor measures memory; `kill_margin_s`: seconds past a run's grace
-        before a pod that ignores SIGTERM is killed."""
+        before a pod that ignores SIGTERM is killed; `scratch_gb`: the scratch pods may ask
+        for (default: the free disk under the state directory, measured at each `nodes()`,
+        less a margin)."""
         self.store = StorePaths(Path(store))
         self.node_name = node_name or machine_name()
         self.cores = float(cores) if cores is not None else default_cores()
@@ -87,6 +91,7 @@ class LocalBackend:
         self.poll_s = poll_s
         self.memory_poll_s = memory_poll_s
         self.kill_margin_s = kill_margin_s
+        self.scratch_gb = scratch_gb
         self._loop = Loop(self._tick, bell=self.state / BELL_FILE, poll_s=poll_s)
         self._statuses = RunStatuses(self._run)
         # Written once and never changed: the run id of each index entry (None once the run
@@ -204,7 +209,8 @@ class LocalBackend:
                 for v in views:
                     key = (launch.run_id, v.spec.name)
                     signature.append((key, v.phase, len(v.attempts)))
-                    memory, _ = next_memory(launch.task(v.spec.task_id).plan.shape, v.attempts)
+                    shape = pod_shape(launch.task(v.spec.task_id), v.spec)
+                    memory, _ = next_memory(shape, v.attempts)
                     value = self.priority_value(v.spec.priority_class)
                     if v.running and v.last is not None:
                         running[key] = v.last
@@ -220,8 +226,8 @@ class LocalBackend:
                             )
                         )
                     elif v.startable and not halted:
-                        cores = launch.task(v.spec.task_id).plan.shape.cores
-                        demands.append(Demand(key, value, cores, memory, (submitted, v.spec.index)))
+                        order = (submitted, v.spec.index)
+                        demands.append(Demand(key, value, shape.cores, memory, order))
             reservation = read_json(self.state / "reservation.json")
             reserved = None if reservation is None else str(reservation["run_id"])
             decision = admit(self.cores, self.memory_gb, demands, holdings, reserved)
@@ -252,7 +258,8 @@ class LocalBackend:
     def _start(self, run: RunFiles, launch: RunLaunch, view: PodView) -> None:
         task = launch.task(view.spec.task_id)
         attempt = len(view.attempts)
-        memory, per_worker = next_memory(task.plan.shape, view.attempts)
+        shape = pod_shape(task, view.spec)
+        memory, per_worker = next_memory(shape, view.attempts)
         place = launcher.PodPlace(
             run_dir=run.paths.root,
             task_dir=run.paths.task(task.task_id).root,
@@ -269,6 +276,8 @@ class LocalBackend:
             per_worker_gb=per_worker,
             node=self.node_name,
             place=place,
+            shape=shape,
+            processes=next_processes(shape, view.attempts),
         )
         launcher.start_attempt(
             run.pods / view.spec.name / str(attempt),
@@ -276,7 +285,7 @@ class LocalBackend:
             args=launcher.pod_args(view.spec, task),
             env=env,
             cwd=place.scratch,
-            cores=task.plan.shape.cores,
+            cores=shape.cores,
             memory_gb=memory,
             kill_after_s=launch.grace_s + self.kill_margin_s,
             poll_s=self.memory_poll_s,
@@ -371,7 +380,8 @@ class LocalBackend:
     def nodes(self) -> list[Node]:
         reservation = read_json(self.state / "reservation.json")
         reserved = None if reservation is None else str(reservation["run_id"])
-        return [Node(self.node_name, self.cores, self.memory_gb, 0, reserved)]
+        scratch = self.scratch_gb if self.scratch_gb is not None else free_scratch_gb(self.state)
+        return [Node(self.node_name, self.cores, self.memory_gb, 0, reserved, scratch)]
 
     def placements(self) -> list[Placement]:
         found = []

@@ -28,7 +28,7 @@ from cluster.backend import (
     WorkflowPhase,
 )
 from cluster.local.attempts import Attempt
-from cluster.local.launches import PodSpec, run_pods
+from cluster.local.launches import PodSpec, pod_shape, run_pods
 from runs.plans import Node, PodShape
 from simrun_harness.exits import EXIT_POOL_BROKEN, EXIT_TERMINATED
 
@@ -75,17 +75,27 @@ def was_evicted(attempt: Attempt) -> bool:
     )
 
 
-def next_memory(shape: PodShape, attempts: Sequence[Attempt]) -> tuple[float, float]:
-    """The memory limit and memory per worker of the next attempt, in GiB."""
+def retried_for_memory(shape: PodShape, attempts: Sequence[Attempt]) -> bool:
+    """Whether the next attempt runs at the retry memory: the last one exited 137."""
     last = attempts[-1] if attempts else None
-    if (
+    return (
         last is not None
         and last.exit is not None
         and last.exit.exit_code == EXIT_POOL_BROKEN
         and shape.retry_memory_gb > 0
-    ):
+    )
+
+
+def next_memory(shape: PodShape, attempts: Sequence[Attempt]) -> tuple[float, float]:
+    """The memory limit and memory per worker of the next attempt, in GiB."""
+    if retried_for_memory(shape, attempts):
         return shape.retry_memory_gb, shape.retry_per_worker_gb or shape.per_worker_gb
     return shape.memory_gb, shape.per_worker_gb
+
+
+def next_processes(shape: PodShape, attempts: Sequence[Attempt]) -> int:
+    """M9: the unit processes of the next attempt: fewer at a retry memory the node capped."""
+    return shape.retry_processes if retried_for_memory(shape, attempts) else shape.processes
 
 
 def failure_message(attempt: Attempt) -> str:
@@ -227,7 +237,7 @@ def backend_status(
     for v in views:
         note = v.message
         if v.startable:
-            shape = launch.task(v.spec.task_id).plan.shape
+            shape = pod_shape(launch.task(v.spec.task_id), v.spec)
             note = "; ".join(m for m in (note, fit_message(shape, v.attempts, node)) if m)
         pods[v.spec.name] = PodStatus(
             name=v.spec.name,

@@ -20,6 +20,7 @@ from cluster.backend import RunLaunch, TaskLaunch
 from cluster.local.atomic_files import write_json
 from cluster.local.attempts import ATTEMPT_FILE, SUPERVISOR_FILE, SUPERVISOR_LOG, ProcessId
 from cluster.local.launches import PodSpec
+from runs.plans import PodShape
 
 SERVICE_ENVIRONMENT = "service"  # run in the service's own Python environment
 STALE_MARGIN_S = 60  # the coordinator takes a worker as gone after its grace plus this
@@ -72,10 +73,12 @@ def pod_env(
     per_worker_gb: float,
     node: str,
     place: PodPlace,
+    shape: PodShape,
+    processes: int,
 ) -> dict[str, str]:
-    """The environment of one attempt of a pod."""
+    """The environment of one attempt of a pod of `shape` (the plan's shape of this pod) at
+    `memory_gb`, `per_worker_gb` and `processes` (the retry values after a kill for memory)."""
     env = {k: os.environ[k] for k in PASSED_THROUGH if k in os.environ}
-    shape = task.plan.shape
     env.update(
         PATH=os.pathsep.join([str(place.bin_dir), os.environ.get("PATH", "/usr/bin:/bin")]),
         PYTHONUNBUFFERED="1",
@@ -91,7 +94,7 @@ def pod_env(
         SIMRUN_MEMORY_LIMIT_GB=f"{memory_gb:g}",
         SIMRUN_MEMORY_PER_WORKER_GB=f"{per_worker_gb:g}",
         SIMRUN_CORES=f"{shape.cores:g}",
-        SIMRUN_PROCESSES=str(shape.processes),
+        SIMRUN_PROCESSES=str(processes),
     )
     if place.snapshots_dir.is_dir():
         env["SIMRUN_SNAPSHOTS_DIR"] = str(place.snapshots_dir)

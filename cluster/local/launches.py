@@ -16,7 +16,7 @@ from dataclasses import dataclass
 from typing import Any, Literal
 
 from cluster.backend import RunLaunch, TaskLaunch
-from runs.plans import TaskPlan
+from runs.plans import PodShape, TaskPlan
 
 PodKind = Literal["command", "exec", "coordinator", "extra", "merge"]
 
@@ -41,6 +41,12 @@ class PodSpec:
     def role(self) -> str:
         """SIMRUN_ROLE of a worker."""
         return "extra" if self.extra else "base"
+
+
+def pod_shape(task: TaskLaunch, spec: PodSpec) -> PodShape:
+    """The shape the plan gives this pod: the merge's, an extra worker's own, else the
+    coordinator's (or the unsplit pod's)."""
+    return task.plan.shape_of_pod(task_id=task.task_id, pod=spec.name)
 
 
 def task_pods(task: TaskLaunch, start: int = 0) -> list[PodSpec]:

@@ -1,14 +1,17 @@
-"""What this machine can give to runs: its cores and memory, less a margin for the service.
+"""What this machine can give to runs: its cores, memory and scratch disk, less a margin.
 
 The memory is the smaller of the machine's and a cgroup limit of the service's container, so
-a pod sized for the node is not killed by the container's limit first. Both are rounded down
-to whole cores and GiB, as the cluster backend reports its nodes.
+a pod sized for the node is not killed by the container's limit first. The scratch is the
+free disk where the pods' scratch directories live (the backend's state directory), measured
+whenever the nodes are asked for. All are rounded down to whole cores and GiB, as the cluster
+backend reports its nodes.
 """
 
 from __future__ import annotations
 
 import math
 import os
+import shutil
 import socket
 from pathlib import Path
 
@@ -47,6 +50,20 @@ def default_cores() -> float:
     except AttributeError:
         count = os.cpu_count() or 1
     return float(count - 1 if count >= 4 else count)
+
+
+SCRATCH_MARGIN_GB = 1.0  # at least this much disk is left to the store and the system
+SCRATCH_MARGIN_SHARE = 0.1  # ... or this share of the free disk, whichever is more
+
+
+def free_scratch_gb(path: Path) -> float:
+    """The free disk of the file system holding `path` (or its nearest existing parent) less
+    the margin, in whole GiB, at least 0: the scratch pods of this machine may ask for."""
+    found = path
+    while not found.exists() and found != found.parent:
+        found = found.parent
+    gib = shutil.disk_usage(found).free / GIB
+    return float(max(0, math.floor(gib - max(SCRATCH_MARGIN_GB, gib * SCRATCH_MARGIN_SHARE))))
 
 
 def default_memory_gb() -> float:

@@ -15,7 +15,7 @@ from pathlib import Path
 Handler = Callable[[argparse.Namespace], int]
 
 INSTALLS = frozenset({"demo", "serve"})  # may make a new installation in the current directory
-NEEDS_NONE = frozenset({"validate"})  # reads no database and no store
+NEEDS_NONE = frozenset({"validate", "plugin"})  # read no database and no store
 OVER_API = frozenset({"submit", "runs", "show", "follow", "cancel", "outputs", "logs"})
 
 

@@ -136,10 +136,11 @@ def observe(run: Run, tasks: list[Task], status: BackendStatus | None, now: date
                 )
         else:
             state = rules.unsplit_task_state(pods.get(task.task_id))
-        retry_gb = plan.shape.retry_memory_gb if plan else 0.0
         for name in rules.base_pods(
             task.task_id, splittable=task.splittable, coordinator_merges=merges_self
         ):
+            shape = plan.shape_of_pod(task_id=task.task_id, pod=name) if plan else None
+            retry_gb = shape.retry_memory_gb if shape else 0.0
             verdict = rules.fatal_failure(
                 name,
                 status.failures.get(name, []),

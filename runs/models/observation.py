@@ -1,8 +1,11 @@
-"""What a worker attempt used: the history the resource resolution and the estimate learn from."""
+"""What a pod's attempt used: the history the resource resolution and the estimate learn from."""
 
 from __future__ import annotations
 
 from django.db import models
+
+WORKER, MERGE = "worker", "merge"
+ROLES = [(WORKER, "worker"), (MERGE, "merge")]
 
 
 class ResourceObservation(models.Model):
@@ -15,6 +18,9 @@ class ResourceObservation(models.Model):
     )
     task_id = models.CharField(max_length=128)
     worker = models.CharField(max_length=160)
+    role = models.CharField(max_length=16, choices=ROLES, default=WORKER)
+    """A unit-running pod's (`worker`) or a merge pod's (`merge`): kept apart, as a merge
+    needs what merges needed, not what unit processes did."""
     attempt = models.PositiveIntegerField(default=0)
     node = models.CharField(max_length=253, blank=True, default="")
     processes = models.PositiveIntegerField(default=1)

@@ -149,6 +149,7 @@ def plan_tasks(
     tier: str,
     reserve: str | None,
 ) -> list[dict[str, Any]]:
+    from runs.models.observation import MERGE
     from runs.observations import history
 
     types = registry()
@@ -167,6 +168,9 @@ def plan_tasks(
             history=history(task_type=task.type, model_digest=model or ""),
             overrides=task.resources,
             node_memory_gb=largest,
+            merges=history(task_type=task.type, model_digest=model or "", role=MERGE)
+            if cls.splittable
+            else (),
         )
         plan = plan_task(
             units=units,

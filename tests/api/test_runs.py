@@ -2,10 +2,13 @@
 
 from __future__ import annotations
 
+import re
+from pathlib import Path
+
 import pytest
 from django.utils import timezone
 
-from runs.models import Run, RunState
+from runs.models import Run, RunState, Task
 from runs.store import run_paths
 from tests import factories
 from tests.api import scenes
@@ -183,6 +186,37 @@ def test_a_task_larger_than_every_server_is_refused_with_what_it_asks(lab: Lab) 
     response = lab.person.client.post("/api/runs/", {"workflow": workflow}, format="json")
     assert response.status_code == 400
     assert response.json()["code"] == "plan_refused"
+
+
+SCRATCH_HOG = {
+    "name": "hog",
+    "tasks": [
+        {
+            "id": "hello",
+            "type": "command",
+            "settings": {"args": ["true"]},
+            "resources": {"scratch_gb": 100_000},
+        }
+    ],
+}
+
+
+def test_a_task_whose_scratch_fits_no_server_is_refused_and_nothing_is_created(
+    lab: Lab, store: Path
+) -> None:
+    """Scratch is checked against the servers' disks at submission: 400 with what the task
+    asks and the server with the most scratch; no run, no task, no file."""
+    response = lab.person.client.post("/api/runs/", {"workflow": SCRATCH_HOG}, format="json")
+    assert response.status_code == 400
+    body = response.json()
+    assert body["code"] == "plan_refused"
+    assert "100000 GiB scratch" in body["detail"]
+    assert re.search(
+        r"no node has room for its scratch: the largest, \S+ offers .* GiB scratch", body["detail"]
+    )
+    assert (Run.objects.count(), Task.objects.count()) == (0, 0)
+    runs_dir = store / "runs"
+    assert not runs_dir.exists() or not any(runs_dir.iterdir())
 
 
 # --- cancel ---------------------------------------------------------------------------------

@@ -25,8 +25,15 @@ SHAPE = PodShape(
     retry_per_worker_gb=3.0,
     memory_base_gb=0.5,
 )
+EXTRA = PodShape(cores=8, memory_gb=16.5, processes=8, per_worker_gb=2.0, memory_base_gb=0.5)
+MERGE = PodShape(cores=1, memory_gb=3.0, per_worker_gb=2.5, memory_base_gb=0.5)
 PLAN = TaskPlan(
-    pods=2, shape=SHAPE, base_priority="simrun-person", extra_priority="simrun-person-extra"
+    pods=2,
+    shape=SHAPE,
+    base_priority="simrun-person",
+    extra_priority="simrun-person-extra",
+    extra_shapes=(EXTRA,),
+    merge_shape=MERGE,
 )
 
 
@@ -124,26 +131,38 @@ def test_a_kill_for_memory_without_a_report_is_an_observation_at_the_limit(
     task: Task, paths: TaskPaths
 ) -> None:
     """C11: a kill for memory without a report counts as an observation at the pod's limit."""
-    assert record_task(task=task, paths=paths, kills={"scan-w1": [0, 1]}) == 2
-    first = ResourceObservation.objects.get(worker="scan-w1", attempt=0)
+    assert record_task(task=task, paths=paths, kills={"scan-w0": [0, 1]}) == 2
+    first = ResourceObservation.objects.get(worker="scan-w0", attempt=0)
     assert (first.peak_memory_gb, first.memory_limit_gb, first.memory_per_worker_gb) == (
         8.5,
         8.5,
         2,
     )
     assert first.oom_killed and not first.from_report
-    retried = ResourceObservation.objects.get(worker="scan-w1", attempt=1)
+    retried = ResourceObservation.objects.get(worker="scan-w0", attempt=1)
     assert (retried.peak_memory_gb, retried.memory_per_worker_gb) == (12.5, 3.0)
-    assert (paths.recorded / "scan-w1-0.json").is_file()
-    assert record_task(task=task, paths=paths, kills={"scan-w1": [0, 1]}) == 0
+    assert (paths.recorded / "scan-w0-0.json").is_file()
+    assert record_task(task=task, paths=paths, kills={"scan-w0": [0, 1]}) == 0
 
 
 def test_kills_of_other_tasks_pods_are_not_this_tasks_observations(
     task: Task, paths: TaskPaths
 ) -> None:
-    kills = {"fit": [0], "scan-merge": [0], "scan-w1-w0": [0], "scan-w2": [0]}
+    kills = {"fit": [0], "scan-w1-w0": [0], "scan-w2": [0], "scan-merge-w0": [0]}
     assert record_task(task=task, paths=paths, kills=kills) == 1
     assert list(ResourceObservation.objects.values_list("worker", flat=True)) == ["scan-w2"]
+
+
+def test_each_pods_kill_without_a_report_is_observed_at_its_own_shapes_limit(
+    task: Task, paths: TaskPaths
+) -> None:
+    """C11 with a shape per pod: the coordinator, an extra and the merge each at theirs."""
+    kills = {"scan-w0": [0], "scan-w1": [0], "scan-merge": [0]}
+    assert record_task(task=task, paths=paths, kills=kills) == 3
+    limits = dict(ResourceObservation.objects.values_list("worker", "memory_limit_gb"))
+    assert limits == {"scan-w0": 8.5, "scan-w1": 16.5, "scan-merge": 3.0}
+    roles = dict(ResourceObservation.objects.values_list("worker", "role"))
+    assert roles == {"scan-w0": "worker", "scan-w1": "worker", "scan-merge": "merge"}
 
 
 def test_a_kill_with_a_report_is_recorded_from_the_report(task: Task, paths: TaskPaths) -> None:
@@ -153,14 +172,21 @@ def test_a_kill_with_a_report_is_recorded_from_the_report(task: Task, paths: Tas
     assert (row.from_report, row.oom_killed, row.peak_memory_per_process_gb) == (True, True, 2.2)
 
 
-def test_a_merge_report_is_marked_but_teaches_nothing(task: Task, paths: TaskPaths) -> None:
-    name = report(paths, "scan-merge", role="merge")
-    assert not record_report(task=task, paths=paths, name=name, model_digest="m")
-    assert not ResourceObservation.objects.exists()
+def test_a_merge_report_teaches_the_merges_history_and_never_the_workers(
+    task: Task, paths: TaskPaths
+) -> None:
+    """The merge pod's memory is learned like a worker's, from merges only."""
+    name = report(paths, "scan-merge", role="merge", peak=2.0)
+    report(paths, "scan-w0")
+    assert record_task(task=task, paths=paths, model_digest="m") == 2
     assert (paths.recorded / name).is_file()
+    merges = history(task_type="scan", model_digest="m", role="merge")
+    assert [(m.worker, m.peak_memory_gb) for m in merges] == [("scan-merge", 8.5)]
+    workers = history(task_type="scan", model_digest="m")
+    assert [w.worker for w in workers] == ["scan-w0"]
     assert not record_kill(
-        task=task, paths=paths, worker="scan-merge", attempt=1, retried=False, model_digest="m"
-    )
+        task=task, paths=paths, worker="scan-merge", attempt=0, retried=False, model_digest="m"
+    )  # it has a report
 
 
 def test_an_unreadable_report_is_left_for_a_later_pass(task: Task, paths: TaskPaths) -> None:

@@ -26,6 +26,8 @@ def resources(
     processes: int | None = None,
     retry: float | None = None,
     scratch: float = 0.0,
+    merge: float | None = None,
+    merge_retry: float | None = None,
 ) -> ResolvedResources:
     return ResolvedResources(
         cores_per_process=cores,
@@ -35,6 +37,8 @@ def resources(
         gpus=gpus,
         processes=processes,
         retry_memory_per_worker_gb=retry,
+        merge_memory_gb=merge,
+        merge_retry_memory_gb=merge_retry,
     )
 
 
@@ -77,6 +81,7 @@ def clusters(draw: st.DrawFn) -> list[Node]:
             memory_gb=draw(st.integers(1, 256)),
             gpus=draw(st.sampled_from([0, 0, 0, 1, 2, 4])),
             reserved_by=draw(st.sampled_from([None, None, None, RUN, "run-other"])),
+            scratch_gb=draw(st.sampled_from([None, 0.0, 5.0, 20.0, 100.0])),
         )
         for i in range(count)
     ]
@@ -91,7 +96,8 @@ def needs(draw: st.DrawFn) -> ResolvedResources:
         gpus=draw(st.sampled_from([0, 0, 0, 1, 2])),
         processes=draw(st.one_of(st.none(), st.integers(1, 24))),
         retry=draw(st.one_of(st.none(), granule, st.floats(0.01, 400))),
-        scratch=draw(st.sampled_from([0.0, 10.0])),
+        scratch=draw(st.sampled_from([0.0, 0.0, 10.0, 30.0])),
+        merge=draw(st.one_of(st.none(), granule, st.floats(0.01, 400))),
     )
 
 
@@ -101,6 +107,7 @@ def fits(shape: PodShape, node: Node) -> bool:
         and shape.memory_gb <= node.memory_gb
         and shape.retry_memory_gb <= node.memory_gb
         and shape.gpus <= node.gpus
+        and (node.scratch_gb is None or shape.scratch_gb <= node.scratch_gb)
     )
 
 
@@ -109,7 +116,17 @@ def holds_one_pod(need: ResolvedResources, node: Node, processes: int) -> bool:
         processes * need.cores_per_process <= node.cores
         and need.memory_base_gb + processes * need.memory_per_worker_gb <= node.memory_gb
         and need.gpus <= node.gpus
+        and (node.scratch_gb is None or need.scratch_gb <= node.scratch_gb)
     )
+
+
+def pods_of(found: TaskPlan) -> list[tuple[PodShape, str]]:
+    """Every pod of a plan with the node it was sized for, the merge last."""
+    pods = list(zip(found.worker_shapes, found.nodes, strict=True))
+    if found.merge_shape is not None:
+        assert found.merge_node is not None
+        pods.append((found.merge_shape, found.merge_node))
+    return pods
 
 
 tasks = st.fixed_dictionaries(
@@ -152,14 +169,15 @@ def test_every_plan_fits_every_node_it_was_sized_for_or_the_task_is_refused(task
         assert not any(holds_one_pod(need, n, least) for n in usable)
         return
     by_name = {n.name: n for n in usable}
-    assert found.pods == len(found.nodes) >= 1
-    assert all(fits(found.shape, by_name[name]) for name in found.nodes)
-    assert all(found.shape.fits(by_name[name]) for name in found.nodes)
-    shape = found.shape
-    assert shape.memory_gb == shape.memory_base_gb + shape.processes * shape.per_worker_gb
-    assert shape.processes >= 1
-    if need.processes is not None:
-        assert shape.processes == need.processes
+    assert found.pods == len(found.nodes) == len(found.worker_shapes) >= 1
+    for shape, name in pods_of(found):
+        assert fits(shape, by_name[name]) and shape.fits(by_name[name])
+        assert shape.memory_gb == shape.memory_base_gb + shape.processes * shape.per_worker_gb
+        assert shape.processes >= 1
+    for shape in found.worker_shapes:
+        assert shape.scratch_gb == need.scratch_gb
+        if need.processes is not None:
+            assert shape.processes == need.processes
 
 
 @PROPERTY
@@ -180,7 +198,9 @@ def test_never_more_pods_than_units_and_split_modes_hold(task: dict) -> None:
     if units is not None:
         assert found.pods <= max(units, 1)
     if units is not None and split == "auto" and task["splittable"]:
-        assert found.pods <= math.ceil(max(units, 1) / found.shape.processes)
+        smallest = min(shape.processes for shape in found.worker_shapes)
+        assert found.pods <= math.ceil(max(units, 1) / smallest)
+        assert found.pods == 1 or found.processes - smallest < max(units, 1)  # none idle
     if not task["splittable"] or split == "none":
         assert found.pods == 1
     elif isinstance(split, int):
@@ -201,13 +221,13 @@ def test_retry_memory_is_at_least_the_first_and_at_most_the_node(task: dict) -> 
         )
     except PlanRefused:
         return
-    shape = found.shape
     memory = {n.name: n.memory_gb for n in task["nodes"]}
-    assert shape.memory_gb <= shape.retry_memory_gb <= min(memory[n] for n in found.nodes)
-    assert shape.retry_per_worker_gb >= shape.per_worker_gb
-    assert 1 <= shape.retry_processes <= shape.processes
-    room = shape.retry_memory_gb - shape.memory_base_gb
-    assert shape.retry_processes * shape.retry_per_worker_gb <= room
+    for shape, name in pods_of(found):
+        assert shape.memory_gb <= shape.retry_memory_gb <= memory[name]
+        assert shape.retry_per_worker_gb >= shape.per_worker_gb
+        assert 1 <= shape.retry_processes <= shape.processes
+        room = shape.retry_memory_gb - shape.memory_base_gb
+        assert shape.retry_processes * shape.retry_per_worker_gb <= room
 
 
 @PROPERTY
@@ -243,7 +263,82 @@ def test_auto_keeps_at_least_as_many_processes_busy_as_one_pod_on_the_best_node(
         one = plan(nodes, units=units, split="none", need=need)
     except PlanRefused:
         return
-    assert auto.pods * auto.shape.processes >= min(units, one.shape.processes)
+    assert auto.processes >= min(units, one.shape.processes)
+
+
+def most_processes(need: ResolvedResources, node: Node) -> int:
+    """What one pod on `node` can run (the strategies draw exact binary fractions)."""
+    if need.gpus > node.gpus or not holds_one_pod(need, node, 1):
+        return 0
+    by_memory = (node.memory_gb - need.memory_base_gb) // need.memory_per_worker_gb
+    return int(min(node.cores // need.cores_per_process, by_memory))
+
+
+@PROPERTY
+@given(clusters(), needs())
+def test_auto_sizes_each_pod_for_its_node_and_the_coordinator_is_the_smallest(
+    nodes: list[Node], need: ResolvedResources
+) -> None:
+    """Without a unit count every node that holds a pod gets one as large as it allows (or of
+    the workflow's processes); the coordinator has the fewest, the extras follow largest first."""
+    try:
+        found = plan(nodes, units=None, need=need)
+    except PlanRefused:
+        return
+    by_name = {n.name: n for n in nodes}
+    least = need.processes or 1
+    holding = {n.name for n in nodes if n.reserved_by is None and most_processes(need, n) >= least}
+    assert sorted(found.nodes) == sorted(holding)
+    for shape, name in zip(found.worker_shapes, found.nodes, strict=True):
+        assert shape.processes == (need.processes or most_processes(need, by_name[name]))
+    counts = [shape.processes for shape in found.worker_shapes]
+    assert counts[0] == min(counts)
+    assert counts[1:] == sorted(counts[1:], reverse=True)
+    first = found.shape  # the coordinator starts on any node of the plan
+    assert all(
+        first.cores <= by_name[n].cores and first.memory_gb <= by_name[n].memory_gb
+        for n in found.nodes
+    )
+
+
+@PROPERTY
+@given(tasks)
+def test_the_merge_pod_has_a_shape_of_its_own_that_fits_its_node(task: dict) -> None:
+    """A split task's merge pod runs one process of the task's cores, no GPU, the task's
+    scratch, and the merge memory asked (capped by the largest node that holds it)."""
+    need = task["need"]
+    try:
+        found = plan(task["nodes"], units=task["units"], split=task["split"], need=need)
+    except PlanRefused:
+        return
+    assert found.merge_shape is not None and found.merge_node is not None
+    merge = found.merge_shape
+    node = {n.name: n for n in task["nodes"]}[found.merge_node]
+    assert fits(merge, node)
+    assert (merge.processes, merge.gpus, merge.cores) == (1, 0, need.cores_per_process)
+    assert merge.scratch_gb == need.scratch_gb
+    wanted = need.merge_memory_gb or need.memory_base_gb + need.memory_per_worker_gb
+    assert merge.memory_gb == min(math.ceil(wanted * 32 - 1e-9) / 32, node.memory_gb)
+    usable = [n for n in task["nodes"] if n.reserved_by is None]
+    holding = [
+        n
+        for n in usable
+        if n.cores >= need.cores_per_process
+        and (n.scratch_gb is None or need.scratch_gb <= n.scratch_gb)
+    ]
+    assert node.memory_gb == max(n.memory_gb for n in holding)
+
+
+@PROPERTY
+@given(tasks)
+def test_an_unsplit_task_or_a_merging_coordinator_has_no_merge_pod(task: dict) -> None:
+    try:
+        unsplit = plan(task["nodes"], need=task["need"], splittable=False)
+        merging = plan(task["nodes"], need=task["need"], coordinator_merges=True)
+    except PlanRefused:
+        return
+    assert (unsplit.merge_shape, unsplit.merge_node) == (None, None)
+    assert (merging.merge_shape, merging.merge_node) == (None, None)
 
 
 # --- examples -------------------------------------------------------------------------
@@ -258,11 +353,19 @@ def test_split_none_is_one_pod_as_large_as_the_largest_node_allows() -> None:
     assert found.shape.cores == 16
 
 
-def test_auto_is_one_pod_per_node_with_the_processes_that_keep_the_most_busy() -> None:
+def test_auto_is_one_pod_per_node_each_sized_for_its_node_the_coordinator_smallest() -> None:
     found = plan(NODES, units=1000, need=resources(base=0.5, per_worker=1.5))
-    # 4 processes fit every node (12 busy), 8 fit two (16), 16 fit one (16): 8 per pod, 2 pods
-    assert (found.pods, found.shape.processes) == (2, 8)
-    assert set(found.nodes) == {"big", "mid"}
+    assert found.nodes == ("small", "big", "mid")
+    assert [s.processes for s in found.worker_shapes] == [4, 16, 8]
+    assert [s.memory_gb for s in found.worker_shapes] == [6.5, 24.5, 12.5]
+    assert [s.retry_memory_gb for s in found.worker_shapes] == [8.0, 30.5, 15.5]
+
+
+def test_auto_levels_the_largest_pods_when_the_units_are_fewer_than_the_processes() -> None:
+    found = plan(NODES, units=20, need=resources(base=0.5, per_worker=1.0))
+    # big (16) and mid (8) hold 24 processes for 20 units: big is cut to 12; small is not needed
+    assert found.nodes == ("mid", "big")
+    assert [s.processes for s in found.worker_shapes] == [8, 12]
 
 
 def test_auto_never_plans_more_pods_than_the_units_keep_busy() -> None:
@@ -333,6 +436,87 @@ def test_a_task_that_fits_no_node_is_refused_with_what_it_asks_and_the_largest_n
         " 2 cores and 80 GiB each, base 0.5 GiB); the largest node big offers 16 cores,"
         " 64 GiB memory, 0 GPUs"
     )
+
+
+DISKS = [Node("big", 16, 64, scratch_gb=20), Node("mid", 8, 32, scratch_gb=50)]
+
+
+def test_a_task_whose_scratch_fits_no_node_is_refused_naming_the_node_with_most_scratch() -> None:
+    with pytest.raises(PlanRefused) as refused:
+        plan(DISKS, need=resources(scratch=60))
+    assert str(refused.value) == (
+        "one pod asks for 1 core, 1.5 GiB memory, 0 GPUs and 60 GiB scratch (1 process of"
+        " 1 core and 1 GiB each, base 0.5 GiB); no node has room for its scratch: the largest,"
+        " mid offers 8 cores, 32 GiB memory, 0 GPUs, 50 GiB scratch"
+    )
+
+
+def test_a_pods_shape_is_found_by_its_name() -> None:
+    """What the controller and the backends look up: the merge's, each worker's, else the
+    coordinator's (an unsplit task's pod is named as its task)."""
+    found = plan(NODES, units=1000, need=resources(base=0.5, per_worker=1.5))
+    assert found.merge_shape is not None
+    by_name = {
+        pod: found.shape_of_pod(task_id="scan-w1", pod=pod)
+        for pod in ("scan-w1-w0", "scan-w1-w1", "scan-w1-w2", "scan-w1-merge", "scan-w1")
+    }
+    assert by_name == {
+        "scan-w1-w0": found.shape,
+        "scan-w1-w1": found.extra_shapes[0],
+        "scan-w1-w2": found.extra_shapes[1],
+        "scan-w1-merge": found.merge_shape,
+        "scan-w1": found.shape,
+    }
+    assert len({by_name[p].processes for p in ("scan-w1-w0", "scan-w1-w1", "scan-w1-w2")}) == 3
+
+
+def test_a_plan_stored_before_pods_had_shapes_runs_every_pod_in_its_one_shape() -> None:
+    found = plan(NODES, units=1000)
+    old = {k: v for k, v in found.to_json().items() if k not in ("extra_shapes", "merge_shape")}
+    read = TaskPlan.from_json(old)
+    assert read.worker_shapes == (found.shape,) * found.pods
+    assert read.shape_of_pod(task_id="t", pod="t-merge") == found.shape
+
+
+def test_a_shape_fits_a_node_only_with_room_for_its_scratch() -> None:
+    pod = PodShape(cores=1, memory_gb=1, scratch_gb=10)
+    assert pod.fits(Node("unknown", 4, 8)) and pod.fits(Node("room", 4, 8, scratch_gb=10))
+    assert not pod.fits(Node("tight", 4, 8, scratch_gb=9.5))
+
+
+def test_scratch_keeps_pods_off_nodes_without_room_for_it() -> None:
+    found = plan(DISKS, units=1000, need=resources(scratch=30))
+    assert found.nodes == ("mid",)
+    assert found.merge_node == "mid"
+    fixed = plan(DISKS, units=1000, split=4, need=resources(scratch=10))
+    assert sorted(fixed.nodes) == ["big", "big", "mid", "mid"]  # 2 x 10 GiB fit big's 20
+
+
+def test_the_workflows_processes_are_never_cut_to_the_units() -> None:
+    found = plan(NODES, units=1, need=resources(processes=2))
+    assert [s.processes for s in found.worker_shapes] == [2]
+
+
+def test_the_merge_pod_asks_for_one_worker_without_history_and_what_merges_needed_with() -> None:
+    unknown = plan(NODES, need=resources(base=0.5, per_worker=2.0, cores=2, gpus=0))
+    assert unknown.merge_shape is not None
+    assert (unknown.merge_shape.memory_gb, unknown.merge_shape.cores) == (2.5, 2)
+    assert unknown.merge_shape.retry_memory_gb == 2.5 + 0.625
+    assert unknown.merge_node == "big"
+    learned = plan(NODES, need=resources(base=0.5, per_worker=2.0, merge=12.0, merge_retry=20))
+    assert learned.merge_shape is not None
+    assert (learned.merge_shape.memory_gb, learned.merge_shape.retry_memory_gb) == (12.0, 20.0)
+    assert all(shape.memory_gb != 12.0 for shape in learned.worker_shapes)
+    huge = plan(NODES, need=resources(merge=100.0))
+    assert huge.merge_shape is not None
+    assert (huge.merge_shape.memory_gb, huge.merge_shape.retry_memory_gb) == (64.0, 64.0)
+
+
+def test_the_merge_pod_asks_for_no_gpu_even_when_the_workers_do() -> None:
+    found = plan([Node("gpu", 8, 32, gpus=2), Node("cpu", 16, 64)], need=resources(gpus=1))
+    assert found.nodes == ("gpu",)
+    assert found.merge_shape is not None and found.merge_shape.gpus == 0
+    assert found.merge_node == "cpu"
 
 
 def test_a_refusal_names_nodes_that_would_fit_but_are_reserved_by_other_runs() -> None:

@@ -9,12 +9,15 @@ from hypothesis import strategies as st
 
 from runs.plans import ObservationValue, PodShape
 from runs.resources import (
+    MEMORY_MARGIN,
     MEMORY_QUANTILE,
+    RETRY_MARGIN,
     observation_at_limit,
     observation_of_report,
     quantile,
     resolve,
     retry_step_gb,
+    round_up_gb,
 )
 from runs.workflow import ResourceOverrides
 from simrun_harness.plugin import ResourceHint
@@ -43,7 +46,44 @@ def test_without_history_or_overrides_every_value_is_the_hint() -> None:
         "memory_per_worker_gb": "hint",
         "scratch_gb": "hint",
         "gpus": "hint",
+        "merge_memory_gb": "hint",
     }
+    assert (resolved.merge_memory_gb, resolved.merge_retry_memory_gb) == (8.5, 8.5 + 8.5 / 4)
+
+
+def merged(peak: float | None, **fields: object) -> ObservationValue:
+    """An observation of a merge pod (one process) that peaked at `peak` GiB."""
+    values: dict[str, object] = {"worker": "scan-merge", "memory_limit_gb": 3.0}
+    values.update(fields)
+    return ObservationValue(peak_memory_gb=peak, **values)  # type: ignore[arg-type]
+
+
+def test_the_merge_memory_is_learned_from_merges_only() -> None:
+    """A merge pod asks for the 90 % quantile of earlier merges' peaks with the margin; the
+    workers' memory is not moved by merges, nor the merge's by workers."""
+    merges = [merged(2.0), merged(3.0), merged(2.5)]
+    resolved = resolve(hint=HINT, history=[seen(1.0)], overrides=NONE, merges=merges)
+    expected = round_up_gb(quantile([2.0, 2.5, 3.0], MEMORY_QUANTILE) * (1 + MEMORY_MARGIN))
+    assert (resolved.merge_memory_gb, resolved.source["merge_memory_gb"]) == (expected, "history")
+    alone = resolve(hint=HINT, history=[seen(1.0)], overrides=NONE)
+    assert resolved.memory_per_worker_gb == alone.memory_per_worker_gb
+    assert alone.merge_memory_gb == 0.5 + alone.memory_per_worker_gb
+
+
+def test_a_merge_killed_for_memory_counts_at_least_at_its_limit() -> None:
+    killed = resolve(
+        hint=HINT, history=[], overrides=NONE, merges=[merged(1.0, oom_killed=True)] * 3
+    )
+    assert killed.merge_memory_gb == round_up_gb(3.0 * (1 + MEMORY_MARGIN))
+
+
+def test_the_merge_retry_is_above_the_highest_merge_peak_and_capped_by_the_node() -> None:
+    merges = [merged(2.0)] * 9 + [merged(10.0)]
+    resolved = resolve(hint=HINT, history=[], overrides=NONE, merges=merges)
+    assert resolved.merge_retry_memory_gb == round_up_gb(10.0 * (1 + RETRY_MARGIN))
+    capped = resolve(hint=HINT, history=[], overrides=NONE, merges=merges, node_memory_gb=8)
+    assert capped.merge_retry_memory_gb == 8.0
+    assert capped.merge_memory_gb is not None and capped.merge_memory_gb <= 8.0
 
 
 def test_history_overrides_the_hint_and_the_workflow_overrides_history() -> None:

@@ -51,14 +51,17 @@ def split_task(
     tier: str = "person",
     coordinator_merges: bool = False,
     task_type: str = "sleep",
+    extras: Sequence[PodShape] = (),
+    merge: PodShape | None = None,
 ) -> TaskLaunch:
-    return TaskLaunch(
-        task_id,
-        task_type,
-        True,
-        tuple(deps),
-        plan(pods, pod, tier, coordinator_merges=coordinator_merges),
-    )
+    """A split task; without `extras` every worker has the shape `pod`, without `merge` the
+    merge too (a plan stored before pods had shapes of their own)."""
+    more: dict[str, Any] = {"coordinator_merges": coordinator_merges}
+    if extras:
+        more["extra_shapes"] = tuple(extras)
+    if merge is not None:
+        more["merge_shape"] = merge
+    return TaskLaunch(task_id, task_type, True, tuple(deps), plan(pods, pod, tier, **more))
 
 
 def command_task(

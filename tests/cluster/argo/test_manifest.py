@@ -9,7 +9,7 @@ from typing import Any
 import pytest
 
 from cluster.argo.config import ClusterConfig
-from cluster.argo.manifest import workflow_manifest
+from cluster.argo.manifest import pod_spec_patch, workflow_manifest
 from cluster.argo.names import argo_name, label_value
 from tests.cluster.argo.builders import command_task, launch, shape, split_task
 from tests.cluster.argo.golden import assert_golden
@@ -21,14 +21,31 @@ AFTER = argo_name("after_scan")
 LABEL_VALUE = re.compile(r"^([A-Za-z0-9]([-A-Za-z0-9_.]*[A-Za-z0-9])?)?$")
 
 
+MERGE = shape(1, 1.5, scratch_gb=4, retry_memory_gb=2)
+
+
 def split_run() -> dict[str, Any]:
     scan = split_task(
-        "scan", 3, pod=shape(3, 2.5, processes=3, gpus=1, scratch_gb=4, retry_memory_gb=4)
+        "scan",
+        3,
+        pod=shape(3, 2.5, processes=3, gpus=1, scratch_gb=4, retry_memory_gb=4),
+        merge=MERGE,
     )
     after = command_task("after_scan", "print('done')", deps=["scan"], image="python:3.13")
     return workflow_manifest(
         launch("r1", scan, after, grace_s=30, group="Lab Group/2025", reserve="node-1"), CONFIG
     )
+
+
+SMALL = shape(2, 1.25, processes=2, retry_memory_gb=2)
+BIG = shape(8, 4.25, processes=8, retry_memory_gb=6)
+MID = shape(4, 2.25, processes=4, retry_memory_gb=3)
+
+
+def shaped_run() -> dict[str, Any]:
+    """A coordinator on a small node, two extras on big nodes, one on a mid node, a merge."""
+    scan = split_task("scan", 4, pod=SMALL, extras=(BIG, BIG, MID), merge=MERGE)
+    return workflow_manifest(launch("r3", scan, grace_s=30), CONFIG)
 
 
 def merging_run() -> dict[str, Any]:
@@ -65,6 +82,61 @@ def test_the_workflow_of_a_split_task_with_a_reader_matches_its_golden_file() ->
 def test_the_workflow_of_a_merging_coordinator_matches_its_golden_file() -> None:
     """M1: M11: one pod, no extras, no merge pod; the reader waits for the coordinator."""
     assert_golden("merging_coordinator.yaml", merging_run())
+
+
+def test_the_workflow_of_pods_of_different_shapes_matches_its_golden_file() -> None:
+    """A shape per pod: a template per shape, a sequence per run of extras of one shape."""
+    assert_golden("shaped_run.yaml", shaped_run())
+
+
+def limits(template: dict[str, Any]) -> dict[str, str]:
+    return dict(template["container"]["resources"]["limits"])
+
+
+def test_each_pod_runs_a_template_of_its_own_shape() -> None:
+    """The coordinator, each group of extras and the merge get their own resources, patch
+    and SIMRUN_CORES; extras of one shape are one sequence."""
+    manifest = shaped_run()
+    tasks, made = dag(manifest), templates(manifest)
+    assert tasks["scan-w0"]["template"] == "scan-worker"
+    assert (tasks["scan-extra"]["template"], tasks["scan-extra"]["withSequence"]) == (
+        "scan-worker-1",
+        {"start": "1", "count": "2"},
+    )
+    assert (tasks["scan-extra-2"]["template"], tasks["scan-extra-2"]["withSequence"]) == (
+        "scan-worker-2",
+        {"start": "3", "count": "1"},
+    )
+    assert arguments(tasks["scan-extra-2"])["pod"] == "scan-w{{item}}"
+    assert tasks["scan-extra-2"]["continueOn"] == {"failed": True, "error": True}
+    cores = {name: limits(made[name])["cpu"] for name in made}
+    assert cores == {
+        "scan-worker": "2",
+        "scan-worker-1": "8",
+        "scan-worker-2": "4",
+        "scan-merge": "1",
+    }
+    assert limits(made["scan-merge"]) == {
+        "cpu": "1",
+        "memory": "1536Mi",
+        "ephemeral-storage": "4Gi",
+    }
+    assert env(made["scan-worker-1"])["SIMRUN_CORES"] == "8"
+    assert env(made["scan-merge"])["SIMRUN_CORES"] == "1"
+    assert json.loads(made["scan-worker-1"]["podSpecPatch"]) == json.loads(pod_spec_patch(BIG, 30))
+    assert json.loads(made["scan-merge"]["podSpecPatch"]) == json.loads(pod_spec_patch(MERGE, 30))
+
+
+def test_extras_sharing_the_coordinators_shape_share_its_template() -> None:
+    scan = split_task("scan", 4, pod=MID, extras=(BIG, MID, MID), merge=MERGE)
+    manifest = workflow_manifest(launch("r4", scan, grace_s=30), CONFIG)
+    tasks = dag(manifest)
+    assert set(templates(manifest)) == {"scan-worker", "scan-worker-1", "scan-merge"}
+    assert (tasks["scan-extra"]["template"], tasks["scan-extra-2"]["template"]) == (
+        "scan-worker-1",
+        "scan-worker",
+    )
+    assert tasks["scan-extra-2"]["withSequence"] == {"start": "2", "count": "2"}
 
 
 def test_a_split_task_is_a_coordinator_extras_over_a_sequence_and_a_merge_after_w0() -> None:

@@ -83,7 +83,20 @@ def test_node_capacity_is_allocatable_less_the_wait_container_and_other_pods_rou
     found = node_from(
         node(cpu="8", memory="32Gi", **{"nvidia.com/gpu": "2"}), Requests(0.5, 1.5, 1), EXECUTOR
     )
-    assert found == Node("n1", 7.0, 30.0, 1, None)
+    assert found == Node("n1", 7.0, 30.0, 1, None, scratch_gb=0.0)
+
+
+def test_node_scratch_is_allocatable_ephemeral_storage_less_other_pods_rounded_down() -> None:
+    """The scratch the planner checks a pod's against; none reported is none to give."""
+    used = Requests(0.5, 1.5, 0, scratch_gb=10.5)
+    found = node_from(node(**{"ephemeral-storage": "100Gi"}), used, EXECUTOR)
+    assert found is not None and found.scratch_gb == 89.0
+    pod = {
+        "spec": {
+            "containers": [{"name": "m", "resources": {"limits": {"ephemeral-storage": "2Gi"}}}]
+        }
+    }
+    assert pod_requests(pod) == Requests(scratch_gb=2.0)
 
 
 @pytest.mark.parametrize(
@@ -131,9 +144,9 @@ def test_the_backend_lists_worker_nodes_less_what_pods_of_no_run_request(sim_lab
     nodes = wait_for(lambda: sim_lab.backend.nodes() if len(sim_lab.backend.nodes()) == 3 else None)
 
     assert nodes == [
-        Node("node-1", 3.0, 14.0, 0, None),
-        Node("node-2", 3.0, 15.0, 0, None),
-        Node("node-4", 1.0, 7.0, 0, None),
+        Node("node-1", 3.0, 14.0, 0, None, scratch_gb=100.0),
+        Node("node-2", 3.0, 15.0, 0, None, scratch_gb=100.0),
+        Node("node-4", 1.0, 7.0, 0, None, scratch_gb=100.0),
     ]
 
 

@@ -83,6 +83,34 @@ def test_a_split_task_runs_over_three_nodes_and_its_reader_after_the_merge(lab: 
     )
 
 
+def main_limits(lab: Lab, name: str, pod: str) -> dict[str, str]:
+    found = lab.pod(name, pod)
+    assert found is not None, pod
+    [main] = [c for c in found["spec"]["containers"] if c["name"] == "main"]
+    return dict(main["resources"]["limits"])
+
+
+def test_each_pod_of_a_split_task_runs_at_its_own_shape(sim_lab: Lab) -> None:
+    """A shape per pod through Argo and Kueue: the coordinator, two extras of different
+    shapes and the merge each get their own requests, and the run succeeds."""
+    write_task(sim_lab.store, "r1", "scan", "sleep", units=6, seconds=0.1)
+    merge = shape(0.5, 0.75, retry_memory_gb=0)
+    extras = (shape(2, 1.5, processes=2, retry_memory_gb=0), shape(3, 2, retry_memory_gb=0))
+    scan = split_task("scan", 3, pod=shape(1, 1, retry_memory_gb=0), extras=extras, merge=merge)
+    name = sim_lab.backend.submit(launch("r1", scan))
+
+    assert wait_for(lambda: ended(sim_lab, name), timeout=90) is WorkflowPhase.SUCCEEDED
+
+    limits = {p: main_limits(sim_lab, name, p) for p in ("scan-w0", "scan-w1", "scan-w2")}
+    limits["scan-merge"] = main_limits(sim_lab, name, "scan-merge")
+    assert {p: (v["cpu"], v["memory"]) for p, v in limits.items()} == {
+        "scan-w0": ("1", "1Gi"),
+        "scan-w1": ("2", "1536Mi"),
+        "scan-w2": ("3", "2Gi"),
+        "scan-merge": ("500m", "768Mi"),
+    }
+
+
 def test_a_gated_pod_is_queued(sim_lab: Lab) -> None:
     """K1: Kueue gates the pod; its node stays Pending; the backend says queued."""
     assert sim_lab.sim is not None

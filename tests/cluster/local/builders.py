@@ -52,9 +52,19 @@ def split_task(
     tier: str = "agent",
     coordinator_merges: bool = False,
     task_type: str = "sleep",
+    extras: Sequence[PodShape] = (),
+    merge: PodShape | None = None,
 ) -> TaskLaunch:
+    """A split task; without `extras` every worker has the shape `pod`, without `merge` the
+    merge too."""
     plan = TaskPlan(
-        pods, pod or shape(), f"simrun-{tier}", f"simrun-{tier}-extra", coordinator_merges
+        pods,
+        pod or shape(),
+        f"simrun-{tier}",
+        f"simrun-{tier}-extra",
+        coordinator_merges,
+        extra_shapes=tuple(extras),
+        merge_shape=merge,
     )
     return TaskLaunch(task_id, task_type, True, tuple(deps), plan)
 

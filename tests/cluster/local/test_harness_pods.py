@@ -3,11 +3,14 @@
 from __future__ import annotations
 
 import json
+from pathlib import Path
 from typing import Any
 
 from cluster.backend import PodPhase, WorkflowPhase
+from cluster.local.attempts import read_attempts
 from cluster.local.backend import LocalBackend
 from simrun_harness.layout import MERGE_MARKER, StorePaths
+from simrun_harness.report import read_report
 from tests.cluster.local.builders import command_task, launch, shape, split_task
 from tests.waiting import wait_for
 
@@ -51,6 +54,32 @@ def test_a_split_task_runs_its_workers_and_merge_then_the_task_reading_it(
     assert sorted(log.pod for log in logs) == ["scan-merge", "scan-w0", "scan-w1", "scan-w2"]
     assert logs[-1].pod == "scan-merge"  # oldest first: the merge started last
     assert "every unit is done" in logs[0].text
+
+
+def test_each_pod_runs_at_its_own_shape(backend: LocalBackend, store: Path) -> None:
+    """A shape per pod: the coordinator, an extra worker and the merge each start with their
+    own cores and memory limit, and the harness is told its own (its report's limit)."""
+    write_task(backend, "r1", "scan", "sleep", units=4, seconds=0.05)
+    small, large = shape(cores=0.5, memory_gb=0.5), shape(cores=1, memory_gb=1.0, processes=2)
+    merge = shape(cores=0.25, memory_gb=0.75)
+    scan = split_task("scan", 2, pod=small, extras=(large,), merge=merge)
+    name = backend.submit(launch("r1", scan))
+
+    wait_for(lambda: backend.status(name).phase is WorkflowPhase.SUCCEEDED, timeout=60)
+
+    pods = store / "runs" / "r1" / "pods"
+    started = {
+        pod: [(a.cores, a.memory_gb) for a in read_attempts(pods / pod)]
+        for pod in ("scan-w0", "scan-w1", "scan-merge")
+    }
+    assert started == {
+        "scan-w0": [(0.5, 0.5)],
+        "scan-w1": [(1.0, 1.0)],
+        "scan-merge": [(0.25, 0.75)],
+    }
+    reports = StorePaths(backend.store.root).run("r1").task("scan").reports
+    limits = {p.stem: read_report(p).memory_limit_gb for p in reports.glob("*.json")}
+    assert limits == {"scan-w0-0": 0.5, "scan-w1-0": 1.0, "scan-merge-0": 0.75}
 
 
 def test_a_failed_analysis_in_the_coordinator_fails_the_task_without_a_retry(

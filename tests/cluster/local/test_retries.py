@@ -14,7 +14,8 @@ from tests.waiting import wait_for
 ALLOCATE_400_MB = """
 import os, time
 print("limit", os.environ["SIMRUN_MEMORY_LIMIT_GB"], "per worker",
-      os.environ["SIMRUN_MEMORY_PER_WORKER_GB"], flush=True)
+      os.environ["SIMRUN_MEMORY_PER_WORKER_GB"], "processes", os.environ["SIMRUN_PROCESSES"],
+      flush=True)
 data = b"x" * (400 * 2**20)
 if os.environ["SIMRUN_ATTEMPT"] == "0":
     time.sleep(120)
@@ -25,8 +26,10 @@ def test_a_pod_over_its_memory_limit_is_killed_and_retried_with_the_retry_memory
     backend: LocalBackend,
 ) -> None:
     """K6: a kill for memory reads `main: OOMKilled (exit code 137)`; M9: the next attempt
-    gets the retry memory and memory per worker."""
-    task = command_task("big", ALLOCATE_400_MB, pod=shape(memory_gb=0.2, retry_memory_gb=1.0))
+    gets the retry memory and memory per worker, and the fewer processes that fit it (the
+    retry of 1 GiB at 0.5 GiB per worker holds 2 of the 4)."""
+    pod = shape(memory_gb=0.2, retry_memory_gb=1.0, processes=4)
+    task = command_task("big", ALLOCATE_400_MB, pod=pod)
     name = backend.submit(launch("r1", task))
 
     wait_for(lambda: backend.status(name).phase is WorkflowPhase.SUCCEEDED, timeout=60)
@@ -35,8 +38,8 @@ def test_a_pod_over_its_memory_limit_is_killed_and_retried_with_the_retry_memory
     assert status.pods["big"].attempts == 2
     assert status.failures["big"] == [AttemptFailure(0, 137, True, OOM_MESSAGE)]
     first, second = backend.logs(name, "big")
-    assert first.text == "limit 0.2 per worker 0.25\n"
-    assert second.text == "limit 1 per worker 0.5\n"
+    assert first.text == "limit 0.2 per worker 0.25 processes 4\n"
+    assert second.text == "limit 1 per worker 0.5 processes 2\n"
     processes = pod_processes(backend.store.root, "r1", "big")
     assert len(processes) == 4  # a supervisor and a pod process per attempt
     wait_for(lambda: not any(p.alive() for p in processes), what="every process ended")

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import math
+import shutil
 from collections.abc import Callable
 from pathlib import Path
 
@@ -9,6 +11,7 @@ import pytest
 
 from cluster.backend import PodPhase, WorkflowPhase
 from cluster.local.backend import LocalBackend
+from cluster.local.machine import SCRATCH_MARGIN_GB, SCRATCH_MARGIN_SHARE
 from tests.cluster.local.builders import (
     NODE,
     command_task,
@@ -153,6 +156,19 @@ def test_the_machine_is_one_node_and_running_pods_are_its_placements(
     assert (placement.cores, placement.memory_gb) == (1.5, 0.75)
     release.touch()
     wait_for(lambda: backend.placements() == [])
+
+
+def test_the_node_offers_the_free_disk_under_its_state_as_scratch(
+    make_backend: Callable[..., LocalBackend], store: Path
+) -> None:
+    """The planner checks a task's scratch against it: the free disk less a margin, measured
+    where the pods' scratch directories live (or as configured)."""
+    [node] = make_backend().nodes()
+    free = shutil.disk_usage(store).free / 1024**3
+    margin = max(SCRATCH_MARGIN_GB, free * SCRATCH_MARGIN_SHARE)
+    assert node.scratch_gb is not None
+    assert abs(node.scratch_gb - math.floor(free - margin)) <= 1  # others write meanwhile
+    assert make_backend(scratch_gb=7.0).nodes()[0].scratch_gb == 7.0
 
 
 def test_a_pod_larger_than_the_machine_waits_and_says_why(backend: LocalBackend) -> None:

@@ -8,8 +8,9 @@ from pathlib import Path
 
 import pytest
 
+from runs.backends import backend
 from runs.cli.main import main
-from runs.models import Identity, Token
+from runs.models import Identity, Run, Token
 from runs.services.identities import identity_for_token
 
 ROOT = Path(__file__).resolve().parents[3]
@@ -96,3 +97,28 @@ def test_token_import_reads_a_tokens_file(
     assert main(["token", "import", str(file)]) == 0
     assert "imported: 3 identities, 2 tokens" in capsys.readouterr().out
     assert identity_for_token("srn_a") == Identity.objects.get(name="ada")
+
+
+@pytest.mark.django_db
+def test_submit_of_a_task_whose_scratch_fits_no_server_exits_1_creating_nothing(
+    store: Path, settings: object, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """The refusal at submission names what the task asks and the server with most scratch."""
+    settings.SIMRUN_BACKEND = "local"  # type: ignore[attr-defined]
+    settings.SIMRUN_LOCAL_CORES = 4.0  # type: ignore[attr-defined]
+    settings.SIMRUN_LOCAL_MEMORY_GB = 8.0  # type: ignore[attr-defined]
+    backend.cache_clear()
+    workflow = tmp_path / "hog.yaml"
+    workflow.write_text(
+        "name: hog\n"
+        "tasks:\n"
+        "  - {id: hello, type: command, settings: {args: ['true']},"
+        " resources: {scratch_gb: 100000}}\n"
+    )
+    try:
+        assert main(["submit", str(workflow)]) == 1
+    finally:
+        backend.cache_clear()
+    err = capsys.readouterr().err
+    assert "100000 GiB scratch" in err and "no node has room for its scratch" in err
+    assert not Run.objects.exists()

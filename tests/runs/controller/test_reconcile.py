@@ -9,7 +9,7 @@ import pytest
 from django.db import connection
 from django.utils import timezone
 
-from cluster.backend import BackendStatus, PodPhase, PodStatus, WorkflowPhase
+from cluster.backend import AttemptFailure, BackendStatus, PodPhase, PodStatus, WorkflowPhase
 from cluster.local.backend import LocalBackend
 from runs.controller.reconcile import observe, reconcile_run
 from runs.controller.settle import settle
@@ -122,3 +122,32 @@ def test_a_coordinator_that_exits_5_fails_its_task_as_a_store_failure(store: Pat
     )
     assert observed.run["message"] == f"task 'scan': {cause}"
     assert observed.tasks[task.pk]["message"] == cause
+
+
+def test_a_merge_killed_again_fails_naming_the_merges_own_retry_memory(store: Path) -> None:
+    """C7 with a shape per pod: the merge pod's retry memory is its own, not the workers'."""
+    run = factories.run(state="running")
+    plan = TaskPlan(
+        pods=1,
+        shape=PodShape(cores=4, memory_gb=8, retry_memory_gb=12),
+        base_priority="simrun-person",
+        extra_priority="simrun-person-extra",
+        merge_shape=PodShape(cores=1, memory_gb=2, retry_memory_gb=2.5),
+    )
+    task = Task.objects.create(
+        run=run, task_id="scan", position=1, type="sleep", splittable=True, plan=plan.to_json()
+    )
+    Task.objects.filter(run=run, task_id="hello").delete()
+    killed = [AttemptFailure(0, 137, oom_killed=True), AttemptFailure(1, 137, oom_killed=True)]
+    status = BackendStatus(
+        phase=WorkflowPhase.RUNNING,
+        pods={
+            "scan-w0": PodStatus("scan-w0", PodPhase.SUCCEEDED),
+            "scan-merge": PodStatus("scan-merge", PodPhase.FAILED, attempts=2),
+        },
+        failures={"scan-merge": killed},
+    )
+    observed = observe(run, [task], status, timezone.now())
+    assert (observed.outcome, observed.tasks[task.pk]["state"]) == ("failed", "failed")
+    message = observed.run["message"]
+    assert "scan-merge was killed for memory again at the retry memory of 2.5 GiB" in message
