@@ -59,11 +59,13 @@ class CommandError(Exception):
 def require_installation(command: str) -> None:
     """CommandError unless `command` has an installation to work on: SIMRUN_DATA_DIR, the
     nearest `.simrun/` above here, or one it may make itself; never an empty new database."""
+    if command in INSTALLS | NEEDS_NONE:
+        return  # before any import of Django or the site: these commands must start fast
     from django.apps import apps
 
     from simrun_site import installation
 
-    if command in INSTALLS | NEEDS_NONE or apps.ready or installation.configured():
+    if apps.ready or installation.configured():
         return  # apps ready: Django was set up by whoever called us (manage.py, a test)
     if command in OVER_API and os.environ.get("SIMRUN_URL"):
         return
