@@ -158,7 +158,7 @@ class _Composer:
         self.bounds = bounds
         self.count = 0
         self.stack: list[_Open] = []
-        # anchor -> (node, nodes when expanded, depth)
+        # anchor -> (node, values when expanded, collections nested in it, itself included)
         self.anchors: dict[str, tuple[yaml.Node, int, int]] = {}
         self.root: yaml.Node | None = None
 
@@ -233,8 +233,8 @@ class _Composer:
             )
         self._count(1, mark)
         if event.anchor:
-            self.anchors[event.anchor] = (node, 1, 1)
-        self._attach(node, 1, mark)
+            self.anchors[event.anchor] = (node, 1, 0)
+        self._attach(node, 0, mark)
 
     def _alias(self, event: Any) -> None:
         anchor, mark = event.anchor, event.start_mark
@@ -304,19 +304,20 @@ def _check_number(loader: yaml.CSafeLoader, node: yaml.ScalarNode) -> None:
         raise refuse(f"{node.value!r} is not a number that can be read", line=line) from None
     finally:
         loader.constructed_objects.pop(node, None)
-    _check_value(value, line=line)
+    _check_value(value, line=line, text=node.value)
 
 
-def _check_value(value: Any, *, line: int | None = None, loc: str = "") -> None:
+def _check_value(value: Any, *, line: int | None = None, loc: str = "", text: str = "") -> None:
     if isinstance(value, bool):
         return
+    shown = text or repr(value)
     if isinstance(value, int) and abs(value) > INT_MAX:
         raise refuse(
-            f"the integer {value} is too large (at most ±{INT_MAX}, 64 bits)", line=line, loc=loc
+            f"the integer {shown} is too large (at most ±{INT_MAX}, 64 bits)", line=line, loc=loc
         )
     if isinstance(value, float) and not math.isfinite(value):
         raise refuse(
-            f"the number {value} is not finite (at most ±{_FLOAT_MAX:.6g})", line=line, loc=loc
+            f"the number {shown} is not finite (at most ±{_FLOAT_MAX:.6g})", line=line, loc=loc
         )
 
 
@@ -332,7 +333,7 @@ def check_data(data: Any, *, bounds: TextLimits | None = None) -> None:
         count += 1
         if count > bounds.max_nodes:
             raise refuse(f"more than {bounds.max_nodes} values (SIMRUN_WORKFLOW_MAX_NODES)")
-        if depth > bounds.max_depth:
+        if isinstance(value, dict | list) and depth > bounds.max_depth:
             raise refuse(
                 f"nested deeper than {bounds.max_depth} levels (SIMRUN_WORKFLOW_MAX_DEPTH)",
                 loc=loc,
