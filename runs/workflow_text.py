@@ -70,11 +70,11 @@ def refuse(message: str, *, line: int | None = None, loc: str = "") -> WorkflowR
 
 
 def decode(raw: bytes, *, bounds: TextLimits | None = None) -> str:
-    """The text of a workflow file's bytes: UTF-8, within the size limit."""
+    """The text of a workflow file's bytes: UTF-8 without NUL, within the size limit."""
     bounds = bounds or limits()
     _check_size(len(raw), raw.count(b"\n", 0, bounds.max_bytes) + 1, bounds)
     try:
-        return raw.decode("utf-8")
+        text = raw.decode("utf-8")
     except UnicodeDecodeError as exc:
         line = raw.count(b"\n", 0, exc.start) + 1
         raise refuse(
@@ -82,6 +82,10 @@ def decode(raw: bytes, *, bounds: TextLimits | None = None) -> str:
             "(save the file as UTF-8)",
             line=line,
         ) from None
+    nul = text.find("\x00")
+    if nul >= 0:
+        raise refuse("the text holds a NUL character", line=text.count("\n", 0, nul) + 1)
+    return text
 
 
 def read_file(path: Path, *, bounds: TextLimits | None = None) -> str:
