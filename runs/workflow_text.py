@@ -52,7 +52,8 @@ class TextLimits:
 
 
 def limits() -> TextLimits:
-    """The limits of this service's settings (the defaults without Django settings)."""
+    """The limits of this service's settings; the defaults where Django's settings are not
+    loaded (the command talking to a remote service, which checks again)."""
     from django.conf import settings
 
     if not settings.configured:
@@ -230,7 +231,9 @@ class _Composer:
         node = yaml.ScalarNode(tag, value, mark, event.end_mark, style=event.style)
         if tag in _NUMBER_TAGS and _may_overflow(tag, value):
             _check_number(self.loader, node)
-        if _BAD_CHARS.search(value):
+        # the text has no NUL or lone surrogate (parse_text looked): only an escape in a
+        # double-quoted scalar can make one
+        if event.style == '"' and _BAD_CHARS.search(value):
             raise refuse(
                 "a string holds a NUL character or an unpaired surrogate",
                 line=_line(mark),
