@@ -4,6 +4,10 @@ limit and the line, nothing created; generated documents never answer 500."""
 from __future__ import annotations
 
 import json
+import os
+import subprocess
+import sys
+from pathlib import Path
 from typing import Any
 
 import pytest
@@ -12,6 +16,7 @@ from hypothesis import strategies as st
 
 from runs.models import Run
 from tests.api.conftest import Lab
+from tests.api.live import serving
 from tests.hostile import HOSTILE, layered, render
 
 pytestmark = pytest.mark.django_db
@@ -98,3 +103,25 @@ def test_any_text_is_answered_200_or_400_never_500(lab: Lab, text: str) -> None:
     response = lab.agent.client.post("/api/validate/", {"workflow": text}, format="json")
     assert response.status_code in (200, 400), response.content[:300]
     assert response.json()
+
+
+@pytest.mark.django_db(transaction=True)
+def test_simrun_submit_over_the_api_prints_the_refusal_not_a_traceback(
+    lab: Lab, tmp_path: Path
+) -> None:
+    """`simrun submit` with SIMRUN_URL: the service's 400 with each error at its line."""
+    path = tmp_path / "bomb.yaml"
+    path.write_bytes(HOSTILE["alias_bomb"].text)
+    with serving() as url:
+        env = {**os.environ, "SIMRUN_URL": url, "SIMRUN_TOKEN": lab.person.secret}
+        result = subprocess.run(
+            [str(Path(sys.executable).parent / "simrun"), "submit", str(path)],
+            env=env,
+            capture_output=True,
+            text=True,
+            timeout=120,
+        )
+    assert result.returncode == 1 and "Traceback" not in result.stderr, result.stderr
+    assert result.stderr.startswith("simrun: 400: the workflow text is refused")
+    assert "  line 9: more than 20000 values, aliases expanded" in result.stderr
+    assert not Run.objects.exists()
