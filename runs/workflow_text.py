@@ -111,6 +111,7 @@ def parse_text(text: str, *, bounds: TextLimits | None = None) -> tuple[Any, Lin
 
     Raises WorkflowRefused past a limit, WorkflowInvalid for a syntax error (with its line)."""
     bounds = bounds or limits()
+    text = str(text)  # libyaml takes only an exact str (DRF marks form input with a subclass)
     size = len(text.encode("utf-8", errors="surrogatepass"))
     if size > bounds.max_bytes:
         cut = text.encode("utf-8", errors="surrogatepass")[: bounds.max_bytes]

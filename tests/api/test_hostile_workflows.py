@@ -125,3 +125,10 @@ def test_simrun_submit_over_the_api_prints_the_refusal_not_a_traceback(
     assert result.stderr.startswith("simrun: 400: the workflow text is refused")
     assert "  line 9: more than 20000 values, aliases expanded" in result.stderr
     assert not Run.objects.exists()
+
+
+def test_a_workflow_text_sent_as_a_form_field_is_read(lab: Lab) -> None:
+    """DRF hands form input over as a subclass of str, which libyaml refuses unless converted."""
+    text = "name: w\ntasks:\n  - {id: a, type: sleep}\n"
+    response = lab.agent.client.post("/api/validate/", {"workflow": text}, format="multipart")
+    assert response.status_code == 200 and response.json() == {"valid": True, "errors": []}
