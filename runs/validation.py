@@ -14,6 +14,7 @@ from pydantic import BaseModel, ValidationError
 
 from runs.task_types import TypeUnavailable, origin, registry, takes_any_port
 from runs.workflow import (
+    Lines,
     TaskSpec,
     Workflow,
     WorkflowError,
@@ -23,25 +24,27 @@ from runs.workflow import (
     input_path,
     input_task,
     line_of,
-    parse_text,
     structure_errors,
 )
+from runs.workflow_text import check_data, parse_text
 from simrun_harness.plugin import TaskType
-
-Lines = dict[tuple[str | int, ...], int]
 
 
 def load(text: str, *, types: Mapping[str, type[TaskType]] | None = None) -> Workflow:
-    """A valid workflow from YAML or JSON text; WorkflowInvalid with every error otherwise."""
+    """A valid workflow from YAML or JSON text; WorkflowInvalid with every error otherwise
+    (WorkflowRefused, its kind, for text past a limit of `runs.workflow_text`)."""
     data, lines = parse_text(text)
-    return load_data(data, types=types, lines=lines)
+    return _validated(data, types=types, lines=lines)
 
 
-def load_data(
-    data: Any, *, types: Mapping[str, type[TaskType]] | None = None, lines: Lines | None = None
-) -> Workflow:
-    """A valid workflow from parsed data; WorkflowInvalid with every error otherwise."""
-    lines = lines or {}
+def load_data(data: Any, *, types: Mapping[str, type[TaskType]] | None = None) -> Workflow:
+    """A valid workflow from an object (checked against the same limits as text);
+    WorkflowInvalid with every error otherwise."""
+    check_data(data)
+    return _validated(data, types=types, lines=Lines())
+
+
+def _validated(data: Any, *, types: Mapping[str, type[TaskType]] | None, lines: Lines) -> Workflow:
     if not isinstance(data, dict):
         raise WorkflowInvalid([WorkflowError("", "a workflow is a mapping with name and tasks")])
     try:
@@ -71,7 +74,7 @@ def semantic_errors(
     workflow: Workflow, *, types: Mapping[str, type[TaskType]], lines: Lines | None = None
 ) -> list[WorkflowError]:
     """Types, settings, inputs, ports, duplicates and cycles of a structurally valid workflow."""
-    lines = lines or {}
+    lines = lines or Lines()
     errors: list[WorkflowError] = []
     counts = Counter(t.id for t in workflow.tasks)
     by_id = {t.id: t for t in workflow.tasks}

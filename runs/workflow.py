@@ -1,8 +1,8 @@
 """The workflow spec: tasks of registered types, wired by their inputs into a DAG.
 
-Loaded from YAML (safe loading) or JSON. Structure is checked by pydantic; everything beyond
-structure (types, settings, ports, cycles) by `runs.validation`, which reports every error at
-once.
+Read from YAML or JSON by `runs.workflow_text` (within limits). Structure is checked by
+pydantic; everything beyond structure (types, settings, ports, cycles) by `runs.validation`,
+which reports every error at once.
 """
 
 from __future__ import annotations
@@ -152,49 +152,47 @@ class WorkflowInvalid(ValueError):
         self.errors = errors
 
 
-def parse_text(text: str) -> tuple[Any, dict[tuple[str | int, ...], int]]:
-    """Parse YAML or JSON text into data, with the line of every location (1-based).
+class Lines:
+    """The line (1-based) of a location in the workflow's text, found from its YAML nodes.
 
-    Raises WorkflowInvalid with the line of a syntax error.
-    """
-    try:
-        node = yaml.compose(text, Loader=yaml.SafeLoader)
-        data = yaml.safe_load(text)
-    except yaml.MarkedYAMLError as exc:
-        mark = exc.problem_mark
-        line = mark.line + 1 if mark is not None else None
-        problem = exc.problem or str(exc)
-        error = WorkflowError("", f"not valid YAML or JSON: {problem}", line=line)
-        raise WorkflowInvalid([error]) from None
-    except yaml.YAMLError as exc:
-        raise WorkflowInvalid([WorkflowError("", f"not valid YAML or JSON: {exc}")]) from None
-    lines: dict[tuple[str | int, ...], int] = {}
-    if node is not None:
-        _index_lines(node, (), lines)
-    return data, lines
+    Walks the node tree along the location on demand (no index of every node is kept, so an
+    expanded alias costs nothing); empty for a workflow that arrived as an object."""
+
+    def __init__(self, root: yaml.Node | None = None) -> None:
+        self.root = root
+
+    def at(self, path: tuple[str | int, ...]) -> int | None:
+        """The line of the deepest prefix of `path` the text has (a key's line for a value)."""
+        node = self.root
+        if node is None:
+            return None
+        line = node.start_mark.line + 1
+        for part in path:
+            child = _child(node, part)
+            if child is None:
+                break
+            line, node = child
+        return line
 
 
-def _index_lines(
-    node: yaml.Node, path: tuple[str | int, ...], lines: dict[tuple[str | int, ...], int]
-) -> None:
-    lines[path] = node.start_mark.line + 1
+def _child(node: yaml.Node, part: str | int) -> tuple[int, yaml.Node] | None:
     if isinstance(node, yaml.MappingNode):
-        for key, value in node.value:
-            child = (*path, str(key.value))
-            lines[child] = key.start_mark.line + 1
-            _index_lines(value, child, lines)
-            lines[child] = key.start_mark.line + 1
-    elif isinstance(node, yaml.SequenceNode):
-        for i, item in enumerate(node.value):
-            _index_lines(item, (*path, i), lines)
-
-
-def line_of(lines: dict[tuple[str | int, ...], int], path: tuple[str | int, ...]) -> int | None:
-    """The line of the deepest known prefix of `path`."""
-    for end in range(len(path), -1, -1):
-        if path[:end] in lines:
-            return lines[path[:end]]
+        for key, value in reversed(node.value):
+            if str(key.value) == str(part):
+                return key.start_mark.line + 1, value
+    elif (
+        isinstance(node, yaml.SequenceNode)
+        and isinstance(part, int)
+        and 0 <= part < len(node.value)
+    ):
+        item = node.value[part]
+        return item.start_mark.line + 1, item
     return None
+
+
+def line_of(lines: Lines, path: tuple[str | int, ...]) -> int | None:
+    """The line of the deepest known prefix of `path`."""
+    return lines.at(path)
 
 
 def dotted(path: tuple[str | int, ...] | list[str | int]) -> str:
@@ -208,9 +206,7 @@ def dotted(path: tuple[str | int, ...] | list[str | int]) -> str:
     return out
 
 
-def structure_errors(
-    exc: ValidationError, data: Any, lines: dict[tuple[str | int, ...], int]
-) -> list[WorkflowError]:
+def structure_errors(exc: ValidationError, data: Any, lines: Lines) -> list[WorkflowError]:
     """pydantic's errors of the structure, one WorkflowError each, named by task where known."""
     errors = []
     for err in exc.errors():

@@ -183,6 +183,11 @@ SIMRUN_UPLOAD_MAX_FILES = env.integer("SIMRUN_UPLOAD_MAX_FILES", 100_000, minimu
 SIMRUN_UPLOAD_MAX_UNPACKED_BYTES = env.integer(
     "SIMRUN_UPLOAD_MAX_UNPACKED_BYTES", 8 * 1024**3, minimum=1
 )
+# Workflow documents (runs/workflow_text.py): size, nesting, values after aliases, a string
+SIMRUN_WORKFLOW_MAX_BYTES = env.integer("SIMRUN_WORKFLOW_MAX_BYTES", 1024 * 1024, minimum=1)
+SIMRUN_WORKFLOW_MAX_DEPTH = env.integer("SIMRUN_WORKFLOW_MAX_DEPTH", 64, minimum=4)
+SIMRUN_WORKFLOW_MAX_NODES = env.integer("SIMRUN_WORKFLOW_MAX_NODES", 20_000, minimum=10)
+SIMRUN_WORKFLOW_MAX_STRING = env.integer("SIMRUN_WORKFLOW_MAX_STRING", 65_536, minimum=64)
 SIMRUN_RATE_LIMIT_PER_MINUTE = env.integer("SIMRUN_RATE_LIMIT_PER_MINUTE", 600, minimum=1)
 SIMRUN_API_MAX_JSON_DEPTH = env.integer("SIMRUN_API_MAX_JSON_DEPTH", 64, minimum=2)
 # who may submit a `command` task, which runs its arguments as the service's user on this

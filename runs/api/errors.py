@@ -2,7 +2,8 @@
 
 Domain exceptions map to statuses here, so views never translate them one by one:
 unknown run → 404, someone else's run to change → 403, a run in the wrong state → 409, an
-invalid workflow → 400 with every error and its location, a refused submission, plan or
+invalid workflow → 400 with every error and its location (`workflow_refused` for text past a
+limit of `runs.workflow_text`: too large, too deep, not UTF-8…), a refused submission, plan or
 upload → 400, an upload too large → 413, not an archive → 415.
 """
 
@@ -25,6 +26,7 @@ from runs.services.submission import SubmissionRefused
 from runs.services.uploads import UnsupportedArchive, UploadRefused, UploadTooLarge
 from runs.snapshots import SnapshotRefused
 from runs.workflow import WorkflowError, WorkflowInvalid
+from runs.workflow_text import WorkflowRefused
 
 
 def workflow_error(error: WorkflowError) -> dict[str, Any]:
@@ -78,10 +80,12 @@ def api_exception_handler(exc: Exception, context: dict[str, Any]) -> Response |
     """DRF's handler, with the domain's exceptions mapped and every body of one shape."""
     if isinstance(exc, WorkflowInvalid):
         errors = [workflow_error(e) for e in exc.errors]
+        refused = isinstance(exc, WorkflowRefused)
         body = {
-            "detail": f"the workflow has {len(errors)} error(s): "
+            "detail": ("the workflow text is refused: " if refused else "")
+            + f"the workflow has {len(errors)} error(s): "
             + "; ".join(e["text"] for e in errors[:5]),
-            "code": "workflow_invalid",
+            "code": "workflow_refused" if refused else "workflow_invalid",
             "errors": errors,
         }
         return Response(body, status=status.HTTP_400_BAD_REQUEST)

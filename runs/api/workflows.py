@@ -26,6 +26,7 @@ from runs.selectors.task_estimates import estimate_workflow
 from runs.task_types import describe, registry
 from runs.validation import load, load_data
 from runs.workflow import Workflow, WorkflowInvalid
+from runs.workflow_text import WorkflowRefused
 
 ERRORS = {400: ErrorSerializer, 401: ErrorSerializer, 429: ErrorSerializer}
 
@@ -52,7 +53,9 @@ class WhoAmIView(ApiView):
 
 
 class ValidateView(ApiView):
-    """Every error of a workflow at once, each with its location (S4); valid: no errors."""
+    """Every error of a workflow at once, each with its location (S4); valid: no errors.
+
+    A text past a limit (size, depth, values, not UTF-8…) is refused with 400 instead."""
 
     @extend_schema(
         request=ValidateSerializer, responses={200: ValidationResultSerializer, **ERRORS}
@@ -62,6 +65,8 @@ class ValidateView(ApiView):
         body.is_valid(raise_exception=True)
         try:
             parse_workflow(body.validated_data["workflow"])
+        except WorkflowRefused:
+            raise  # past a limit: a bad request (400), not a validation result
         except WorkflowInvalid as exc:
             return Response({"valid": False, "errors": [workflow_error(e) for e in exc.errors]})
         return Response({"valid": True, "errors": []})

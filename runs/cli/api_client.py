@@ -43,6 +43,14 @@ class ApiError(Exception):
         """The workflow's errors of a refused submission or estimate (loc, line, text)."""
         return list(self.body.get("errors", [])) if isinstance(self.body, dict) else []
 
+    def report(self) -> str:
+        """What the command prints: the detail, then each workflow error at its line."""
+        lines = [str(self)]
+        for error in self.errors:
+            at = f"line {error['line']}: " if error.get("line") else ""
+            lines.append(f"  {at}{error.get('text', '')}")
+        return "\n".join(lines)
+
 
 @dataclass(frozen=True)
 class ServerEvent:

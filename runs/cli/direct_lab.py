@@ -82,7 +82,8 @@ class DirectLab:
         try:
             workflow = load(workflow_text)
         except WorkflowInvalid as exc:
-            raise CommandError("the workflow is invalid:\n" + str(exc)) from None
+            lines = [f"line {e.line}: {e}" if e.line else str(e) for e in exc.errors]
+            raise CommandError("the workflow is invalid:\n" + "\n".join(lines)) from None
         identity = _identity()
         digests = []
         for source in sources:

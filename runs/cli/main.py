@@ -83,6 +83,14 @@ def main(argv: Sequence[str] | None = None) -> int:
     except CommandError as exc:
         print(f"simrun: {exc}", file=sys.stderr)
         return exc.code
+    except Exception as exc:
+        # the service refused (SIMRUN_URL set): its answer, not a traceback; the client module
+        # is loaded only then, so it is looked up rather than imported for every command
+        client = sys.modules.get("runs.cli.api_client")
+        if client is None or not isinstance(exc, client.ApiError):
+            raise
+        print(f"simrun: {exc.report()}", file=sys.stderr)
+        return 1
     except KeyboardInterrupt:
         return 130
 

@@ -11,8 +11,9 @@ from pathlib import Path
 from typing import Any, Protocol
 
 from runs.cli.follow_notes import run_seconds, task_times, watched
-from runs.cli.main import CommandError, setup_django
+from runs.cli.main import setup_django
 from runs.cli.progress import ENDED, follow_bars, follow_plain, polls
+from runs.cli.workflow_commands import read_workflow
 
 
 class Lab(Protocol):
@@ -71,11 +72,8 @@ def register(sub: Any) -> None:
 
 
 def submit(args: argparse.Namespace) -> int:
-    try:
-        text = args.workflow.read_text()
-    except OSError as exc:
-        raise CommandError(f"cannot read {args.workflow}: {exc.strerror}") from None
     the_lab = lab()
+    text = read_workflow(args.workflow)
     run = the_lab.submit(workflow_text=text, sources=args.source, group=args.group)
     print(f"submitted run {run['id']} ({run['name']})")
     if args.follow:

@@ -15,22 +15,36 @@ def register(sub: Any) -> None:
     p.set_defaults(handler=validate)
 
 
+def read_workflow(path: Path) -> str:
+    """A workflow file's text within the limits of `runs.workflow_text`; CommandError else."""
+    from runs.workflow import WorkflowInvalid
+    from runs.workflow_text import read_file
+
+    try:
+        return read_file(path)
+    except OSError as exc:
+        raise CommandError(f"cannot read {path}: {exc.strerror}") from None
+    except WorkflowInvalid as exc:
+        raise CommandError("\n".join(_located(path, exc.errors))) from None
+
+
 def validate(args: argparse.Namespace) -> int:
     """Needs no installation: the workflow and the installed plugins only."""
     # no Django: validation is plain code, and it imports only the types the workflow names
-    from runs.validation import errors_of, load
+    from runs.validation import load
+    from runs.workflow import WorkflowInvalid
 
+    text = read_workflow(args.workflow)
     try:
-        text = args.workflow.read_text()
-    except OSError as exc:
-        raise CommandError(f"cannot read {args.workflow}: {exc.strerror}") from None
-    errors = errors_of(text)
-    if errors:
-        for error in errors:
-            where = f"{args.workflow}:{error.line}: " if error.line else f"{args.workflow}: "
-            print(f"{where}{error}")
+        workflow = load(text)
+    except WorkflowInvalid as exc:
+        for line in _located(args.workflow, exc.errors):
+            print(line)
         return 1
-    workflow = load(text)
     print(f"ok: {workflow.name} ({len(workflow.tasks)} tasks)")
     print("order: " + " -> ".join(t.id for t in workflow.order()))
     return 0
+
+
+def _located(path: Path, errors: list[Any]) -> list[str]:
+    return [f"{path}:{e.line}: {e}" if e.line else f"{path}: {e}" for e in errors]

@@ -8,8 +8,8 @@ from django import forms
 from django.core.files.uploadedfile import UploadedFile
 
 from runs.models import Identity, RunState, Snapshot
-
-MAX_WORKFLOW_BYTES = 1024 * 1024
+from runs.workflow import WorkflowInvalid
+from runs.workflow_text import decode, limits
 
 
 class RunFilterForm(forms.Form):
@@ -63,17 +63,19 @@ class SubmitForm(forms.Form):
     def __init__(self, *args: Any, **kwargs: Any) -> None:
         super().__init__(*args, **kwargs)
         self.fields["model"].choices = snapshot_choices()  # type: ignore[attr-defined]
+        # a NUL in the text is reported by the workflow's reader, with its line, in the check
+        self.fields["workflow"].validators = []
 
     def clean_file(self) -> str | None:
         upload: UploadedFile | None = self.cleaned_data.get("file")
         if upload is None:
             return None
-        if upload.size is not None and upload.size > MAX_WORKFLOW_BYTES:
-            raise forms.ValidationError("a workflow file is at most 1 MiB")
-        try:
-            return upload.read().decode("utf-8")
-        except UnicodeDecodeError as exc:
-            raise forms.ValidationError("the file is not UTF-8 text") from exc
+        try:  # the size, then the encoding, as every surface reads a workflow
+            return decode(upload.read(limits().max_bytes + 1))
+        except WorkflowInvalid as exc:
+            raise forms.ValidationError(
+                [f"line {e.line}: {e}" if e.line else str(e) for e in exc.errors]
+            ) from None
 
     def text(self) -> str:
         """The workflow's text: the uploaded file's if one came, else the pasted one."""

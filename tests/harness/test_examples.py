@@ -85,3 +85,15 @@ def test_an_sbml_scan_without_its_model_file_is_a_settings_error(tmp_path: Path)
     ctx = TaskContext("scan", scan.parse_settings({"parameters": {"n": [1.0]}}), model_dir=tmp_path)
     with pytest.raises(SettingsError, match=r"repressilator\.ant"):
         scan.units(ctx)
+
+
+def test_a_scan_of_more_units_than_the_cap_is_a_settings_error() -> None:
+    """Two ranges of 100,000 values are ten billion points: refused when the settings are
+    read, before any service lists the units (which would build the grid to count it)."""
+    huge = {"start": 1.0, "stop": 2.0, "num": 100_000}
+    with pytest.raises(ValidationError, match=r"250,000,000 units of 40; at most 100,000 units"):
+        OdeScan().parse_settings({"parameters": {"alpha": huge, "n": huge}})
+    ctx = TaskContext(
+        "scan", OdeScan().parse_settings({"parameters": {"alpha": [1.0] * 9}, "chunk": 4})
+    )
+    assert [u["stop"] for u in OdeScan().units(ctx)] == [4, 8, 9]

@@ -13,13 +13,14 @@ from __future__ import annotations
 
 import itertools
 import json
+import math
 import os
 from collections.abc import Sequence
 from pathlib import Path
 from typing import Any, ClassVar, Literal
 
 import numpy as np
-from pydantic import BaseModel, ConfigDict, Field, field_validator
+from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
 
 from simrun_examples.repressilator import PARAMETERS, SPECIES, initial_state, rhs
 from simrun_harness.plugin import ResourceHint, SettingsError, SplitTaskType, TaskContext
@@ -45,6 +46,9 @@ class Range(BaseModel):
         return [float(v) for v in np.linspace(self.start, self.stop, self.num)]
 
 
+MAX_UNITS = 100_000  # a ledger of files each; the service lists them when it plans the task
+
+
 class ScanSettings(BaseModel):
     """A grid over parameters (the product of their values, in the order given)."""
 
@@ -67,6 +71,18 @@ class ScanSettings(BaseModel):
                 values.values()  # a bad log range is an error now, not in a unit
         return value
 
+    @model_validator(mode="after")
+    def _bounded(self) -> ScanSettings:
+        """A grid is never built to be counted, and makes at most MAX_UNITS units: two ranges
+        of 100,000 values would be ten billion points, which no service should try to list."""
+        units = -(-grid_size(self) // self.chunk)
+        if units > MAX_UNITS:
+            raise ValueError(
+                f"the scan has {grid_size(self):,} points in {units:,} units of {self.chunk}; "
+                f"at most {MAX_UNITS:,} units (raise chunk or scan fewer points)"
+            )
+        return self
+
 
 class OdeScanSettings(ScanSettings):
     @field_validator("parameters")
@@ -81,6 +97,13 @@ class OdeScanSettings(ScanSettings):
 class SbmlScanSettings(ScanSettings):
     model: str = Field(
         "repressilator.ant", description="The model file in the model snapshot (.ant or SBML)."
+    )
+
+
+def grid_size(settings: ScanSettings) -> int:
+    """How many points the grid has, without building it."""
+    return math.prod(
+        v.num if isinstance(v, Range) else len(v) for v in settings.parameters.values()
     )
 
 
@@ -116,7 +139,7 @@ class _Scan(SplitTaskType):
     def units(self, ctx: TaskContext) -> Sequence[Any]:
         settings = ctx.settings
         assert isinstance(settings, ScanSettings)
-        total = len(self._points(ctx))
+        total = grid_size(settings)
         return [
             {"start": start, "stop": min(start + settings.chunk, total)}
             for start in range(0, total, settings.chunk)
