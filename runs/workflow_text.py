@@ -18,7 +18,9 @@ values by `check_data`.
 from __future__ import annotations
 
 import math
+import os
 import re
+import sys
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -52,17 +54,32 @@ class TextLimits:
 
 
 def limits() -> TextLimits:
-    """The limits of this service's settings; the defaults where Django's settings are not
-    loaded (the command talking to a remote service, which checks again)."""
-    from django.conf import settings
-
-    if not settings.configured:
-        return TextLimits()
+    """The limits of this service's settings; where Django is not set up (`simrun validate`,
+    which must start fast), the same variables read from the environment, else the defaults."""
+    conf = sys.modules.get("django.conf")  # never import Django only to read four numbers
+    if conf is None or not conf.settings.configured:
+        return _limits_from_environment()
+    settings = conf.settings
     return TextLimits(
         max_bytes=settings.SIMRUN_WORKFLOW_MAX_BYTES,
         max_depth=settings.SIMRUN_WORKFLOW_MAX_DEPTH,
         max_nodes=settings.SIMRUN_WORKFLOW_MAX_NODES,
         max_string=settings.SIMRUN_WORKFLOW_MAX_STRING,
+    )
+
+
+def _limits_from_environment() -> TextLimits:
+    defaults = TextLimits()
+
+    def read(name: str, default: int) -> int:
+        value = os.environ.get(name, "")
+        return int(value) if value.strip().isdigit() and int(value) > 0 else default
+
+    return TextLimits(
+        max_bytes=read("SIMRUN_WORKFLOW_MAX_BYTES", defaults.max_bytes),
+        max_depth=read("SIMRUN_WORKFLOW_MAX_DEPTH", defaults.max_depth),
+        max_nodes=read("SIMRUN_WORKFLOW_MAX_NODES", defaults.max_nodes),
+        max_string=read("SIMRUN_WORKFLOW_MAX_STRING", defaults.max_string),
     )
 
 
