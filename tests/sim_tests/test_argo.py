@@ -5,6 +5,7 @@ from __future__ import annotations
 from typing import Any
 
 from tests.sim import SimCluster, node_id, pod_name
+from tests.sim.argo.operation import RECENTLY_STARTED_S
 from tests.sim.fixtures import KubeApis
 from tests.sim_tests.manifests import (
     FAILS_FIRST,
@@ -225,12 +226,35 @@ def test_a_preempted_attempt_errors_pod_deleted_without_exit_code_and_is_retried
     wait_node(sim_cluster, "wf", "w0(0)", "Running")
     first = pod_of(sim_cluster, "wf", "w0(0)")
     sim_cluster.wait_for(lambda: logged(kube, first["metadata"]["name"]))
+    sim_cluster.advance(RECENTLY_STARTED_S)
     sim_cluster.preempt(first["metadata"]["name"])
     deleted = wait_node(sim_cluster, "wf", "w0(0)", "Error")
     assert deleted["message"] == "pod deleted"
     assert "outputs" not in deleted
     assert sim_cluster.wait_for_workflow("wf")["status"]["phase"] == "Succeeded"
     assert wait_node(sim_cluster, "wf", "w0(1)")["phase"] == "Succeeded"
+
+
+def test_a_pod_missing_soon_after_its_node_started_is_made_again_not_taken_as_deleted(
+    kube: KubeApis, sim_cluster: SimCluster
+) -> None:
+    """Argo takes a missing pod as deleted only RECENTLY_STARTED_POD_DURATION (10 s) after its
+    node started (its informer may lag); until then the node runs on and its pod is made
+    again (`executeContainer` creates a pod it does not find). Later: `pod deleted` (K2)."""
+    submit(kube, workflow("wf", [task("w0")], worker_template(code=WAITS, args=())))
+    wait_node(sim_cluster, "wf", "w0", "Running")
+    first = pod_of(sim_cluster, "wf", "w0")
+    sim_cluster.wait_for(lambda: logged(kube, first["metadata"]["name"]))
+    sim_cluster.preempt(first["metadata"]["name"])
+    again = sim_cluster.wait_for_pod(
+        lambda p: p["metadata"]["uid"] != first["metadata"]["uid"], what="the pod made again"
+    )
+    assert again["metadata"]["name"] == first["metadata"]["name"]
+    assert wait_node(sim_cluster, "wf", "w0")["phase"] in ("Pending", "Running")
+    sim_cluster.wait_for(lambda: logged(kube, again["metadata"]["name"]))
+    sim_cluster.advance(RECENTLY_STARTED_S)
+    sim_cluster.preempt(again["metadata"]["name"])
+    assert wait_node(sim_cluster, "wf", "w0", "Error")["message"] == "pod deleted"
 
 
 def test_a_pod_deleted_before_argo_saw_it_run_is_created_again_as_the_same_attempt(
@@ -287,6 +311,7 @@ def test_an_attempt_after_a_preemption_that_followed_a_kill_gets_the_first_memor
     )
     second = pod_of(sim_cluster, "wf", "w0(1)")
     sim_cluster.wait_for(lambda: logged(kube, second["metadata"]["name"]))
+    sim_cluster.advance(RECENTLY_STARTED_S)
     sim_cluster.preempt(second["metadata"]["name"])
     third = pod_of(sim_cluster, "wf", "w0(2)")
     memories = [
