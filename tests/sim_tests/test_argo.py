@@ -379,19 +379,23 @@ def test_a_backoff_waits_on_the_simulated_clock(kube: KubeApis, sim_cluster: Sim
     assert wait_node(sim_cluster, "wf", "w0(1)", "Succeeded")
 
 
-def test_a_gated_attempt_is_pending_under_a_running_retry_node(
+def test_a_gated_attempt_and_its_retry_node_are_pending_until_it_runs(
     kube: KubeApis, sim_cluster: SimCluster
 ) -> None:
-    """The attempt waiting for admission is Pending (the Retry node stays Running).
+    """The attempt waiting for admission is Pending, its Retry node too; both run once the
+    pod is admitted and runs.
 
     The cluster side of K1, B1 (FIDELITY.md), as the simulator reproduces it.
     """
+    template = worker_template(code=WAITS, args=(), retry=SPLIT_RETRIES)
     with sim_cluster.paused("kueue"):
-        submit(kube, workflow("wf", [task("w0")], worker_template(retry=SPLIT_RETRIES)))
+        submit(kube, workflow("wf", [task("w0")], template))
         wait_node(sim_cluster, "wf", "w0(0)", "Pending")
         sim_cluster.settle()
         assert wait_node(sim_cluster, "wf", "w0(0)")["phase"] == "Pending"
-        assert wait_node(sim_cluster, "wf", "w0")["phase"] == "Running"
+        assert wait_node(sim_cluster, "wf", "w0")["phase"] == "Pending"
+    wait_node(sim_cluster, "wf", "w0(0)", "Running")
+    assert wait_node(sim_cluster, "wf", "w0", "Running")["phase"] == "Running"
 
 
 def test_stop_fails_pending_nodes_and_leaves_their_gated_pods(
