@@ -26,7 +26,7 @@ from tests.sim.argo.templates import ExecutorConfig, node_id
 from tests.sim.clock import SimClock
 from tests.sim.jobs import JobController
 from tests.sim.kubelet import Kubelet
-from tests.sim.kueue import Kueue, queue_objects, webhook
+from tests.sim.kueue import Kueue, KueuePods, queue_objects, webhook
 from tests.sim.loop import ControllerLoop
 from tests.sim.nodes import WORKER_LABEL, NodeSpec, mark_reachable, mark_unreachable
 from tests.sim.quantities import amounts, render, total
@@ -93,6 +93,7 @@ class SimCluster:
             [
                 TaintManager(self.store),
                 self.kueue,
+                KueuePods(self.store),
                 Scheduler(self.store),
                 self.kubelet,
                 JobController(self.store),

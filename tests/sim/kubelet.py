@@ -13,7 +13,9 @@ measured; over its limit the whole group is killed and the container ends `OOMKi
 Deletion (`deletionTimestamp`): SIGTERM to every container, SIGKILL when the pod's
 `deletionGracePeriodSeconds` passed on the simulator's clock, then the kubelet confirms with
 a zero grace and the pod is gone, without a final status in between (what Argo saw on the
-real cluster: the attempt errors `pod deleted` without exit code; seed 003 K2). Argo's
+real cluster: the attempt errors `pod deleted` without exit code; seed 003 K2). A pod a
+finalizer still holds (Kueue's `kueue.x-k8s.io/managed` not yet removed) gets its final
+status first and lingers with it until the finalizer goes. Argo's
 TerminateContainers (a stopped workflow) is `terminate_containers`: the same signals with
 the pod's `terminationGracePeriodSeconds`, after the `podSpecPatch`; the pod then fails and
 stays.
@@ -55,6 +57,7 @@ class PodRun:
     containers: dict[str, Container] = field(default_factory=dict)
     init: list[str] = field(default_factory=list)
     deleting: bool = False
+    confirmed: bool = False
 
 
 class Kubelet:
@@ -139,7 +142,10 @@ class Kubelet:
                     changed.append(True)
         done = all(not c.running for c in run.containers.values())
         if run.deleting:
-            if done:
+            if done and not run.confirmed:
+                run.confirmed = True
+                if meta(pod).get("finalizers"):  # it stays: with its final status
+                    self._report(run, pod)
                 self.store.delete(PODS, run.namespace, run.name, grace=0)
             return
         if any(changed):
