@@ -21,7 +21,9 @@ the pod's `terminationGracePeriodSeconds`, after the `podSpecPatch`; the pod the
 stays.
 
 Logs are files kept while the pod exists and removed with it (seed 003 K11). Node loss
-(`kill_node`) kills the node's containers at once; the cluster removes its pods.
+(`kill_node`) kills the node's containers at once and stops reporting its pods; when the
+node comes back, a pod still there that was running reports its containers terminated
+`ContainerStatusUnknown` (137) and fails, one being deleted is confirmed gone.
 """
 
 from __future__ import annotations
@@ -102,9 +104,12 @@ class Kubelet:
                 continue
             run = self.runs.get(meta(pod)["uid"])
             if run is None:
+                phase = (pod.get("status") or {}).get("phase")
                 if meta(pod).get("deletionTimestamp"):
                     self.store.delete(PODS, meta(pod)["namespace"], meta(pod)["name"], grace=0)
-                elif (pod.get("status") or {}).get("phase") not in ENDED:
+                elif phase == "Running":  # it ran on this node before the node was lost
+                    self.store.modify(PODS, meta(pod)["namespace"], meta(pod)["name"], _lost)
+                elif phase not in ENDED:
                     self._start(pod)
                 continue
             if meta(pod).get("deletionTimestamp") and not run.deleting:
@@ -420,3 +425,21 @@ class Kubelet:
                 return
             else:
                 time.sleep(0.05)
+
+
+def _lost(pod: Obj) -> None:
+    """A pod whose containers died with its node, as the kubelet back reports it: Failed,
+    each container terminated `ContainerStatusUnknown` with exit code 137."""
+    status = pod["status"]
+    for container in status.get("containerStatuses") or []:
+        started = ((container.get("state") or {}).get("running") or {}).get("startedAt")
+        container.update(ready=False, started=False)
+        container["state"] = {
+            "terminated": {
+                "exitCode": 137,
+                "reason": "ContainerStatusUnknown",
+                "message": "The container could not be located when the pod was terminated",
+                **({"startedAt": started} if started else {}),
+            }
+        }
+    status["phase"] = "Failed"

@@ -10,6 +10,7 @@ import pytest
 from kubernetes.client.rest import ApiException
 
 from tests.sim import NodeSpec, SimCluster
+from tests.sim.admission import DEFAULT_TOLERATION_SECONDS
 from tests.sim.fixtures import KubeApis
 from tests.sim.resources import PODS
 from tests.sim_tests.manifests import WAITS, logged, pod
@@ -153,19 +154,62 @@ def test_the_log_of_a_pod_without_a_node_is_a_400(kube: KubeApis, sim_cluster: S
     assert "does not have a host assigned" in raised.value.body
 
 
-def test_a_lost_node_makes_its_pods_vanish_without_exit_code(
+def test_a_lost_nodes_pods_stay_for_their_toleration_then_linger_terminating(
     kube: KubeApis, sim_cluster: SimCluster
 ) -> None:
+    """Node loss: the processes die, the node turns unreachable; its pods stay, not ready,
+    for the 300 s of their default toleration, are then evicted and stay terminating (no
+    kubelet confirms) until the node is removed."""
     kube.core.create_namespaced_pod(kube.namespace, pod("p", WAITS, nodeName="node-2"))
     sim_cluster.wait_for(lambda: logged(kube, "p"), what="the process to run")
     process = sim_cluster.kubelet.runs[sim_cluster.pod("p")["metadata"]["uid"]]
     pid = process.containers["main"].popen.pid  # type: ignore[union-attr]
     sim_cluster.lose_node("node-2")
-    assert sim_cluster.get(PODS, "p") is None
     assert not _alive(pid)
     node = kube.core.read_node("node-2")
     assert node.status.conditions[0].status == "Unknown"
     assert {t.effect for t in node.spec.taints} == {"NoSchedule", "NoExecute"}
+    found = sim_cluster.pod("p")
+    assert {
+        "key": "node.kubernetes.io/unreachable",
+        "operator": "Exists",
+        "effect": "NoExecute",
+        "tolerationSeconds": DEFAULT_TOLERATION_SECONDS,
+    } in found["spec"]["tolerations"]
+    assert {c["type"]: c["status"] for c in found["status"]["conditions"]}["Ready"] == "False"
+    sim_cluster.advance(DEFAULT_TOLERATION_SECONDS - 10)
+    sim_cluster.settle()
+    assert "deletionTimestamp" not in sim_cluster.pod("p")["metadata"]
+    sim_cluster.advance(10)
+    sim_cluster.wait_for(
+        lambda: "deletionTimestamp" in sim_cluster.pod("p")["metadata"], what="the eviction"
+    )
+    sim_cluster.settle()
+    assert sim_cluster.pod("p")["status"]["phase"] == "Running"  # as last reported
+    sim_cluster.remove_node("node-2")
+    sim_cluster.wait_for(lambda: sim_cluster.get_pod("p") is None, what="the pod collected")
+
+
+def test_a_pod_tolerating_unreachable_for_ever_stays_on_a_lost_node(
+    kube: KubeApis, sim_cluster: SimCluster
+) -> None:
+    """A toleration without tolerationSeconds tolerates for ever; once the node is back its
+    kubelet reports the container it lost: 137 ContainerStatusUnknown, the pod Failed."""
+    forever = {"key": "node.kubernetes.io/unreachable", "operator": "Exists"}
+    body = pod("p", WAITS, nodeName="node-2", tolerations=[forever])
+    kube.core.create_namespaced_pod(kube.namespace, body)
+    sim_cluster.wait_for(lambda: logged(kube, "p"), what="the process to run")
+    sim_cluster.lose_node("node-2")
+    sim_cluster.advance(10 * DEFAULT_TOLERATION_SECONDS)
+    sim_cluster.settle()
+    assert "deletionTimestamp" not in sim_cluster.pod("p")["metadata"]
+    sim_cluster.restore_node("node-2")
+    failed = sim_cluster.wait_for(
+        lambda: (p := sim_cluster.pod("p"))["status"]["phase"] == "Failed" and p,
+        what="the pod failed",
+    )
+    assert main_state(failed)["terminated"]["reason"] == "ContainerStatusUnknown"
+    assert main_state(failed)["terminated"]["exitCode"] == 137
 
 
 def test_mapped_volumes_become_local_directories(tmp_path: Path) -> None:
