@@ -71,6 +71,7 @@ class SimCluster:
         tick_s: float = 0.02,
         memory_poll_s: float = 0.05,
         with_registry: bool = True,
+        single_process_oom_kill: bool = False,
     ) -> None:
         self.namespace = namespace
         self._own_workdir = workdir is None
@@ -87,7 +88,12 @@ class SimCluster:
         self.registry = Registry() if with_registry else None
         self.buildkit = BuildKit(self.store, self.registry)
         self.kubelet = Kubelet(
-            self.store, self.workdir, volume_dirs or {}, self.buildkit, memory_poll_s
+            self.store,
+            self.workdir,
+            volume_dirs or {},
+            self.buildkit,
+            memory_poll_s,
+            single_process_oom_kill,
         )
         self.kueue = Kueue(self.store)
         self.argo = ArgoController(self.store, self.kubelet.terminate_containers, executor)

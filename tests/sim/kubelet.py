@@ -8,7 +8,11 @@ Pending with its containers `ContainerCreating`, as a failed mount does.
 
 Memory: every `memory_poll_s` the resident memory of each container's process tree is
 measured; over its limit the whole group is killed and the container ends `OOMKilled`, exit
-137 (seed 003 K6). Ending: when every container ended the pod is Succeeded (all 0) or Failed.
+137 (seed 003 K6), the kill counted in the container's `memory.events` (`CgroupFiles`,
+found through SIMRUN_CGROUP_ROOT). Ending: when every container ended the pod is Succeeded
+(all 0) or Failed. With `single_process_oom_kill` (the kubelet's `singleProcessOOMKill`)
+only the largest process of the group is killed, counted the same way, and the container
+goes on unless that was its main process.
 
 Deletion (`deletionTimestamp`): SIGTERM to every container, SIGKILL when the pod's
 `deletionGracePeriodSeconds` passed on the simulator's clock, then the kubelet confirms with
@@ -37,13 +41,23 @@ from pathlib import Path
 from typing import Any
 
 from tests.sim import status
-from tests.sim.containers import Container, Simulate, launch, start_process, tree_memory
+from tests.sim.containers import (
+    CgroupFiles,
+    Container,
+    Simulate,
+    launch,
+    start_process,
+    tree_memory,
+)
 from tests.sim.quantities import memory_limit
 from tests.sim.resources import CONFIGMAPS, NODES, PODS, SECRETS
 from tests.sim.scheduling import ENDED
 from tests.sim.store import Obj, Store, meta
 
 BUILDCTL = ("buildctl", "buildctl-daemonless.sh")
+CGROUP_ENV = "SIMRUN_CGROUP_ROOT"
+"""Where a container finds its cgroup files (`CgroupFiles`): what simrun's harness reads in
+place of /sys/fs/cgroup, unless the pod sets it itself."""
 
 
 @dataclass
@@ -74,8 +88,10 @@ class Kubelet:
         volume_dirs: Mapping[str, Path],
         buildkit: Simulate | None = None,
         memory_poll_s: float = 0.05,
+        single_process_oom_kill: bool = False,
     ) -> None:
         self.store = store
+        self.single_process_oom_kill = single_process_oom_kill
         self.workdir = workdir
         self.volume_dirs = dict(volume_dirs)
         self.buildkit = buildkit
@@ -133,8 +149,13 @@ class Kubelet:
             return
         used = tree_memory([c.popen.pid for c in limited if c.popen is not None])
         for container in limited:
-            if container.popen is not None:
-                container.enforce_memory(used.get(container.popen.pid, 0))
+            if container.popen is None:
+                continue
+            total, processes = used.get(container.popen.pid, (0, 1))
+            if self.single_process_oom_kill:
+                container.kill_largest(total)
+            else:
+                container.enforce_memory(total, processes)
 
     def _poll(self, run: PodRun, pod: Obj, now: float) -> None:
         stamp = self.store.clock.stamp()
@@ -219,7 +240,12 @@ class Kubelet:
             return Container(
                 spec["name"], "simulated", log, stamp, finish_at=finish, outcome=(code, "")
             )
-        container = Container(spec["name"], "process", log, stamp, memory_limit=memory_limit(spec))
+        limit = memory_limit(spec)
+        cgroup = CgroupFiles.create(directory / "cgroup" / spec["name"], limit)
+        run.env.setdefault(CGROUP_ENV, str(cgroup.root))
+        container = Container(
+            spec["name"], "process", log, stamp, memory_limit=limit, cgroup=cgroup
+        )
         try:
             container.popen = start_process(run, log)
         except OSError as error:

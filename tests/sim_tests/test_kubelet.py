@@ -9,6 +9,7 @@ from typing import Any
 import pytest
 from kubernetes.client.rest import ApiException
 
+from simrun_harness.cgroup import Cgroup
 from tests.sim import NodeSpec, SimCluster
 from tests.sim.admission import DEFAULT_TOLERATION_SECONDS
 from tests.sim.fixtures import KubeApis
@@ -79,6 +80,33 @@ def test_a_container_over_its_memory_limit_is_killed_whole_as_oomkilled(
     assert main_state(found)["terminated"]["reason"] == "OOMKilled"
     child = int(child_pid.read_text())
     sim_cluster.wait_for(lambda: not _alive(child), what="the container's other process gone")
+    cgroup = sim_cluster.kubelet.runs[found["metadata"]["uid"]].containers["main"].cgroup
+    assert cgroup is not None
+    events = Cgroup(cgroup.root)
+    assert (events.oom_kills(), events.memory_max_bytes()) == (2, 64 * 2**20)
+    assert "oom_group_kill 1" in (cgroup.root / "memory.events").read_text()
+
+
+def test_a_single_process_kill_is_counted_where_the_harness_reads_it(tmp_path: Path) -> None:
+    """C8: with the kubelet's singleProcessOOMKill the kernel kills the largest process
+    only; the container goes on and reads the kill in its cgroup's memory.events (through
+    SIMRUN_CGROUP_ROOT), as simrun's harness does to tell a kill for memory."""
+    code = (
+        "import os, subprocess, sys; from pathlib import Path; "
+        "from simrun_harness.cgroup import Cgroup; "
+        "cgroup = Cgroup(Path(os.environ['SIMRUN_CGROUP_ROOT'])); "
+        "before = cgroup.oom_kills(); "
+        "hog = 'import time; data = bytearray(200 * 2**20); time.sleep(60)'; "
+        "code = subprocess.run([sys.executable, '-c', hog]).returncode; "
+        "print(before, code, cgroup.oom_kills(), flush=True)"
+    )
+    with SimCluster([NodeSpec("n")], workdir=tmp_path, single_process_oom_kill=True) as cluster:
+        cluster.store.create(PODS, cluster.namespace, pod("hog", code, memory="128Mi"))
+        found = ended(cluster, "hog")
+        assert main_state(found)["terminated"]["exitCode"] == 0
+        uid = found["metadata"]["uid"]
+        log = (cluster.kubelet.runs[uid].containers["main"].log_path).read_text()
+    assert log.split() == ["0", "-9", "1"]
 
 
 def _alive(pid: int) -> bool:
