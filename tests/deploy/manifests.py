@@ -1,35 +1,28 @@
 """Reading, building and validating the deployment under deploy/, for the tests beside this.
 
 Builds use `kubectl kustomize` (the kustomize built into kubectl, v5.5 here), which the
-machine image carries; no kustomize of our own. Objects of Kubernetes' own kinds validate
-against the schemas that kubernetes-validate bundles for KUBERNETES_VERSION, strictly
-(unknown fields are errors); Kueue's objects validate against kueue_schemas.py.
+machine image carries; no kustomize of our own. Objects validate as the simulator's API
+server validates every write (`tests.sim.schemas`): Kubernetes' own kinds against the strict
+schemas kubernetes-validate bundles for KUBERNETES_VERSION, Argo's against hera's models,
+Kueue's against tests/sim/kueue_schemas.py; an unknown field is an error.
 """
 
 from __future__ import annotations
 
-import functools
-import re
 import shutil
 import subprocess
 from pathlib import Path
 from typing import Any
 
-import jsonschema
 import yaml
-from kubernetes_validate import utils as kubernetes_schemas
-from referencing import Registry, Resource
 
-from tests.deploy.kueue_schemas import KUEUE_SCHEMAS
+from tests.sim.schemas import field_errors
 
 ROOT = Path(__file__).resolve().parents[2]
 DEPLOY = ROOT / "deploy"
 CLUSTER = DEPLOY / "cluster"
 K3D = DEPLOY / "k3d"
 STANDINS = Path(__file__).resolve().parent / "standins"
-
-KUBERNETES_VERSION = "1.35"
-"""The Kubernetes of the cluster (k3s v1.35): every object must be valid there."""
 
 NAMESPACE = "simrun"
 
@@ -88,58 +81,14 @@ def vendor_standins(deploy_copy: Path) -> None:
 def validation_errors(obj: Obj) -> list[str]:
     """Why an object is invalid for the cluster; empty when it is valid.
 
-    An object of a kind neither schema source knows is an error too: nothing goes unchecked.
+    The same check as the simulator's API server makes of every write (`tests.sim.schemas`).
+    An object of a kind no schema knows is an error too: nothing goes unchecked.
     """
     name = f"{obj.get('kind')}/{obj.get('metadata', {}).get('name')}"
-    validator = _validator(str(obj.get("apiVersion", "")), str(obj.get("kind", "")))
-    if validator is None:
+    errors = field_errors(obj)
+    if errors is None:
         return [f"{name}: no schema for {obj.get('apiVersion')} {obj.get('kind')}"]
-    return [f"{name}: {_path(e)}: {e.message}" for e in validator.iter_errors(obj)]
-
-
-@functools.cache
-def _validator(api_version: str, kind: str) -> jsonschema.Draft202012Validator | None:
-    """The validator of a kind: Kueue's from kueue_schemas, else the strict schema that
-    kubernetes-validate bundles for KUBERNETES_VERSION (the same files and resolution as its
-    validate(), loaded once per kind instead of once per object)."""
-    kueue = KUEUE_SCHEMAS.get((api_version, kind))
-    if kueue is not None:
-        return jsonschema.Draft202012Validator(kueue)
-    directory = f"kubernetes-json-schema/v{_bundled_version()}-local-strict"
-    group_version = re.sub(r"^([^./]*)(?:\.[^/]*)?/", r"\1-", api_version)
-    try:
-        schema = kubernetes_schemas.schema_contents(
-            f"{directory}/{kind.lower()}-{group_version}.json", KUBERNETES_VERSION
-        )
-    except FileNotFoundError:
-        return None
-    registry: Registry = Resource.from_contents(schema) @ Registry()
-    registry = _definitions(directory) @ registry
-    return jsonschema.Draft202012Validator(schema, registry=registry)
-
-
-@functools.cache
-def _definitions(directory: str) -> Resource:
-    return Resource.from_contents(
-        kubernetes_schemas.schema_contents(f"{directory}/_definitions.json", KUBERNETES_VERSION)
-    )
-
-
-@functools.cache
-def _bundled_version() -> str:
-    """The newest bundled schema version not newer than KUBERNETES_VERSION (must exist)."""
-    versions = [
-        v
-        for v in kubernetes_schemas.all_versions()
-        if kubernetes_schemas.major_minor(v) == KUBERNETES_VERSION
-    ]
-    if not versions:
-        raise AssertionError(f"kubernetes-validate bundles no schemas for {KUBERNETES_VERSION}")
-    return versions[-1]
-
-
-def _path(error: jsonschema.ValidationError) -> str:
-    return ".".join(str(part) for part in error.absolute_path) or "(top)"
+    return [f"{name}: {e.path}: {e.message}" for e in errors]
 
 
 def find(objects: list[Obj], kind: str, name: str) -> Obj:

@@ -7,8 +7,8 @@ import tomllib
 from typing import Any
 
 import yaml
+from hera.workflows import models as argo_models
 
-from tests.deploy.kueue_schemas import KUEUE_SCHEMAS
 from tests.deploy.manifests import (
     K3D,
     NAMESPACE,
@@ -18,6 +18,8 @@ from tests.deploy.manifests import (
     find,
     workloads,
 )
+from tests.sim.kueue_schemas import KUEUE_SCHEMAS
+from tests.sim.schemas import FieldError, model_errors
 
 
 def _meta(schema: Any) -> Any:
@@ -250,6 +252,16 @@ def test_argo_executor_containers_request_what_they_limit(argo_objects: list[Obj
     resources = yaml.safe_load(configmap["data"]["executor"])["resources"]
     assert resources["requests"] == resources["limits"]
     assert resources["limits"]["memory"] == "256Mi"
+
+
+def test_argo_executor_config_is_a_container_argo_can_read(argo_objects: list[Obj]) -> None:
+    """Argo reads `executor` as a core Container: checked strictly, as the simulator's API
+    server checks every object."""
+    configmap = find(argo_objects, "ConfigMap", "workflow-controller-configmap")
+    assert model_errors(argo_models.Container, yaml.safe_load(configmap["data"]["executor"])) == []
+    assert model_errors(argo_models.Container, {"resources": {"limit": {"cpu": "1"}}}) == [
+        FieldError("resources.limit", "unknown field", unknown=True)
+    ]
 
 
 def test_argo_is_installed_into_simrun_and_kueue_into_its_own_namespace(

@@ -9,12 +9,12 @@ import pytest
 
 from tests.deploy.manifests import (
     DEPLOY,
-    KUBERNETES_VERSION,
     Obj,
     documents,
     find,
     validation_errors,
 )
+from tests.sim.schemas import KUBERNETES_VERSION
 
 # YAML files under deploy/ that are no Kubernetes manifests, and what checks them.
 NOT_MANIFESTS = {

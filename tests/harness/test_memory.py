@@ -12,8 +12,10 @@ from pathlib import Path
 
 import pytest
 
+from simrun_harness.cgroup import Cgroup
 from simrun_harness.exits import EXIT_OK, EXIT_POOL_BROKEN
 from simrun_harness.ledger import LedgerCounts, counts
+from simrun_harness.memory import MemoryMeter
 from simrun_harness.memory_kills import read_memory_kills
 from tests.harness.conftest import Store, expected_counting_output, out_files
 
@@ -173,3 +175,18 @@ def test_a_cgroup_whose_limit_is_not_the_pods_is_not_taken_for_the_pod(
     report = run_store.report("t-w0")
     assert report.memory_source == "processes" and report.memory_limit_gb == 1.0
     assert report.peak_memory_gb is not None and report.peak_memory_gb < 1.0
+
+
+def test_kills_in_memory_events_count_without_memory_stat_when_the_limit_is_the_pods(
+    tmp_path: Path,
+) -> None:
+    """C8: a cgroup of memory.max and memory.events only (the cluster simulator's) counts
+    the pod's kills for memory when its limit is the pod's; memory is then measured from the
+    processes."""
+    (tmp_path / "memory.max").write_text(f"{GB}\n")
+    (tmp_path / "memory.events").write_text("oom 0\noom_kill 0\n")
+    ours = MemoryMeter(Cgroup(tmp_path), explicit_limit_gb=1.0)
+    other = MemoryMeter(Cgroup(tmp_path), explicit_limit_gb=2.0)
+    (tmp_path / "memory.events").write_text("oom 1\noom_kill 1\n")
+    assert (ours.source, ours.cgroup_oom_kills()) == ("processes", 1)
+    assert other.cgroup_oom_kills() == 0

@@ -7,6 +7,11 @@
   PriorityClass named by `priorityClassName` (403 Forbidden when there is none), else from the
   class marked `globalDefault`, else 0.
 
+- Default tolerations (`plugin/pkg/admission/defaulttolerationseconds`): a pod that does
+  not tolerate the NoExecute taints `node.kubernetes.io/not-ready` and
+  `node.kubernetes.io/unreachable` gets a toleration of each (`Exists`) for
+  DEFAULT_TOLERATION_SECONDS (300): on a lost node it stays 5 minutes before it is evicted.
+
 Kueue's mutating webhook (the scheduling gates) is registered by `tests.sim.kueue`.
 """
 
@@ -15,7 +20,9 @@ from __future__ import annotations
 from typing import Any
 
 from tests.sim import status
+from tests.sim.nodes import NOT_READY, UNREACHABLE
 from tests.sim.resources import PODS, PRIORITY_CLASSES, ResourceInfo
+from tests.sim.scheduling import tolerates
 from tests.sim.store import Obj, Store
 
 
@@ -53,6 +60,28 @@ def pod_defaults(info: ResourceInfo, pod: Obj) -> None:
         container.setdefault("terminationMessagePath", "/dev/termination-log")
         container.setdefault("imagePullPolicy", "IfNotPresent")
     pod["status"] = {"phase": "Pending", "qosClass": _qos(spec.get("containers") or [])}
+
+
+DEFAULT_TOLERATION_SECONDS = 300
+"""The API server's `--default-not-ready-toleration-seconds` and `-unreachable-` (300)."""
+
+
+def default_tolerations(info: ResourceInfo, pod: Obj) -> None:
+    """Tolerate not-ready and unreachable nodes for 300 s unless the pod says otherwise."""
+    if info is not PODS:
+        return
+    tolerations = pod.setdefault("spec", {}).setdefault("tolerations", [])
+    for key in (NOT_READY, UNREACHABLE):
+        taint = {"key": key, "effect": "NoExecute"}
+        if not any(tolerates(t, taint) for t in tolerations):
+            tolerations.append(
+                {
+                    "key": key,
+                    "operator": "Exists",
+                    "effect": "NoExecute",
+                    "tolerationSeconds": DEFAULT_TOLERATION_SECONDS,
+                }
+            )
 
 
 def priority_admission(store: Store) -> Any:

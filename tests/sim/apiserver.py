@@ -348,7 +348,10 @@ class _Handler(BaseHTTPRequestHandler):
             except PatchError as error:
                 raise status.invalid(info, name, f"patch: {error}") from error
 
-        self._send(200, self.api.store.apply_update(info, namespace, name, change, route.sub))
+        patch = json.dumps(body, separators=(",", ":"))
+        self._send(
+            200, self.api.store.apply_update(info, namespace, name, change, route.sub, patch)
+        )
 
     def _delete(self, route: Route, namespace: str, params: dict[str, str]) -> None:
         options = self._body() or {}

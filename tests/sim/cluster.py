@@ -19,14 +19,14 @@ from typing import Any
 
 import kubernetes
 
-from tests.sim.admission import pod_defaults, priority_admission
+from tests.sim.admission import default_tolerations, pod_defaults, priority_admission
 from tests.sim.apiserver import AccessRecord, ApiServer
 from tests.sim.argo.controller import DONE, ArgoController
 from tests.sim.argo.templates import ExecutorConfig, node_id
 from tests.sim.clock import SimClock
 from tests.sim.jobs import JobController
 from tests.sim.kubelet import Kubelet
-from tests.sim.kueue import Kueue, queue_objects, webhook
+from tests.sim.kueue import Kueue, KueuePods, queue_objects, webhook
 from tests.sim.loop import ControllerLoop
 from tests.sim.nodes import WORKER_LABEL, NodeSpec, mark_reachable, mark_unreachable
 from tests.sim.quantities import amounts, render, total
@@ -71,6 +71,7 @@ class SimCluster:
         tick_s: float = 0.02,
         memory_poll_s: float = 0.05,
         with_registry: bool = True,
+        single_process_oom_kill: bool = False,
     ) -> None:
         self.namespace = namespace
         self._own_workdir = workdir is None
@@ -78,11 +79,21 @@ class SimCluster:
         self.workdir.mkdir(parents=True, exist_ok=True)
         self.clock = SimClock()
         self.store = Store(self.clock)
-        self.store.admission += [pod_defaults, webhook, priority_admission(self.store)]
+        self.store.admission += [
+            pod_defaults,
+            default_tolerations,
+            webhook,
+            priority_admission(self.store),
+        ]
         self.registry = Registry() if with_registry else None
         self.buildkit = BuildKit(self.store, self.registry)
         self.kubelet = Kubelet(
-            self.store, self.workdir, volume_dirs or {}, self.buildkit, memory_poll_s
+            self.store,
+            self.workdir,
+            volume_dirs or {},
+            self.buildkit,
+            memory_poll_s,
+            single_process_oom_kill,
         )
         self.kueue = Kueue(self.store)
         self.argo = ArgoController(self.store, self.kubelet.terminate_containers, executor)
@@ -93,6 +104,7 @@ class SimCluster:
             [
                 TaintManager(self.store),
                 self.kueue,
+                KueuePods(self.store),
                 Scheduler(self.store),
                 self.kubelet,
                 JobController(self.store),
@@ -208,13 +220,17 @@ class SimCluster:
             self.configure_queue()
 
     def lose_node(self, name: str) -> None:
-        """The node dies: its processes are killed, its pods vanish, it turns NotReady."""
+        """The node dies: its processes are killed and its kubelet stops reporting; the node
+        turns unreachable and its pods not ready. They stay as last reported until the taint
+        manager evicts them (their `tolerationSeconds`, 300 s by default) and then linger
+        terminating, as nobody confirms their end, until the node comes back or is removed."""
         with self.loop.pass_lock, self.store.lock:
             self.kubelet.kill_node(name)
+            stamp = self.clock.stamp()
+            self.store.modify(NODES, "", name, lambda node: mark_unreachable(node, stamp))
             for pod in self.store.objects(PODS)[0]:
                 if (pod.get("spec") or {}).get("nodeName") == name:
-                    self.store.remove(PODS, meta(pod)["namespace"], meta(pod)["name"])
-            self.store.modify(NODES, "", name, mark_unreachable)
+                    self.store.modify(PODS, meta(pod)["namespace"], meta(pod)["name"], not_ready)
 
     def restore_node(self, name: str) -> None:
         """A lost node comes back Ready, without its unreachable taints."""
@@ -223,9 +239,13 @@ class SimCluster:
             self.store.modify(NODES, "", name, mark_reachable)
 
     def remove_node(self, name: str) -> None:
-        """The node leaves the cluster (lost first: its pods vanish)."""
+        """The node leaves the cluster (lost first); the pod garbage collector force-deletes
+        the pods bound to it (`gcOrphaned`)."""
         self.lose_node(name)
         self.store.delete(NODES, "", name)
+        for pod in self.store.objects(PODS)[0]:
+            if (pod.get("spec") or {}).get("nodeName") == name:
+                self.store.delete(PODS, meta(pod)["namespace"], meta(pod)["name"], grace=0)
         with self.loop.pass_lock:
             self.kubelet.down_nodes.discard(name)
         if self._auto_quota:
@@ -330,6 +350,13 @@ class SimCluster:
     ) -> Obj:
         """The first pod matching `where`."""
         return self.wait_for(lambda: next(iter(self.pods(None, where)), None), timeout, what)
+
+
+def not_ready(pod: Obj) -> None:
+    """What the node lifecycle controller marks on the pods of a lost node (MarkPodsNotReady)."""
+    for condition in (pod.get("status") or {}).get("conditions") or []:
+        if condition.get("type") == "Ready":
+            condition["status"] = "False"
 
 
 def _spec_setter(spec: dict[str, Any]) -> Callable[[Obj], None]:

@@ -65,6 +65,7 @@ class Container:
     finished_at: str = ""
     kill_at: float | None = None
     oom: bool = False
+    cgroup: CgroupFiles | None = None
     finish_at: float | None = None  # a simulated container's end
     outcome: tuple[int, str] = (0, "")
 
@@ -121,15 +122,78 @@ class Container:
             self.finish(128 - code if code < 0 else code, stamp)
         return True
 
-    def enforce_memory(self, used: int) -> bool:
-        """Kill the whole group when `used` exceeds its limit; True when it did."""
+    def enforce_memory(self, used: int, processes: int = 1) -> bool:
+        """Kill the whole group when `used` exceeds its limit (`processes` of them, counted
+        in its `memory.events`); True when it did."""
         if self.memory_limit is None or not self.running or self.oom:
             return False
         if used > self.memory_limit:
             self.oom = True
             self.signal(signal.SIGKILL)
+            if self.cgroup is not None:
+                self.cgroup.count_group_kill(processes)
             return True
         return False
+
+    def kill_largest(self, used: int) -> bool:
+        """Over its limit, kill only the largest process of the group (the kubelet's
+        `singleProcessOOMKill`); the container goes on unless that was its main process."""
+        if self.memory_limit is None or not self.running or self.oom or self.popen is None:
+            return False
+        if used <= self.memory_limit:
+            return False
+        sizes = {pid: _rss(pid) for pid in _tree(self.popen.pid)}
+        victim = max(sizes, key=lambda pid: (sizes[pid], -pid))
+        self.oom = victim == self.popen.pid
+        with contextlib.suppress(ProcessLookupError, PermissionError):
+            os.kill(victim, signal.SIGKILL)
+        if self.cgroup is not None:
+            self.cgroup.count_kill()
+        return True
+
+
+MEMORY_EVENTS = ("low", "high", "max", "oom", "oom_kill", "oom_group_kill")
+
+
+@dataclass
+class CgroupFiles:
+    """A container's cgroup v2 memory files, as a process inside it reads /sys/fs/cgroup.
+
+    The simulated containers share the test process's real cgroup, so each gets a directory
+    of its own: `memory.max` (its limit, or `max`) and `memory.events` (the kills for
+    memory the simulated kernel made). The harness reads it where `SIMRUN_CGROUP_ROOT` points.
+    """
+
+    root: Path
+    events: dict[str, int] = field(default_factory=lambda: dict.fromkeys(MEMORY_EVENTS, 0))
+
+    @classmethod
+    def create(cls, root: Path, memory_limit: int | None) -> CgroupFiles:
+        root.mkdir(parents=True, exist_ok=True)
+        (root / "memory.max").write_text(f"{memory_limit if memory_limit else 'max'}\n")
+        files = cls(root)
+        files.write()
+        return files
+
+    def write(self) -> None:
+        """Replace memory.events atomically (a reader never sees half a file)."""
+        text = "".join(f"{key} {value}\n" for key, value in self.events.items())
+        temporary = self.root / ".memory.events"
+        temporary.write_text(text)
+        temporary.replace(self.root / "memory.events")
+
+    def count_kill(self) -> None:
+        """The kernel killed one process of the group."""
+        for key in ("max", "oom", "oom_kill"):
+            self.events[key] += 1
+        self.write()
+
+    def count_group_kill(self, processes: int) -> None:
+        """The kernel killed the whole group (`memory.oom.group`): `processes` kills."""
+        for key in ("max", "oom", "oom_group_kill"):
+            self.events[key] += 1
+        self.events["oom_kill"] += max(1, processes)
+        self.write()
 
 
 _PAGE = os.sysconf("SC_PAGE_SIZE")
@@ -160,8 +224,19 @@ def _rss(pid: int) -> int:
         return 0
 
 
-def tree_memory(roots: list[int]) -> dict[int, int]:
-    """The resident memory of each root's process tree, in bytes."""
+def _tree(root: int) -> list[int]:
+    """A process and its descendants."""
+    stack, seen = [root], []
+    while stack:
+        pid = stack.pop()
+        if pid not in seen:
+            seen.append(pid)
+            stack.extend(_children(pid))
+    return seen
+
+
+def tree_memory(roots: list[int]) -> dict[int, tuple[int, int]]:
+    """The resident memory of each root's process tree, in bytes, and its processes."""
     used = {}
     for root in roots:
         total, stack, seen = 0, [root], set()
@@ -172,7 +247,7 @@ def tree_memory(roots: list[int]) -> dict[int, int]:
             seen.add(pid)
             total += _rss(pid)
             stack.extend(_children(pid))
-        used[root] = total
+        used[root] = (total, len(seen))
     return used
 
 

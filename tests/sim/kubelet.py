@@ -8,18 +8,26 @@ Pending with its containers `ContainerCreating`, as a failed mount does.
 
 Memory: every `memory_poll_s` the resident memory of each container's process tree is
 measured; over its limit the whole group is killed and the container ends `OOMKilled`, exit
-137 (seed 003 K6). Ending: when every container ended the pod is Succeeded (all 0) or Failed.
+137 (seed 003 K6), the kill counted in the container's `memory.events` (`CgroupFiles`,
+found through SIMRUN_CGROUP_ROOT). Ending: when every container ended the pod is Succeeded
+(all 0) or Failed. With `single_process_oom_kill` (the kubelet's `singleProcessOOMKill`)
+only the largest process of the group is killed, counted the same way, and the container
+goes on unless that was its main process.
 
 Deletion (`deletionTimestamp`): SIGTERM to every container, SIGKILL when the pod's
 `deletionGracePeriodSeconds` passed on the simulator's clock, then the kubelet confirms with
 a zero grace and the pod is gone, without a final status in between (what Argo saw on the
-real cluster: the attempt errors `pod deleted` without exit code; seed 003 K2). Argo's
+real cluster: the attempt errors `pod deleted` without exit code; seed 003 K2). A pod a
+finalizer still holds (Kueue's `kueue.x-k8s.io/managed` not yet removed) gets its final
+status first and lingers with it until the finalizer goes. Argo's
 TerminateContainers (a stopped workflow) is `terminate_containers`: the same signals with
 the pod's `terminationGracePeriodSeconds`, after the `podSpecPatch`; the pod then fails and
 stays.
 
 Logs are files kept while the pod exists and removed with it (seed 003 K11). Node loss
-(`kill_node`) kills the node's containers at once; the cluster removes its pods.
+(`kill_node`) kills the node's containers at once and stops reporting its pods; when the
+node comes back, a pod still there that was running reports its containers terminated
+`ContainerStatusUnknown` (137) and fails, one being deleted is confirmed gone.
 """
 
 from __future__ import annotations
@@ -33,13 +41,23 @@ from pathlib import Path
 from typing import Any
 
 from tests.sim import status
-from tests.sim.containers import Container, Simulate, launch, start_process, tree_memory
+from tests.sim.containers import (
+    CgroupFiles,
+    Container,
+    Simulate,
+    launch,
+    start_process,
+    tree_memory,
+)
 from tests.sim.quantities import memory_limit
 from tests.sim.resources import CONFIGMAPS, NODES, PODS, SECRETS
 from tests.sim.scheduling import ENDED
 from tests.sim.store import Obj, Store, meta
 
 BUILDCTL = ("buildctl", "buildctl-daemonless.sh")
+CGROUP_ENV = "SIMRUN_CGROUP_ROOT"
+"""Where a container finds its cgroup files (`CgroupFiles`): what simrun's harness reads in
+place of /sys/fs/cgroup, unless the pod sets it itself."""
 
 
 @dataclass
@@ -55,6 +73,7 @@ class PodRun:
     containers: dict[str, Container] = field(default_factory=dict)
     init: list[str] = field(default_factory=list)
     deleting: bool = False
+    confirmed: bool = False
 
 
 class Kubelet:
@@ -69,8 +88,10 @@ class Kubelet:
         volume_dirs: Mapping[str, Path],
         buildkit: Simulate | None = None,
         memory_poll_s: float = 0.05,
+        single_process_oom_kill: bool = False,
     ) -> None:
         self.store = store
+        self.single_process_oom_kill = single_process_oom_kill
         self.workdir = workdir
         self.volume_dirs = dict(volume_dirs)
         self.buildkit = buildkit
@@ -99,9 +120,12 @@ class Kubelet:
                 continue
             run = self.runs.get(meta(pod)["uid"])
             if run is None:
+                phase = (pod.get("status") or {}).get("phase")
                 if meta(pod).get("deletionTimestamp"):
                     self.store.delete(PODS, meta(pod)["namespace"], meta(pod)["name"], grace=0)
-                elif (pod.get("status") or {}).get("phase") not in ENDED:
+                elif phase == "Running":  # it ran on this node before the node was lost
+                    self.store.modify(PODS, meta(pod)["namespace"], meta(pod)["name"], _lost)
+                elif phase not in ENDED:
                     self._start(pod)
                 continue
             if meta(pod).get("deletionTimestamp") and not run.deleting:
@@ -125,8 +149,13 @@ class Kubelet:
             return
         used = tree_memory([c.popen.pid for c in limited if c.popen is not None])
         for container in limited:
-            if container.popen is not None:
-                container.enforce_memory(used.get(container.popen.pid, 0))
+            if container.popen is None:
+                continue
+            total, processes = used.get(container.popen.pid, (0, 1))
+            if self.single_process_oom_kill:
+                container.kill_largest(total)
+            else:
+                container.enforce_memory(total, processes)
 
     def _poll(self, run: PodRun, pod: Obj, now: float) -> None:
         stamp = self.store.clock.stamp()
@@ -139,7 +168,10 @@ class Kubelet:
                     changed.append(True)
         done = all(not c.running for c in run.containers.values())
         if run.deleting:
-            if done:
+            if done and not run.confirmed:
+                run.confirmed = True
+                if meta(pod).get("finalizers"):  # it stays: with its final status
+                    self._report(run, pod)
                 self.store.delete(PODS, run.namespace, run.name, grace=0)
             return
         if any(changed):
@@ -208,7 +240,12 @@ class Kubelet:
             return Container(
                 spec["name"], "simulated", log, stamp, finish_at=finish, outcome=(code, "")
             )
-        container = Container(spec["name"], "process", log, stamp, memory_limit=memory_limit(spec))
+        limit = memory_limit(spec)
+        cgroup = CgroupFiles.create(directory / "cgroup" / spec["name"], limit)
+        run.env.setdefault(CGROUP_ENV, str(cgroup.root))
+        container = Container(
+            spec["name"], "process", log, stamp, memory_limit=limit, cgroup=cgroup
+        )
         try:
             container.popen = start_process(run, log)
         except OSError as error:
@@ -414,3 +451,21 @@ class Kubelet:
                 return
             else:
                 time.sleep(0.05)
+
+
+def _lost(pod: Obj) -> None:
+    """A pod whose containers died with its node, as the kubelet back reports it: Failed,
+    each container terminated `ContainerStatusUnknown` with exit code 137."""
+    status = pod["status"]
+    for container in status.get("containerStatuses") or []:
+        started = ((container.get("state") or {}).get("running") or {}).get("startedAt")
+        container.update(ready=False, started=False)
+        container["state"] = {
+            "terminated": {
+                "exitCode": 137,
+                "reason": "ContainerStatusUnknown",
+                "message": "The container could not be located when the pod was terminated",
+                **({"startedAt": started} if started else {}),
+            }
+        }
+    status["phase"] = "Failed"

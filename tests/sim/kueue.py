@@ -1,9 +1,15 @@
 """Simulated Kueue for plain pods: gates, quota, topology, priority and preemption.
 
 - Webhook (`pkg/controller/jobs/pod/pod_webhook.go`): a pod created with the label
-  `kueue.x-k8s.io/queue-name` is labelled `kueue.x-k8s.io/managed: "true"` and gated with
-  `kueue.x-k8s.io/admission` (plus `kueue.x-k8s.io/topology` when it carries a
-  `kueue.x-k8s.io/podset-required-topology` annotation), so it stays Pending (seed 003 K1).
+  `kueue.x-k8s.io/queue-name` is labelled `kueue.x-k8s.io/managed: "true"`, gets the
+  finalizer `kueue.x-k8s.io/managed` and is gated with `kueue.x-k8s.io/admission` (plus
+  `kueue.x-k8s.io/topology` when it carries a `kueue.x-k8s.io/podset-required-topology`
+  annotation), so it stays Pending (seed 003 K1).
+- The pod controller (`KueuePods`, controller name `kueue-pods`; pod_controller.go `Load`,
+  `Finalize`): removes the finalizer from a managed pod once it is being deleted
+  (`deletionTimestamp`) or has ended (its workload finished). Until then a deleted pod
+  lingers with its final status after its containers stopped. It runs apart from the
+  admission (`kueue`), as Kueue's pod reconciler runs apart from its scheduler.
 - Admission: the gated pods of a LocalQueue's ClusterQueue, highest priority first (the
   WorkloadPriorityClass of `kueue.x-k8s.io/priority-class`, else the pod's priority), then
   oldest first (BestEffortFIFO: one that does not fit does not block the others), are admitted
@@ -19,8 +25,7 @@
   `WorkloadEvictedDueToPreempted`) and deletes the pod with its grace (`Stop` of
   pod_controller.go; seed 003 K2). While victims terminate the preemptor waits.
 
-Not simulated: Workload objects, cohorts and borrowing, several flavors, the `managed`
-finalizer, admission checks, `tolerationSeconds`.
+Not simulated: Workload objects, cohorts and borrowing, several flavors, admission checks.
 """
 
 from __future__ import annotations
@@ -45,6 +50,7 @@ from tests.sim.store import Obj, Store, meta
 QUEUE_LABEL = "kueue.x-k8s.io/queue-name"
 PRIORITY_LABEL = "kueue.x-k8s.io/priority-class"
 MANAGED_LABEL = "kueue.x-k8s.io/managed"
+FINALIZER = "kueue.x-k8s.io/managed"
 ADMISSION_GATE = "kueue.x-k8s.io/admission"
 TOPOLOGY_GATE = "kueue.x-k8s.io/topology"
 REQUIRED_TOPOLOGY = "kueue.x-k8s.io/podset-required-topology"
@@ -56,6 +62,9 @@ def webhook(info: ResourceInfo, pod: Obj) -> None:
     if info is not PODS or QUEUE_LABEL not in (meta(pod).get("labels") or {}):
         return
     meta(pod)["labels"][MANAGED_LABEL] = "true"
+    finalizers = meta(pod).setdefault("finalizers", [])
+    if FINALIZER not in finalizers:
+        finalizers.append(FINALIZER)
     gates = pod.setdefault("spec", {}).setdefault("schedulingGates", [])
     wanted = [ADMISSION_GATE]
     if REQUIRED_TOPOLOGY in (meta(pod).get("annotations") or {}):
@@ -67,6 +76,32 @@ def is_gated(pod: Obj) -> bool:
     """Whether Kueue has yet to admit the pod."""
     gates = (pod.get("spec") or {}).get("schedulingGates") or []
     return any(g.get("name") == ADMISSION_GATE for g in gates)
+
+
+class KueuePods:
+    """Kueue's pod controller: the `managed` finalizer goes once a pod is deleted or ended."""
+
+    name = "kueue-pods"
+
+    def __init__(self, store: Store) -> None:
+        self.store = store
+
+    def step(self) -> None:
+        """Finalize the managed pods that are being deleted or have ended."""
+        for pod in self.store.objects(PODS)[0]:
+            if FINALIZER not in (meta(pod).get("finalizers") or []):
+                continue
+            ended = (pod.get("status") or {}).get("phase") in ("Succeeded", "Failed")
+            if meta(pod).get("deletionTimestamp") or ended:
+                self.store.modify(PODS, meta(pod)["namespace"], meta(pod)["name"], _finalize)
+
+
+def _finalize(pod: Obj) -> None:
+    finalizers = [f for f in meta(pod).get("finalizers") or [] if f != FINALIZER]
+    if finalizers:
+        meta(pod)["finalizers"] = finalizers
+    else:
+        meta(pod).pop("finalizers", None)
 
 
 class Kueue:

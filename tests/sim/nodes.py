@@ -17,6 +17,7 @@ from tests.sim.store import Obj
 
 WORKER_LABEL = ("simrun/worker", "true")
 UNREACHABLE = "node.kubernetes.io/unreachable"
+NOT_READY = "node.kubernetes.io/not-ready"
 
 
 @dataclass(frozen=True)
@@ -84,8 +85,9 @@ class NodeSpec:
         }
 
 
-def mark_unreachable(node: Obj) -> None:
-    """A lost node: Ready Unknown, tainted unreachable."""
+def mark_unreachable(node: Obj, stamp: str) -> None:
+    """A lost node: Ready Unknown, tainted unreachable (the NoExecute taint added at `stamp`,
+    from when the pods' `tolerationSeconds` count)."""
     node["status"]["conditions"] = [
         {
             "type": "Ready",
@@ -98,7 +100,7 @@ def mark_unreachable(node: Obj) -> None:
     node.setdefault("spec", {})["taints"] = [
         *taints,
         {"key": UNREACHABLE, "effect": "NoSchedule"},
-        {"key": UNREACHABLE, "effect": "NoExecute"},
+        {"key": UNREACHABLE, "effect": "NoExecute", "timeAdded": stamp},
     ]
 
 

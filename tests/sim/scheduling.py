@@ -12,7 +12,10 @@ Pod's node affinity/selector.`; a gated pod gets `reason SchedulingGated`.
 
 The taint manager deletes (with the pod's grace) every pod bound to a node with a
 `NoExecute` taint the pod does not tolerate: the reservation taint of seed 003 K4 evicts the
-pods of other runs. `tolerationSeconds` is not simulated (a matching toleration tolerates).
+pods of other runs. A pod that tolerates every such taint, some only for `tolerationSeconds`,
+is deleted once the shortest of those has passed since the taint's `timeAdded` on the
+simulator's clock (`getMinTolerationTime` of the taint eviction controller): a lost node's
+pods go 300 s after it became unreachable (the default tolerations of `tests.sim.admission`).
 """
 
 from __future__ import annotations
@@ -22,6 +25,7 @@ from collections.abc import Iterable, Mapping
 from decimal import Decimal
 from typing import Any
 
+from tests.sim.clock import parse_timestamp
 from tests.sim.quantities import Amounts, amounts, pod_requests, short_of, subtract, total
 from tests.sim.resources import NODES, PODS
 from tests.sim.selectors import matches_node_selector
@@ -204,6 +208,28 @@ class Scheduler:
         return True
 
 
+def eviction_time(node: Obj, pod: Obj) -> float | None:
+    """When the taint manager evicts `pod` from `node`: at once (0) for an untolerated
+    NoExecute taint, else the taints' `timeAdded` plus the shortest `tolerationSeconds` of
+    the tolerations that match them; None while it tolerates them for ever."""
+    taints = [
+        t for t in (node.get("spec") or {}).get("taints") or [] if t.get("effect") == "NoExecute"
+    ]
+    if not taints:
+        return None
+    if untolerated(node, pod, ("NoExecute",)):
+        return 0.0
+    tolerations = (pod.get("spec") or {}).get("tolerations") or []
+    used = [t for t in tolerations if any(tolerates(t, taint) for taint in taints)]
+    seconds = [
+        max(0, int(t["tolerationSeconds"])) for t in used if t.get("tolerationSeconds") is not None
+    ]
+    if not seconds:
+        return None
+    added = [parse_timestamp(t["timeAdded"]) for t in taints if t.get("timeAdded")]
+    return (min(added) if added else 0.0) + min(seconds)
+
+
 class TaintManager:
     """The node lifecycle controller's NoExecute eviction."""
 
@@ -213,13 +239,15 @@ class TaintManager:
         self.store = store
 
     def step(self) -> None:
-        """Delete the pods that sit on a node with a NoExecute taint they do not tolerate."""
+        """Delete the pods on a node with a NoExecute taint they do not tolerate (any more)."""
         nodes = {meta(n)["name"]: n for n in self.store.objects(NODES)[0]}
+        now = self.store.clock.time()
         for pod in self.store.objects(PODS)[0]:
             node = nodes.get((pod.get("spec") or {}).get("nodeName") or "")
             if node is None or not pod_active(pod) or meta(pod).get("deletionTimestamp"):
                 continue
-            if untolerated(node, pod, ("NoExecute",)):
+            evict_at = eviction_time(node, pod)
+            if evict_at is not None and now >= evict_at:
                 name = f"{meta(pod)['namespace']}/{meta(pod)['name']}"
                 self.store.record_event(
                     pod,

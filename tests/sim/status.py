@@ -11,6 +11,7 @@ from __future__ import annotations
 from typing import Any
 
 from tests.sim.resources import ResourceInfo
+from tests.sim.schemas import FieldError
 
 CONFLICT_HINT = (
     "the object has been modified; please apply your changes to the latest version and try again"
@@ -76,6 +77,44 @@ def invalid(info: ResourceInfo, name: str, cause: str) -> ApiError:
     return ApiError(
         422, "Invalid", f'{kind} "{name}" is invalid: {cause}', {**_details(info, name)}
     )
+
+
+def _unknown(errors: list[FieldError]) -> str:
+    return "strict decoding error: " + ", ".join(f'unknown field "{e.path}"' for e in errors)
+
+
+def refused_fields(
+    info: ResourceInfo, name: str, errors: list[FieldError], patch: str | None = None
+) -> ApiError:
+    """What `fieldValidation=Strict` answers for an object with unknown or mistyped fields.
+
+    Unknown fields of a created or replaced object: 400 `Pod in version "v1" cannot be
+    handled as a Pod: strict decoding error: unknown field "spec.x"`; of a patched one: 422
+    `... is invalid: patch: Invalid value: "<patch>": strict decoding error: ...`. Values of
+    the wrong type or out of range: 422 `... is invalid: <path>: Invalid value: ...`, with a
+    cause per field.
+    """
+    unknown = [e for e in errors if e.unknown]
+    if unknown and patch is None:
+        return bad_request(
+            f'{info.kind} in version "{info.version}" cannot be handled as a {info.kind}: '
+            + _unknown(unknown)
+        )
+    if unknown:
+        error = invalid(info, name, f'patch: Invalid value: "{patch}": {_unknown(unknown)}')
+    else:
+        causes = [f"{e.path}: {e.message}" for e in errors]
+        error = invalid(info, name, causes[0] if len(causes) == 1 else f"[{', '.join(causes)}]")
+    if error.details is not None:
+        error.details["causes"] = [
+            {
+                "reason": "FieldValueUnknown" if e.unknown else "FieldValueInvalid",
+                "message": e.message,
+                "field": e.path,
+            }
+            for e in errors
+        ]
+    return error
 
 
 def bad_request(message: str) -> ApiError:

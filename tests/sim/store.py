@@ -27,6 +27,7 @@ from typing import Any
 from tests.sim import status
 from tests.sim.clock import SimClock, timestamp
 from tests.sim.resources import EVENTS, JOBS, PODS, ResourceInfo, all_resources
+from tests.sim.schemas import field_errors
 from tests.sim.selectors import Matcher
 
 Obj = dict[str, Any]
@@ -64,6 +65,8 @@ class Store:
         self._oldest = 1
         self._history_limit = history_limit
         self.admission: list[Admission] = []
+        self.strict = True
+        """Refuse unknown and mistyped fields of every create, replace and patch."""
         self.closed = False
         clock.on_advance(self.poke)
 
@@ -98,6 +101,14 @@ class Store:
             return items, self._rv
 
     # -- writing -------------------------------------------------------------------------
+
+    def check_fields(self, info: ResourceInfo, obj: Obj, patch: str | None = None) -> None:
+        """Refuse an object as `fieldValidation=Strict` does (see `status.refused_fields`)."""
+        if not self.strict:
+            return
+        errors = field_errors(obj)
+        if errors:
+            raise status.refused_fields(info, meta(obj).get("name") or "", errors, patch)
 
     def _write(self, info: ResourceInfo, obj: Obj, kind: str, old: Obj | None) -> Obj:
         self._rv += 1
@@ -137,6 +148,7 @@ class Store:
             else:
                 metadata.pop("namespace", None)
             obj["apiVersion"], obj["kind"] = info.api_version, info.kind
+            self.check_fields(info, obj)
             if self.find(info, namespace, name) is not None:
                 raise status.already_exists(info, name)
             for hook in self.admission:
@@ -196,6 +208,7 @@ class Store:
                     "the name of the object does not match the name on the URL"
                 )
             self._check_version(info, name, current, given)
+            self.check_fields(info, {**given, "apiVersion": info.api_version, "kind": info.kind})
             return self._store_update(info, current, given, sub)
 
     def apply_update(
@@ -205,12 +218,16 @@ class Store:
         name: str,
         change: Callable[[Obj], Obj],
         sub: str | None = None,
+        patch: str = "",
     ) -> Obj:
         """PATCH: `change` computes the new object from a copy of the stored one."""
         with self.lock:
             current = self.get(info, namespace, name)
             new = change(copy.deepcopy(current))
             self._check_version(info, name, current, new)
+            self.check_fields(
+                info, {**new, "apiVersion": info.api_version, "kind": info.kind}, patch
+            )
             return self._store_update(info, current, new, sub)
 
     def modify(

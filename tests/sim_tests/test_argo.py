@@ -5,6 +5,7 @@ from __future__ import annotations
 from typing import Any
 
 from tests.sim import SimCluster, node_id, pod_name
+from tests.sim.argo.operation import RECENTLY_STARTED_S
 from tests.sim.fixtures import KubeApis
 from tests.sim_tests.manifests import (
     FAILS_FIRST,
@@ -225,12 +226,35 @@ def test_a_preempted_attempt_errors_pod_deleted_without_exit_code_and_is_retried
     wait_node(sim_cluster, "wf", "w0(0)", "Running")
     first = pod_of(sim_cluster, "wf", "w0(0)")
     sim_cluster.wait_for(lambda: logged(kube, first["metadata"]["name"]))
+    sim_cluster.advance(RECENTLY_STARTED_S)
     sim_cluster.preempt(first["metadata"]["name"])
     deleted = wait_node(sim_cluster, "wf", "w0(0)", "Error")
     assert deleted["message"] == "pod deleted"
     assert "outputs" not in deleted
     assert sim_cluster.wait_for_workflow("wf")["status"]["phase"] == "Succeeded"
     assert wait_node(sim_cluster, "wf", "w0(1)")["phase"] == "Succeeded"
+
+
+def test_a_pod_missing_soon_after_its_node_started_is_made_again_not_taken_as_deleted(
+    kube: KubeApis, sim_cluster: SimCluster
+) -> None:
+    """Argo takes a missing pod as deleted only RECENTLY_STARTED_POD_DURATION (10 s) after its
+    node started (its informer may lag); until then the node runs on and its pod is made
+    again (`executeContainer` creates a pod it does not find). Later: `pod deleted` (K2)."""
+    submit(kube, workflow("wf", [task("w0")], worker_template(code=WAITS, args=())))
+    wait_node(sim_cluster, "wf", "w0", "Running")
+    first = pod_of(sim_cluster, "wf", "w0")
+    sim_cluster.wait_for(lambda: logged(kube, first["metadata"]["name"]))
+    sim_cluster.preempt(first["metadata"]["name"])
+    again = sim_cluster.wait_for_pod(
+        lambda p: p["metadata"]["uid"] != first["metadata"]["uid"], what="the pod made again"
+    )
+    assert again["metadata"]["name"] == first["metadata"]["name"]
+    assert wait_node(sim_cluster, "wf", "w0")["phase"] in ("Pending", "Running")
+    sim_cluster.wait_for(lambda: logged(kube, again["metadata"]["name"]))
+    sim_cluster.advance(RECENTLY_STARTED_S)
+    sim_cluster.preempt(again["metadata"]["name"])
+    assert wait_node(sim_cluster, "wf", "w0", "Error")["message"] == "pod deleted"
 
 
 def test_a_pod_deleted_before_argo_saw_it_run_is_created_again_as_the_same_attempt(
@@ -287,6 +311,7 @@ def test_an_attempt_after_a_preemption_that_followed_a_kill_gets_the_first_memor
     )
     second = pod_of(sim_cluster, "wf", "w0(1)")
     sim_cluster.wait_for(lambda: logged(kube, second["metadata"]["name"]))
+    sim_cluster.advance(RECENTLY_STARTED_S)
     sim_cluster.preempt(second["metadata"]["name"])
     third = pod_of(sim_cluster, "wf", "w0(2)")
     memories = [
@@ -354,19 +379,23 @@ def test_a_backoff_waits_on_the_simulated_clock(kube: KubeApis, sim_cluster: Sim
     assert wait_node(sim_cluster, "wf", "w0(1)", "Succeeded")
 
 
-def test_a_gated_attempt_is_pending_under_a_running_retry_node(
+def test_a_gated_attempt_and_its_retry_node_are_pending_until_it_runs(
     kube: KubeApis, sim_cluster: SimCluster
 ) -> None:
-    """The attempt waiting for admission is Pending (the Retry node stays Running).
+    """The attempt waiting for admission is Pending, its Retry node too; both run once the
+    pod is admitted and runs.
 
     The cluster side of K1, B1 (FIDELITY.md), as the simulator reproduces it.
     """
+    template = worker_template(code=WAITS, args=(), retry=SPLIT_RETRIES)
     with sim_cluster.paused("kueue"):
-        submit(kube, workflow("wf", [task("w0")], worker_template(retry=SPLIT_RETRIES)))
+        submit(kube, workflow("wf", [task("w0")], template))
         wait_node(sim_cluster, "wf", "w0(0)", "Pending")
         sim_cluster.settle()
         assert wait_node(sim_cluster, "wf", "w0(0)")["phase"] == "Pending"
-        assert wait_node(sim_cluster, "wf", "w0")["phase"] == "Running"
+        assert wait_node(sim_cluster, "wf", "w0")["phase"] == "Pending"
+    wait_node(sim_cluster, "wf", "w0(0)", "Running")
+    assert wait_node(sim_cluster, "wf", "w0", "Running")["phase"] == "Running"
 
 
 def test_stop_fails_pending_nodes_and_leaves_their_gated_pods(
@@ -384,21 +413,23 @@ def test_stop_fails_pending_nodes_and_leaves_their_gated_pods(
     running = pod_of(sim_cluster, "wf", "w0(0)")
     sim_cluster.wait_for(lambda: logged(kube, running["metadata"]["name"]))
     gated = pod_of(sim_cluster, "wf", "extra(0)")
-    kube.custom.patch_namespaced_custom_object(
-        *GROUP, kube.namespace, "workflows", "wf", {"spec": {"shutdown": "Stop"}}
-    )
-    stopped = sim_cluster.wait_for_workflow("wf")
-    assert (stopped["status"]["phase"], stopped["status"]["message"]) == (
-        "Failed",
-        "Stopped with strategy 'Stop'",
-    )
-    pending = wait_node(sim_cluster, "wf", "extra(0)")
-    assert (pending["phase"], pending["message"]) == (
-        "Failed",
-        "workflow shutdown with strategy:  Stop",
-    )
-    assert wait_node(sim_cluster, "wf", "extra")["message"] == "Stopped with strategy 'Stop'"
-    assert sim_cluster.pod(gated["metadata"]["name"])["spec"].get("schedulingGates")
+    # Kueue would admit the gated pod once the stopped one freed the quota: not Argo's doing
+    with sim_cluster.paused("kueue"):
+        kube.custom.patch_namespaced_custom_object(
+            *GROUP, kube.namespace, "workflows", "wf", {"spec": {"shutdown": "Stop"}}
+        )
+        stopped = sim_cluster.wait_for_workflow("wf")
+        assert (stopped["status"]["phase"], stopped["status"]["message"]) == (
+            "Failed",
+            "Stopped with strategy 'Stop'",
+        )
+        pending = wait_node(sim_cluster, "wf", "extra(0)")
+        assert (pending["phase"], pending["message"]) == (
+            "Failed",
+            "workflow shutdown with strategy:  Stop",
+        )
+        assert wait_node(sim_cluster, "wf", "extra")["message"] == "Stopped with strategy 'Stop'"
+        assert sim_cluster.pod(gated["metadata"]["name"])["spec"].get("schedulingGates")
     ended = sim_cluster.wait_for(
         lambda: (
             (p := sim_cluster.get_pod(running["metadata"]["name"]))

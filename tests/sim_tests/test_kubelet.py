@@ -9,7 +9,9 @@ from typing import Any
 import pytest
 from kubernetes.client.rest import ApiException
 
+from simrun_harness.cgroup import Cgroup
 from tests.sim import NodeSpec, SimCluster
+from tests.sim.admission import DEFAULT_TOLERATION_SECONDS
 from tests.sim.fixtures import KubeApis
 from tests.sim.resources import PODS
 from tests.sim_tests.manifests import WAITS, logged, pod
@@ -78,6 +80,33 @@ def test_a_container_over_its_memory_limit_is_killed_whole_as_oomkilled(
     assert main_state(found)["terminated"]["reason"] == "OOMKilled"
     child = int(child_pid.read_text())
     sim_cluster.wait_for(lambda: not _alive(child), what="the container's other process gone")
+    cgroup = sim_cluster.kubelet.runs[found["metadata"]["uid"]].containers["main"].cgroup
+    assert cgroup is not None
+    events = Cgroup(cgroup.root)
+    assert (events.oom_kills(), events.memory_max_bytes()) == (2, 64 * 2**20)
+    assert "oom_group_kill 1" in (cgroup.root / "memory.events").read_text()
+
+
+def test_a_single_process_kill_is_counted_where_the_harness_reads_it(tmp_path: Path) -> None:
+    """C8: with the kubelet's singleProcessOOMKill the kernel kills the largest process
+    only; the container goes on and reads the kill in its cgroup's memory.events (through
+    SIMRUN_CGROUP_ROOT), as simrun's harness does to tell a kill for memory."""
+    code = (
+        "import os, subprocess, sys; from pathlib import Path; "
+        "from simrun_harness.cgroup import Cgroup; "
+        "cgroup = Cgroup(Path(os.environ['SIMRUN_CGROUP_ROOT'])); "
+        "before = cgroup.oom_kills(); "
+        "hog = 'import time; data = bytearray(200 * 2**20); time.sleep(60)'; "
+        "code = subprocess.run([sys.executable, '-c', hog]).returncode; "
+        "print(before, code, cgroup.oom_kills(), flush=True)"
+    )
+    with SimCluster([NodeSpec("n")], workdir=tmp_path, single_process_oom_kill=True) as cluster:
+        cluster.store.create(PODS, cluster.namespace, pod("hog", code, memory="128Mi"))
+        found = ended(cluster, "hog")
+        assert main_state(found)["terminated"]["exitCode"] == 0
+        uid = found["metadata"]["uid"]
+        log = (cluster.kubelet.runs[uid].containers["main"].log_path).read_text()
+    assert log.split() == ["0", "-9", "1"]
 
 
 def _alive(pid: int) -> bool:
@@ -153,19 +182,62 @@ def test_the_log_of_a_pod_without_a_node_is_a_400(kube: KubeApis, sim_cluster: S
     assert "does not have a host assigned" in raised.value.body
 
 
-def test_a_lost_node_makes_its_pods_vanish_without_exit_code(
+def test_a_lost_nodes_pods_stay_for_their_toleration_then_linger_terminating(
     kube: KubeApis, sim_cluster: SimCluster
 ) -> None:
+    """Node loss: the processes die, the node turns unreachable; its pods stay, not ready,
+    for the 300 s of their default toleration, are then evicted and stay terminating (no
+    kubelet confirms) until the node is removed."""
     kube.core.create_namespaced_pod(kube.namespace, pod("p", WAITS, nodeName="node-2"))
     sim_cluster.wait_for(lambda: logged(kube, "p"), what="the process to run")
     process = sim_cluster.kubelet.runs[sim_cluster.pod("p")["metadata"]["uid"]]
     pid = process.containers["main"].popen.pid  # type: ignore[union-attr]
     sim_cluster.lose_node("node-2")
-    assert sim_cluster.get(PODS, "p") is None
     assert not _alive(pid)
     node = kube.core.read_node("node-2")
     assert node.status.conditions[0].status == "Unknown"
     assert {t.effect for t in node.spec.taints} == {"NoSchedule", "NoExecute"}
+    found = sim_cluster.pod("p")
+    assert {
+        "key": "node.kubernetes.io/unreachable",
+        "operator": "Exists",
+        "effect": "NoExecute",
+        "tolerationSeconds": DEFAULT_TOLERATION_SECONDS,
+    } in found["spec"]["tolerations"]
+    assert {c["type"]: c["status"] for c in found["status"]["conditions"]}["Ready"] == "False"
+    sim_cluster.advance(DEFAULT_TOLERATION_SECONDS - 10)
+    sim_cluster.settle()
+    assert "deletionTimestamp" not in sim_cluster.pod("p")["metadata"]
+    sim_cluster.advance(10)
+    sim_cluster.wait_for(
+        lambda: "deletionTimestamp" in sim_cluster.pod("p")["metadata"], what="the eviction"
+    )
+    sim_cluster.settle()
+    assert sim_cluster.pod("p")["status"]["phase"] == "Running"  # as last reported
+    sim_cluster.remove_node("node-2")
+    sim_cluster.wait_for(lambda: sim_cluster.get_pod("p") is None, what="the pod collected")
+
+
+def test_a_pod_tolerating_unreachable_for_ever_stays_on_a_lost_node(
+    kube: KubeApis, sim_cluster: SimCluster
+) -> None:
+    """A toleration without tolerationSeconds tolerates for ever; once the node is back its
+    kubelet reports the container it lost: 137 ContainerStatusUnknown, the pod Failed."""
+    forever = {"key": "node.kubernetes.io/unreachable", "operator": "Exists"}
+    body = pod("p", WAITS, nodeName="node-2", tolerations=[forever])
+    kube.core.create_namespaced_pod(kube.namespace, body)
+    sim_cluster.wait_for(lambda: logged(kube, "p"), what="the process to run")
+    sim_cluster.lose_node("node-2")
+    sim_cluster.advance(10 * DEFAULT_TOLERATION_SECONDS)
+    sim_cluster.settle()
+    assert "deletionTimestamp" not in sim_cluster.pod("p")["metadata"]
+    sim_cluster.restore_node("node-2")
+    failed = sim_cluster.wait_for(
+        lambda: (p := sim_cluster.pod("p"))["status"]["phase"] == "Failed" and p,
+        what="the pod failed",
+    )
+    assert main_state(failed)["terminated"]["reason"] == "ContainerStatusUnknown"
+    assert main_state(failed)["terminated"]["exitCode"] == 137
 
 
 def test_mapped_volumes_become_local_directories(tmp_path: Path) -> None:

@@ -7,7 +7,7 @@ from typing import Any
 
 from tests.sim import NodeSpec, SimCluster
 from tests.sim.fixtures import KubeApis
-from tests.sim.kueue import ADMISSION_GATE, TOPOLOGY_GATE
+from tests.sim.kueue import ADMISSION_GATE, FINALIZER, TOPOLOGY_GATE
 from tests.sim.quantities import pod_requests
 from tests.sim.resources import PODS
 from tests.sim_tests.manifests import WAITS, logged, pod, queued_pod
@@ -262,3 +262,26 @@ def test_the_executor_containers_make_a_full_node_refuse_a_pod(tmp_path: Any) ->
                 for c in stored(cluster, "argo-like")["status"].get("conditions") or []
             )
         )
+
+
+def test_a_deleted_pod_lingers_with_its_final_status_until_kueue_removes_its_finalizer(
+    kube: KubeApis, sim_cluster: SimCluster
+) -> None:
+    """Kueue's webhook adds the finalizer `kueue.x-k8s.io/managed`; a deleted pod stays,
+    Failed with its container's exit, until Kueue's pod controller removes it."""
+    kube.core.create_namespaced_pod(kube.namespace, queued_pod("q", WAITS))
+    sim_cluster.wait_for(lambda: logged(kube, "q"), what="the pod running")
+    assert stored(sim_cluster, "q")["metadata"]["finalizers"] == [FINALIZER]
+    with sim_cluster.paused("kueue-pods"):
+        kube.core.delete_namespaced_pod("q", kube.namespace)
+        lingering = sim_cluster.wait_for(
+            lambda: (
+                stored(sim_cluster, "q")["status"]["phase"] == "Failed" and stored(sim_cluster, "q")
+            ),
+            what="the pod's final status",
+        )
+        sim_cluster.settle()
+        assert stored(sim_cluster, "q")["metadata"]["deletionTimestamp"]
+        main = lingering["status"]["containerStatuses"][0]["state"]["terminated"]
+        assert main["exitCode"] == 143
+    sim_cluster.wait_for(lambda: sim_cluster.get(PODS, "q") is None, what="the pod gone")

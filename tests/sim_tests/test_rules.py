@@ -83,7 +83,7 @@ def test_a_pod_spec_patch_merges_the_main_container_by_name() -> None:
         workflow,
         "wf.a",
         template,
-        __import__("tests.sim.argo.templates", fromlist=["x"]).ExecutorConfig(),
+        __import__("tests.sim.argo.templates", fromlist=["x"]).ExecutorConfig.from_configmap(),
     )
     main = pod["spec"]["containers"][1]
     assert main["command"] == ["/var/run/argo/argoexec", "emissary", "--", "simrun-worker"]

@@ -3,7 +3,9 @@
 Measurement. With cgroup v2 the pod's figure is the cgroup's anonymous memory (`memory.stat`
 anon: what the processes allocated, not the page cache the kernel reclaims at the limit) and
 its kills for memory are `memory.events` oom_kill. The cgroup counts only when it is the
-pod's own: its `memory.max` is the pod's limit (or no limit was given). Otherwise (cgroup
+pod's own: its `memory.max` is the pod's limit (or no limit was given); its kills count then
+even without `memory.stat` (the cluster simulator writes only `memory.max` and
+`memory.events`). Otherwise (cgroup
 v1, no container, a local pod inside the service's cgroup) the pod's figure is the anonymous
 memory (RSS less file-backed pages) of the worker and its unit processes, as the local
 supervisor measures it. Peaks are sampled; the unit processes also report their own
@@ -84,6 +86,21 @@ def is_pods_cgroup(cgroup: Cgroup, explicit_limit_gb: float | None) -> bool:
     return abs(limit - wanted) <= wanted * OWN_CGROUP_TOLERANCE
 
 
+def counts_pods_kills(cgroup: Cgroup, explicit_limit_gb: float | None) -> bool:
+    """Whether the cgroup's `memory.events` counts this pod's kills for memory: the file
+    exists and its `memory.max` is the pod's limit (any, when no limit was given). It may
+    count them where `memory.stat` is missing (the cluster simulator's containers)."""
+    if cgroup.oom_kills() is None:
+        return False
+    if explicit_limit_gb is None:
+        return True
+    limit = cgroup.memory_max_bytes()
+    if limit is None:
+        return False
+    wanted = explicit_limit_gb * GB
+    return abs(limit - wanted) <= wanted * OWN_CGROUP_TOLERANCE
+
+
 @dataclass(frozen=True)
 class Sample:
     """One measurement: resident bytes of each live unit process, and the pod's total."""
@@ -101,6 +118,7 @@ class MemoryMeter:
         self.source: Literal["cgroup", "processes"] = (
             "cgroup" if is_pods_cgroup(cgroup, explicit_limit_gb) else "processes"
         )
+        self.counts_kills = self.source == "cgroup" or counts_pods_kills(cgroup, explicit_limit_gb)
         self.peak_total = 0
         self.peak_process = 0
         self._own = psutil.Process()
@@ -145,7 +163,7 @@ class MemoryMeter:
 
     def cgroup_oom_kills(self) -> int:
         """Kills of the out-of-memory killer in our cgroup since the meter started."""
-        if self.source != "cgroup":
+        if not self.counts_kills:
             return 0
         now = self.cgroup.oom_kills()
         if now is None:

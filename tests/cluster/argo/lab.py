@@ -26,6 +26,7 @@ from cluster.argo.config import ClusterConfig
 from runs.priorities import classes
 from tests.deploy.api_rights import calls_from_access_log, read_calls
 from tests.sim import SimCluster
+from tests.sim.argo.operation import RECENTLY_STARTED_S
 from tests.waiting import wait_for
 
 API_CALLS = Path(__file__).resolve().parents[2] / "deploy" / "argo_api_calls.txt"
@@ -97,11 +98,23 @@ class Lab:
         found.sort(key=order)
         return found[-1] if found else None
 
+    def past_argo_grace(self) -> None:
+        """On the simulator, move its clock past Argo's grace for a pod missing soon after its
+        node started (RECENTLY_STARTED_S, within which Argo makes the pod again as the same
+        attempt): the pods running now count as deleted once gone, as pods that ran a while
+        do on a real cluster."""
+        if self.sim is not None:
+            self.sim.advance(RECENTLY_STARTED_S)
+
     def preempt(self, workflow: str, pod: str) -> None:
-        """Evict the current attempt of a pod as Kueue does: a delete with the pod's grace."""
+        """Evict the current attempt of a pod as Kueue does: a delete with the pod's grace.
+
+        On the simulator its clock first moves past Argo's grace (`past_argo_grace`).
+        """
         found = self.pod(workflow, pod)
         assert found is not None, f"{pod} has no pod"
         if self.sim is not None:
+            self.past_argo_grace()
             self.sim.preempt(found["metadata"]["name"], self.namespace)
         else:
             self.backend.core.delete_namespaced_pod(found["metadata"]["name"], self.namespace)

@@ -122,6 +122,7 @@ def test_a_higher_priority_run_preempts_the_extras_which_finish_later_with_no_un
         agent.pk,
         lambda r: all(r.pods.get(f"scan-w{i}", {}).get("phase") == "running" for i in range(3)),
     )
+    lab.past_argo_grace()
     owner = submit(backend, sleep_task("first", 3, 1.0, split="none"), by=factories.owner())
 
     owner = drive(backend, owner.pk)

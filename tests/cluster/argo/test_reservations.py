@@ -88,6 +88,7 @@ def test_a_reserved_runs_pods_go_to_its_node_and_other_runs_pods_leave_it(lab: L
     and toleration; the NoExecute taint evicts another run's pod, which runs elsewhere."""
     other = lab.backend.submit(launch("r1", command_task("nap", NAP, pod=shape(1, 0.5))))
     first = wait_for(lambda: lab.backend.status(other).pods["nap"].node, what="r1 placed")
+    lab.past_argo_grace()
 
     lab.backend.reserve(first, "r2")
     mine = lab.backend.submit(

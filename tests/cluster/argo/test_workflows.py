@@ -332,6 +332,10 @@ def test_the_log_of_a_pod_waiting_for_admission_says_why_it_cannot_be_read(sim_l
     with sim_lab.sim.paused("kueue"):
         name = sim_lab.backend.submit(launch("r1", command_task("t", "pass")))
         wait_for(lambda: sim_lab.pod(name, "t"), what="the pod")
-        [log] = sim_lab.backend.logs(name, "t")
+        # the pod is created before Argo writes its node: wait for the node too
+        [log] = wait_for(
+            lambda: [g for g in sim_lab.backend.logs(name, "t") if g.error != "not started"],
+            what="the pod's node in the workflow",
+        )
         assert log.error is not None and "host" in log.error
         assert not log.ended

@@ -59,7 +59,7 @@ class ArgoController:
     ) -> None:
         self.store = store
         self.terminate = terminate
-        self.executor = executor or ExecutorConfig()
+        self.executor = executor or ExecutorConfig.from_configmap()
 
     def _pods(self) -> dict[tuple[str, str], dict[str, Obj]]:
         """Pods of workflows by (namespace, workflow), then by node id."""

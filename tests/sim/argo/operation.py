@@ -1,8 +1,10 @@
 """One pass of the simulated Argo controller over one workflow (`operate` in operator.go).
 
 1. Pod reconciliation: every unfulfilled Pod node reads its pod; a node that was seen
-   running whose pod is gone becomes `Error` with `pod deleted` and no exit code; a Pending
-   node without a pod is left for step 2 to create again, as the same attempt (seed 003 K3).
+   running whose pod is gone becomes `Error` with `pod deleted` and no exit code, once
+   RECENTLY_STARTED_S passed since the node started (Argo's grace for its informer to catch
+   up, `RECENTLY_STARTED_POD_DURATION`: until then it only requeues); a Pending node without
+   a pod is left for step 2 to create again, as the same attempt (seed 003 K3).
    Under `shutdown`, pods still Pending or Running get their containers terminated and their
    nodes fail with `workflow shutdown with strategy:  <S>` (`applyExecutionControl`).
 2. The entrypoint DAG: tasks run when their `dependencies` succeeded, or failed/errored with
@@ -24,8 +26,13 @@ from tests.sim.argo import retries
 from tests.sim.argo.nodes import FAILED, assess, fulfilled
 from tests.sim.argo.templates import ExecutorConfig, build_pod, display_name, node_id, pod_name
 from tests.sim.argo.templates import substitute as substitute_tags
+from tests.sim.clock import parse_timestamp
 from tests.sim.resources import PODS
 from tests.sim.store import Obj, Store, meta
+
+RECENTLY_STARTED_S = 10.0
+"""Argo's `RECENTLY_STARTED_POD_DURATION` (10 s): a pod missing sooner after its node started
+is not yet taken as deleted (operator.go `recentlyStarted`)."""
 
 
 class Operation:
@@ -158,7 +165,7 @@ class Operation:
                 continue
             pod = self.pods.get(node["id"])
             if pod is None:
-                if node["phase"] != "Pending":
+                if node["phase"] != "Pending" and not self.recently_started(node):
                     self.mark(node, "Error", "pod deleted")
                 continue
             assess(node, pod, self.now)
@@ -166,6 +173,13 @@ class Operation:
             if self.shutdown and phase in ("Pending", "Running") and not fulfilled(node):
                 self.terminate(pod)
                 self.mark(node, "Failed", f"workflow shutdown with strategy:  {self.shutdown}")
+
+    def recently_started(self, node: dict[str, Any]) -> bool:
+        """Whether the node started at most RECENTLY_STARTED_S ago on the simulated clock."""
+        started = node.get("startedAt")
+        if not started:
+            return False
+        return self.store.clock.time() - parse_timestamp(started) <= RECENTLY_STARTED_S
 
     def execute_template(
         self, name: str, template_name: str, arguments: dict[str, Any], boundary: str

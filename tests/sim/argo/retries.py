@@ -1,7 +1,11 @@
 """Retry nodes: `processNodeRetries` and the retry branch of `executeTemplate` (operator.go).
 
-A template with a `retryStrategy` runs as a Retry node (phase Running from the start) whose
-children are the attempts `<node>(0)`, `<node>(1)` ... (`nodeFlag.retried`). After a failed
+A template with a `retryStrategy` runs as a Retry node whose children are the attempts
+`<node>(0)`, `<node>(1)` ... (`nodeFlag.retried`). While an attempt is unfinished the Retry
+node has its phase: Pending while the attempt's pod waits (gated by Kueue, unscheduled),
+Running once it runs. That is what seed 003 (K1) saw on a real cluster ("Pending (its Retry
+node too)"); Argo's code initialises the node Running and this simulator follows the seed
+where the two differ. After a failed
 attempt, in this order: under `shutdown` the Retry node takes the attempt's phase with
 `Stopped with strategy '<S>'`; a `backoff` waits `duration * factor^(attempts-1)` (capped)
 from the attempt's end on the simulator's clock (`Backoff for ...`); the policy
@@ -141,5 +145,9 @@ def execute(
         **_last_retry(last, "0"),
         "pod.name": pod_name(op.name, attempt_name, template["name"]),
     }
-    op.run_pod_node(attempt_name, substitute(template, attempt_scope), boundary, retried=True)
+    attempt = op.run_pod_node(
+        attempt_name, substitute(template, attempt_scope), boundary, retried=True
+    )
+    if not fulfilled(attempt) and not fulfilled(retry):
+        retry["phase"] = attempt["phase"]  # Pending while its attempt waits (seed 003 K1)
     return retry

@@ -23,6 +23,7 @@ import copy
 import json
 import re
 from dataclasses import dataclass, field
+from pathlib import Path
 from typing import Any
 
 import yaml
@@ -40,17 +41,31 @@ EMISSARY = ["/var/run/argo/argoexec", "emissary", "--"]
 _TAG = re.compile(r"\{\{\s*(=?)(.*?)\s*\}\}", re.DOTALL)
 
 
+ARGO_CONFIGMAP = (
+    Path(__file__).resolve().parents[3] / "deploy/cluster/controllers/argo/controller-config.yaml"
+)
+"""The deploy's `workflow-controller-configmap`: the executor settings of the cluster."""
+
+
 @dataclass(frozen=True)
 class ExecutorConfig:
-    """The controller's `executor` settings: image and resources of `init` and `wait`."""
+    """The controller's `executor` settings: image and resources of `init` and `wait`.
+
+    `from_configmap()` reads them from the deploy's config map, as Argo's controller reads
+    its `executor` key (a container); the default of a SimCluster (seed K5).
+    """
 
     image: str = "quay.io/argoproj/argoexec:v4.1.6"
-    resources: dict[str, Any] = field(
-        default_factory=lambda: {
-            "requests": {"cpu": "100m", "memory": "256Mi"},
-            "limits": {"cpu": "100m", "memory": "256Mi"},
-        }
-    )
+    resources: dict[str, Any] = field(default_factory=dict)
+
+    @classmethod
+    def from_configmap(cls, path: Path = ARGO_CONFIGMAP) -> ExecutorConfig:
+        """The `executor` of a workflow-controller-configmap manifest."""
+        configmap = yaml.safe_load(path.read_text())
+        executor = yaml.safe_load((configmap.get("data") or {}).get("executor") or "{}") or {}
+        return cls(
+            image=executor.get("image") or cls.image, resources=executor.get("resources") or {}
+        )
 
 
 def fnv32a(text: str) -> int:

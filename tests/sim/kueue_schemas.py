@@ -1,11 +1,13 @@
 """JSON Schemas of the Kueue objects simrun deploys (kueue.x-k8s.io/v1beta2, Kueue v0.20).
 
 kubernetes-validate bundles schemas of Kubernetes' own kinds only, and Kueue's CRDs are not
-committed (deploy/vendor.sh fetches them), so these schemas, written for this suite, cover the
-fields of Kueue's API that simrun may use, with the types, enums and bounds of its CRDs.
-They are strict: an unknown or misspelt field is an error (the API server would drop it
-silently). Fields of the API that simrun does not use are not allowed here either; add them
-when the manifests start using them.
+committed (deploy/vendor.sh fetches them), so these schemas, written for the simulator's API
+server and the deploy tests, cover the fields of Kueue's API that simrun may use, with the
+types, enums and bounds of its CRDs. They are strict: an unknown or misspelt field is an
+error (what `fieldValidation=Strict` answers). Fields of the API that simrun does not use are
+not allowed here either; add them when the manifests start using them. `metadata` takes the
+fields the API server sets too (uid, resourceVersion ...), so a stored object read back and
+written again validates; `status` is the simulated Kueue's to write and is not checked.
 """
 
 from __future__ import annotations
@@ -32,6 +34,16 @@ _QUANTITY = {
     ]
 }
 _STRING_MAP = {"type": "object", "additionalProperties": {"type": "string"}}
+_SERVER_METADATA = {
+    "uid": {"type": "string"},
+    "resourceVersion": {"type": "string"},
+    "creationTimestamp": {"type": "string", "format": "date-time"},
+    "deletionTimestamp": {"type": "string", "format": "date-time"},
+    "deletionGracePeriodSeconds": {"type": "integer"},
+    "generation": {"type": "integer"},
+    "generateName": {"type": "string"},
+    "finalizers": {"type": "array", "items": {"type": "string"}},
+}
 _LABEL_SELECTOR = {
     "type": "object",
     "additionalProperties": False,
@@ -59,7 +71,12 @@ def _object(kind: str, *, namespaced: bool, body: dict[str, Any], required: list
         "type": "object",
         "additionalProperties": False,
         "required": ["name"],
-        "properties": {"name": _NAME, "labels": _STRING_MAP, "annotations": _STRING_MAP},
+        "properties": {
+            "name": _NAME,
+            "labels": _STRING_MAP,
+            "annotations": _STRING_MAP,
+            **_SERVER_METADATA,
+        },
     }
     if namespaced:
         metadata["properties"]["namespace"] = _NAME
@@ -71,6 +88,7 @@ def _object(kind: str, *, namespaced: bool, body: dict[str, Any], required: list
             "apiVersion": {"const": API_VERSION},
             "kind": {"const": kind},
             "metadata": metadata,
+            "status": {"type": "object"},
             **body,
         },
     }
