@@ -122,14 +122,20 @@ WHITENOISE_USE_FINDERS = True
 CELERY_BROKER_URL = env.string("CELERY_BROKER_URL", "filesystem://localhost/")
 if CELERY_BROKER_URL.startswith("filesystem://"):
     _queue = DATA_DIR / "broker"
-    for _sub in ("in", "processed", "control"):
+    for _sub in ("in", "processed", "control", "staging", "claimed", "bad"):
         (_queue / _sub).mkdir(parents=True, exist_ok=True)
+    # kombu's transport with atomic publishing and unreadable messages set aside in bad/
+    # (simrun_site/file_broker.py; celery/kombu#1551 took the worker down)
+    CELERY_BROKER_TRANSPORT = "simrun_site.file_broker:Transport"
     CELERY_BROKER_TRANSPORT_OPTIONS: dict[str, object] = {
         "data_folder_in": str(_queue / "in"),
         "data_folder_out": str(_queue / "in"),
         "data_folder_processed": str(_queue / "processed"),
         "store_processed": False,
         "control_folder": str(_queue / "control"),
+        "staging_folder": str(_queue / "staging"),
+        "claimed_folder": str(_queue / "claimed"),
+        "bad_folder": str(_queue / "bad"),
         # how often an idle worker looks for a task (kombu's default of 1 s delays every
         # submission by half a second on average); a listing of a small folder costs little
         "polling_interval": 0.1,
