@@ -177,6 +177,9 @@ SIMRUN_REDIS_URL = env.string(
 SIMRUN_LOCAL_CORES = env.number("SIMRUN_LOCAL_CORES", 0.0, minimum=0)
 SIMRUN_LOCAL_MEMORY_GB = env.number("SIMRUN_LOCAL_MEMORY_GB", 0.0, minimum=0)
 SIMRUN_PYTHON = env.string("SIMRUN_PYTHON", "3.13")
+# `simrun serve` gives up on a service that exits more than BURST times within WINDOW seconds
+SIMRUN_RESTART_BURST = env.integer("SIMRUN_RESTART_BURST", 5, minimum=0)
+SIMRUN_RESTART_WINDOW_S = env.number("SIMRUN_RESTART_WINDOW_S", 60.0, minimum=1)
 
 # --- The Argo backend (SIMRUN_BACKEND=argo): the cluster it runs on (docs/argo-backend.md) ---
 SIMRUN_KUBECONFIG = env.string("SIMRUN_KUBECONFIG", "")  # empty: the pod's service account
