@@ -38,7 +38,7 @@ def test_a_killed_worker_and_watcher_are_restarted_and_the_run_in_flight_succeed
     """kill -9 of the Celery worker, then of the watcher, while a run's units are being
     done: serve starts each again (said on stderr with the exit code and the log), `status`
     counts the restarts, the run succeeds with every unit once, and the pod supervisors the
-    dead watcher left are reaped by serve (no zombie)."""
+    dead watcher left are reaped by serve (no zombie). C15: a restarted service continues."""
     workflow = small_workflow(tmp_path, units=12, seconds=1.0)
     with serving(tmp_path, env={"SIMRUN_GRACE_S": "5"}) as served:
         submitted = served.simrun("submit", str(workflow), "--source", str(tmp_path / "model"))
