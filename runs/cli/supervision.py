@@ -135,7 +135,7 @@ class Supervisor:
         service.restart_at = now + delay
         self.say(
             f"the {service.name} process exited with code {code}; see {service.log}; "
-            f"restarting it in {delay:.0f}s (restart {service.restarts + 1})"
+            f"restarting it in {delay:g}s (restart {service.restarts + 1})"
         )
 
     def save(self) -> None:
@@ -164,14 +164,17 @@ class Supervisor:
     def stop(self, *, grace_s: float, pods_grace_s: float) -> None:
         """Stop the services (SIGTERM, then SIGKILL of their groups after `grace_s`), then the
         pods' supervisors (SIGTERM, forwarded to their pods; SIGKILL after `pods_grace_s`)."""
+        running = [
+            s for s in self.services.values() if s.proc is not None and s.proc.poll() is None
+        ]
         for service in self.services.values():
             service.restart_at = None
-            if service.proc is not None and service.proc.poll() is None:
-                service.proc.terminate()
+        for service in running:
+            assert service.proc is not None
+            service.proc.terminate()
         deadline = time.monotonic() + grace_s
-        for service in self.services.values():
-            if service.proc is None:
-                continue
+        for service in running:  # one that exited earlier had its group killed then
+            assert service.proc is not None
             try:
                 service.proc.wait(timeout=max(0.1, deadline - time.monotonic()))
             except subprocess.TimeoutExpired:
