@@ -4,13 +4,21 @@ from __future__ import annotations
 
 import re
 import signal
+import subprocess
 import urllib.request
 from pathlib import Path
 
 import psutil
 import pytest
 
-from tests.e2e.serving import processes_under, serving, small_workflow, zombies_of
+from tests.e2e.commands import ROOT, SIMRUN, clean_env, free_port
+from tests.e2e.serving import (
+    kill_everything,
+    processes_under,
+    serving,
+    small_workflow,
+    zombies_of,
+)
 from tests.waiting import wait_for
 
 pytestmark = [pytest.mark.slow]
@@ -128,3 +136,45 @@ def test_status_and_stop_from_another_terminal_stop_services_and_pods(tmp_path: 
     assert gone
     assert after.returncode == 3
     assert "simrun is not running here" in after.stdout
+
+
+def test_demo_keep_leaves_serve_running_for_status_and_stop(tmp_path: Path) -> None:
+    """`demo --keep` prints the commands that show and stop what it left running; `status`
+    lists the services, `stop` stops them all."""
+    data_dir = tmp_path / "simrun"
+    workflow = small_workflow(tmp_path)
+
+    def simrun(*args: str) -> subprocess.CompletedProcess[str]:
+        return subprocess.run(
+            [str(SIMRUN), *args],
+            cwd=ROOT,
+            env=clean_env(data_dir),
+            capture_output=True,
+            text=True,
+            timeout=600,
+        )
+
+    try:
+        demo = simrun(
+            "demo",
+            "--keep",
+            "--port",
+            str(free_port()),
+            "--workflow",
+            str(workflow),
+            "--source",
+            str(tmp_path / "model"),
+        )
+        status = simrun("status")
+        stopped = simrun("stop")
+        gone = wait_for(lambda: not processes_under(data_dir), timeout=60, what="all gone")
+    finally:
+        kill_everything(data_dir)
+
+    assert demo.returncode == 0, demo.stdout + demo.stderr
+    assert "`simrun status` shows them, `simrun stop` stops them" in demo.stdout
+    assert status.returncode == 0, status.stdout + status.stderr
+    for name in ("web", "worker", "watcher"):
+        assert re.search(rf"^{name} +running +\d+ ", status.stdout, re.M), status.stdout
+    assert stopped.returncode == 0, stopped.stdout + stopped.stderr
+    assert gone
