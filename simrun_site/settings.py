@@ -143,14 +143,20 @@ WHITENOISE_USE_FINDERS = True
 CELERY_BROKER_URL = env.string("CELERY_BROKER_URL", "filesystem://localhost/")
 if CELERY_BROKER_URL.startswith("filesystem://"):
     _queue = private_folder(DATA_DIR / "broker")
-    for _sub in ("in", "processed", "control"):
+    for _sub in ("in", "processed", "control", "staging", "claimed", "bad"):
         private_folder(_queue / _sub)
+    # kombu's transport with atomic publishing and unreadable messages set aside in bad/
+    # (simrun_site/file_broker.py; celery/kombu#1551 took the worker down)
+    CELERY_BROKER_TRANSPORT = "simrun_site.file_broker:Transport"
     CELERY_BROKER_TRANSPORT_OPTIONS: dict[str, object] = {
         "data_folder_in": str(_queue / "in"),
         "data_folder_out": str(_queue / "in"),
         "data_folder_processed": str(_queue / "processed"),
         "store_processed": False,
         "control_folder": str(_queue / "control"),
+        "staging_folder": str(_queue / "staging"),
+        "claimed_folder": str(_queue / "claimed"),
+        "bad_folder": str(_queue / "bad"),
         # how often an idle worker looks for a task (kombu's default of 1 s delays every
         # submission by half a second on average); a listing of a small folder costs little
         "polling_interval": 0.1,
@@ -203,6 +209,9 @@ SIMRUN_REDIS_URL = env.string(
 SIMRUN_LOCAL_CORES = env.number("SIMRUN_LOCAL_CORES", 0.0, minimum=0)
 SIMRUN_LOCAL_MEMORY_GB = env.number("SIMRUN_LOCAL_MEMORY_GB", 0.0, minimum=0)
 SIMRUN_PYTHON = env.string("SIMRUN_PYTHON", "3.13")
+# `simrun serve` gives up on a service that exits more than BURST times within WINDOW seconds
+SIMRUN_RESTART_BURST = env.integer("SIMRUN_RESTART_BURST", 5, minimum=0)
+SIMRUN_RESTART_WINDOW_S = env.number("SIMRUN_RESTART_WINDOW_S", 60.0, minimum=1)
 
 # --- The Argo backend (SIMRUN_BACKEND=argo): the cluster it runs on (docs/argo-backend.md) ---
 SIMRUN_KUBECONFIG = env.string("SIMRUN_KUBECONFIG", "")  # empty: the pod's service account

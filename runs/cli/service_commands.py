@@ -12,19 +12,22 @@ import subprocess
 import sys
 import threading
 import time
-import urllib.request
 from pathlib import Path
 from typing import Any
 
-from runs.cli.main import CommandError, setup_django
+from runs.cli.main import setup_django
 
 log = logging.getLogger("simrun.watch")
 ROOT = Path(__file__).resolve().parents[2]
 EXAMPLE_WORKFLOW = ROOT / "examples" / "workflows" / "repressilator.yaml"
 EXAMPLE_MODEL = ROOT / "examples" / "models" / "repressilator"
+POD_STOP_MARGIN_S = 10.0  # a pod's supervisor gets the pod's grace and this to end it
 
 
 def register(sub: Any) -> None:
+    from runs.cli import status_commands
+
+    status_commands.register(sub)
     p = sub.add_parser("watch", help="the controller loop: reconcile on every change of a run")
     p.set_defaults(handler=watch)
     p = sub.add_parser("serve", help="run web, Celery worker (with beat) and the watcher")
@@ -125,28 +128,13 @@ def service_command(
     raise ValueError(f"unknown service process {kind!r} (web, worker, watcher)")
 
 
-def start_services(*, port: int, data_dir: Path) -> dict[str, subprocess.Popen[bytes]]:
-    """Start web, a Celery worker with beat, and the watcher, each logging into data_dir/logs."""
-    logs = data_dir / "logs"
-    logs.mkdir(parents=True, exist_ok=True)
-    commands = {
+def service_commands(*, port: int, data_dir: Path) -> dict[str, list[str]]:
+    """The three services of the embedded default: web, a Celery worker with beat, the watcher."""
+    return {
         "web": service_command("web", port=port),
         "worker": service_command("worker", beat_schedule=data_dir / "celerybeat-schedule"),
         "watcher": service_command("watcher"),
     }
-    env = {**os.environ, "SIMRUN_DATA_DIR": str(data_dir), "PYTHONUNBUFFERED": "1"}
-    procs = {}
-    for name, command in commands.items():
-        with (logs / f"{name}.log").open("ab") as out:
-            procs[name] = subprocess.Popen(
-                command,
-                cwd=ROOT,
-                env=env,
-                stdout=out,
-                stderr=subprocess.STDOUT,
-                start_new_session=True,
-            )
-    return procs
 
 
 def stop_services(procs: dict[str, subprocess.Popen[bytes]], *, grace: float = 20.0) -> None:
@@ -167,50 +155,25 @@ def stop_services(procs: dict[str, subprocess.Popen[bytes]], *, grace: float = 2
         proc.wait()
 
 
-def _check_alive(procs: dict[str, subprocess.Popen[bytes]], logs: Path) -> None:
-    """CommandError naming the service process that exited, if one did."""
-    for name, proc in procs.items():
-        if proc.poll() is not None:
-            raise CommandError(
-                f"the {name} process exited with code {proc.returncode}; "
-                f"see {logs / (name + '.log')}"
-            )
-
-
-def _wait_for_web(
-    port: int, procs: dict[str, subprocess.Popen[bytes]], logs: Path, timeout: float = 60
-) -> None:
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        _check_alive(procs, logs)
-        try:
-            with urllib.request.urlopen(f"http://127.0.0.1:{port}/healthz", timeout=2) as reply:
-                if reply.status == 200:
-                    return
-        except OSError:
-            time.sleep(0.2)
-    raise CommandError(f"the web process did not answer on port {port} within {timeout:.0f}s")
-
-
 def serve(args: argparse.Namespace) -> int:
+    """Run and supervise the services until SIGTERM or Ctrl-C (docs/local-backend.md)."""
     setup_django()
     from django.conf import settings
     from django.core.management import call_command
 
+    from runs.cli.restarts import RestartPolicy
+    from runs.cli.serving import serve_supervised
+
     call_command("migrate", verbosity=0)
-    port = _free_port(args.port)
-    procs = start_services(port=port, data_dir=Path(settings.DATA_DIR))
-    logs = Path(settings.DATA_DIR) / "logs"
-    try:
-        _wait_for_web(port, procs, logs)
-        print(f"simrun is serving on http://127.0.0.1:{port}/ (Ctrl-C stops it)", flush=True)
-        while True:  # until Ctrl-C, or a CommandError naming the service that died
-            _check_alive(procs, logs)
-            time.sleep(1)
-    except KeyboardInterrupt:
-        return 0
-    finally:
-        stop_services(procs)
+    return serve_supervised(
+        data_dir=Path(settings.DATA_DIR),
+        port=_free_port(args.port),
+        commands=lambda port: service_commands(port=port, data_dir=Path(settings.DATA_DIR)),
+        pods_grace_s=float(settings.SIMRUN_GRACE_S) + POD_STOP_MARGIN_S,
+        policy=RestartPolicy(
+            burst=settings.SIMRUN_RESTART_BURST, window_s=settings.SIMRUN_RESTART_WINDOW_S
+        ),
+    )
 
 
 def demo(args: argparse.Namespace) -> int:
@@ -221,30 +184,33 @@ def demo(args: argparse.Namespace) -> int:
 
     from runs.cli.direct_lab import DirectLab
     from runs.cli.run_commands import follow_run
+    from runs.cli.serving import Background
     from runs.cli.summary import print_summary, summary_lines
 
     print("simrun demo: preparing the database and the store", flush=True)
     call_command("migrate", verbosity=0)
     data_dir = Path(settings.DATA_DIR)
-    port = _free_port(args.port)
-    procs = start_services(port=port, data_dir=data_dir)
-    logs = data_dir / "logs"
+    served = Background.start(data_dir=data_dir, port=args.port, cwd=ROOT)
     code = 1
     try:
-        _wait_for_web(port, procs, logs)
+        url = served.wait_serving()
         lab = DirectLab()
         run = lab.submit(
             workflow_text=args.workflow.read_text(), sources=[args.source], group="demo"
         )
         print(f"submitted run {run['id']} ({run['name']}); following it", flush=True)
-        code = follow_run(lab, run["id"], check=lambda: _check_alive(procs, logs))
-        kept = f"left running (web on port {port}; logs in {logs})" if args.keep else None
+        code = follow_run(lab, run["id"], check=served.check)
+        kept = None
+        if args.keep:
+            kept = (
+                f"left running at {url} (`simrun status` shows them); logs in {data_dir / 'logs'}"
+            )
         print_summary(
             summary_lines(
                 lab.show(run["id"]),
                 lab.outputs(run["id"]),
                 store=Path(settings.SIMRUN_STORE),
-                pages=f"http://127.0.0.1:{port}/runs/{run['id']}/",
+                pages=f"{url}runs/{run['id']}/",
                 kept=kept,
             )
         )
@@ -252,5 +218,5 @@ def demo(args: argparse.Namespace) -> int:
             return code
     finally:
         if not args.keep:
-            stop_services(procs)
+            served.stop()
     return code

@@ -60,9 +60,9 @@ def test_the_main_job_runs_the_example_and_says_where_everything_is(tmp_path: Pa
         kill_all(data_dir)
 
 
-def test_the_main_job_stops_and_names_the_service_that_died(tmp_path: Path) -> None:
-    """A service process killed while the run is followed ends the command with exit 1 and
-    the name of that process and its log, instead of following a run nobody advances."""
+def test_the_main_job_goes_on_when_its_worker_is_killed(tmp_path: Path) -> None:
+    """The Celery worker killed while the run is followed is started again by the serve the
+    demo runs (said in logs/serve.log with its exit code and log), and the run succeeds."""
     data_dir = tmp_path / "simrun"
     source = tmp_path / "model"
     source.mkdir()
@@ -96,13 +96,14 @@ def test_the_main_job_stops_and_names_the_service_that_died(tmp_path: Path) -> N
         pids = {p.pid for p in celery}
         worker = next(p for p in celery if p.ppid() not in pids)  # not its pool or beat
         worker.kill()
-        stdout, stderr = proc.communicate(timeout=120)
+        stdout, stderr = proc.communicate(timeout=300)
     finally:
         if proc.poll() is None:
             proc.kill()
         kill_all(data_dir)
 
-    assert proc.returncode == 1, stdout + stderr
+    assert proc.returncode == 0, stdout + stderr
+    assert re.search(r"^state: +succeeded$", stdout, re.M), stdout
     log = data_dir / "logs" / "worker.log"
-    assert f"simrun: the worker process exited with code -9; see {log}" in stderr
-    assert "state:" not in stdout
+    said = (data_dir / "logs" / "serve.log").read_text()
+    assert f"simrun: the worker process exited with code -9; see {log}; restarting it" in said

@@ -1,0 +1,134 @@
+"""`simrun serve` in the foreground (supervised), and in the background for `simrun demo`."""
+
+from __future__ import annotations
+
+import os
+import signal
+import subprocess
+import sys
+import threading
+import time
+import urllib.request
+from collections.abc import Callable
+from dataclasses import dataclass
+from pathlib import Path
+
+from runs.cli.main import CommandError
+from runs.cli.restarts import RestartPolicy
+from runs.cli.service_state import read_state
+from runs.cli.supervision import GaveUp, Supervisor, become_subreaper
+
+SERVICE_STOP_GRACE_S = 20.0  # a service's time to end after SIGTERM before its group is killed
+STARTUP_TIMEOUT_S = 120.0
+ROOT = Path(__file__).resolve().parents[2]
+
+
+def serve_supervised(
+    *,
+    data_dir: Path,
+    port: int,
+    commands: Callable[[int], dict[str, list[str]]],
+    pods_grace_s: float,
+    policy: RestartPolicy,
+) -> int:
+    """Start the services, keep them up until SIGTERM/SIGINT, then stop them and their pods."""
+    earlier = read_state(data_dir)
+    if earlier is not None and earlier.alive() and earlier.pid != os.getpid():
+        raise CommandError(
+            f"simrun is already serving this data directory ({data_dir}) at {earlier.url} "
+            f"(pid {earlier.pid}); `simrun stop` stops it"
+        )
+    stopping = threading.Event()
+    for signum in (signal.SIGTERM, signal.SIGINT):
+        signal.signal(signum, lambda *_: stopping.set())
+    become_subreaper()
+    url = f"http://127.0.0.1:{port}/"
+    env = {**os.environ, "SIMRUN_DATA_DIR": str(data_dir), "PYTHONUNBUFFERED": "1"}
+    supervisor = Supervisor(
+        commands=commands(port), env=env, cwd=ROOT, data_dir=data_dir, url=url, policy=policy
+    )
+    try:
+        supervisor.start()
+        if _wait_for_web(url, supervisor, stopping):
+            print(f"simrun is serving on {url} (Ctrl-C stops it)", flush=True)
+            print("`simrun status` shows its services, `simrun stop` stops it", flush=True)
+        while not stopping.wait(0.5):
+            supervisor.check()
+        return 0
+    except GaveUp as exc:
+        raise CommandError(str(exc)) from None
+    finally:
+        supervisor.stop(grace_s=SERVICE_STOP_GRACE_S, pods_grace_s=pods_grace_s)
+
+
+def _wait_for_web(url: str, supervisor: Supervisor, stopping: threading.Event) -> bool:
+    """True once the web process answers; False if asked to stop first."""
+    deadline = time.monotonic() + STARTUP_TIMEOUT_S
+    while not stopping.is_set():
+        supervisor.check()
+        try:
+            with urllib.request.urlopen(f"{url}healthz", timeout=2) as reply:
+                if reply.status == 200:
+                    return True
+        except OSError:
+            pass
+        if time.monotonic() > deadline:
+            raise CommandError(f"the web process did not answer at {url} within 120s")
+        stopping.wait(0.2)
+    return False
+
+
+@dataclass
+class Background:
+    """A `simrun serve` started by another command (the demo), logging to logs/serve.log."""
+
+    proc: subprocess.Popen[bytes]
+    data_dir: Path
+    log: Path
+
+    @classmethod
+    def start(cls, *, data_dir: Path, port: int, cwd: Path) -> Background:
+        log = data_dir / "logs" / "serve.log"
+        log.parent.mkdir(parents=True, exist_ok=True)
+        env = {**os.environ, "SIMRUN_DATA_DIR": str(data_dir)}
+        command = [sys.executable, "-m", "runs.cli.main", "serve", "--port", str(port)]
+        with log.open("ab") as out:
+            proc = subprocess.Popen(
+                command,
+                cwd=cwd,
+                env=env,
+                stdin=subprocess.DEVNULL,
+                stdout=out,
+                stderr=subprocess.STDOUT,
+                start_new_session=True,  # a Ctrl-C of the demo reaches serve through stop()
+            )
+        return cls(proc, data_dir, log)
+
+    def check(self) -> None:
+        """CommandError if serve has exited (it gave up on a service, or was stopped)."""
+        if self.proc.poll() is not None:
+            raise CommandError(
+                f"simrun serve exited with code {self.proc.returncode}; see {self.log}"
+            )
+
+    def wait_serving(self) -> str:
+        """The URL once serve's web process answers."""
+        deadline = time.monotonic() + STARTUP_TIMEOUT_S + 30
+        while time.monotonic() < deadline:
+            self.check()
+            record = read_state(self.data_dir)
+            if record is not None and record.pid == self.proc.pid and record.url:
+                try:
+                    with urllib.request.urlopen(f"{record.url}healthz", timeout=2) as reply:
+                        if reply.status == 200:
+                            return record.url
+                except OSError:
+                    pass
+            time.sleep(0.2)
+        raise CommandError(f"simrun serve did not start serving; see {self.log}")
+
+    def stop(self) -> None:
+        """SIGTERM, and wait for serve to stop its services and pods."""
+        if self.proc.poll() is None:
+            self.proc.terminate()
+        self.proc.wait()

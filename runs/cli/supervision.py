@@ -1,0 +1,207 @@
+"""`simrun serve`'s supervisor: it keeps web, worker and watcher up and stops all it started.
+
+A service that exits is started again after the delay of its `CrashHistory` (the exit, its
+code and the log to read are said on stderr); one that crashes more often than the policy
+allows stops everything with `GaveUp`. A service's leftovers (a Celery worker's pool and
+beat) are killed with its process group before it starts again; pods are in sessions of
+their own and go on running, so runs in flight continue under the new service.
+
+`serve` makes itself the child subreaper of everything below it: a pod's supervisor whose
+service died is re-parented to serve rather than to init, so serve reaps it when it exits
+(no zombies) and finds it when it stops (no orphans): after the services, every pod
+supervisor left gets SIGTERM, which it forwards to its pod; what is left after the pod
+grace is killed.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import ctypes
+import os
+import signal
+import subprocess
+import sys
+import time
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import psutil
+
+from runs.cli.restarts import CrashHistory, RestartPolicy
+from runs.cli.service_state import ServeRecord, ServiceRecord, remove_state, write_state
+
+PR_SET_CHILD_SUBREAPER = 36
+
+
+class GaveUp(Exception):
+    """A service crashed too often; the message says which, how and where its log is."""
+
+
+def become_subreaper() -> None:
+    """Orphans below this process become its children (Linux); elsewhere nothing changes."""
+    if sys.platform.startswith("linux"):
+        libc = ctypes.CDLL(None, use_errno=True)
+        libc.prctl(PR_SET_CHILD_SUBREAPER, 1, 0, 0, 0)
+
+
+@dataclass
+class Service:
+    """One supervised process and its history."""
+
+    name: str
+    command: list[str]
+    log: Path
+    history: CrashHistory
+    proc: subprocess.Popen[bytes] | None = None
+    started_mono: float = 0.0
+    up_since: float | None = None
+    restarts: int = 0
+    restart_at: float | None = None  # monotonic time of the next start while backing off
+
+    def record(self) -> ServiceRecord:
+        running = self.proc is not None and self.proc.poll() is None
+        state = "running" if running else "restarting" if self.restart_at else "stopped"
+        pid = self.proc.pid if running and self.proc is not None else None
+        return ServiceRecord(self.name, pid, self.up_since, self.restarts, str(self.log), state)
+
+
+@dataclass
+class Supervisor:
+    """Starts, watches, restarts and stops the services of one data directory."""
+
+    commands: dict[str, list[str]]
+    env: dict[str, str]
+    cwd: Path
+    data_dir: Path
+    url: str = ""
+    policy: RestartPolicy = field(default_factory=RestartPolicy)
+    say: Callable[[str], None] = lambda line: print(f"simrun: {line}", file=sys.stderr, flush=True)
+    services: dict[str, Service] = field(default_factory=dict)
+
+    def start(self) -> None:
+        logs = self.data_dir / "logs"
+        logs.mkdir(parents=True, exist_ok=True)
+        for name, command in self.commands.items():
+            service = Service(name, command, logs / f"{name}.log", CrashHistory(self.policy))
+            self.services[name] = service
+            self._spawn(service)
+        self.save()
+
+    def _spawn(self, service: Service) -> None:
+        with service.log.open("ab") as out:
+            service.proc = subprocess.Popen(
+                service.command,
+                cwd=self.cwd,
+                env=self.env,
+                stdout=out,
+                stderr=subprocess.STDOUT,
+                start_new_session=True,
+            )
+        service.started_mono = time.monotonic()
+        service.up_since = time.time()
+        service.restart_at = None
+
+    def check(self) -> None:
+        """Restart what is due, note what exited, reap exited pod supervisors; GaveUp when a
+        service crashed too often."""
+        now = time.monotonic()
+        changed = False
+        for service in self.services.values():
+            if service.restart_at is not None and now >= service.restart_at:
+                self._spawn(service)
+                service.restarts += 1
+                changed = True
+            elif service.proc is not None and service.restart_at is None:
+                code = service.proc.poll()
+                if code is not None:
+                    self._exited(service, code, now)
+                    changed = True
+        self.reap()
+        if changed:
+            self.save()
+
+    def _exited(self, service: Service, code: int, now: float) -> None:
+        assert service.proc is not None
+        with contextlib.suppress(ProcessLookupError):  # its pool and beat, not its pods
+            os.killpg(service.proc.pid, signal.SIGKILL)
+        delay = service.history.crashed(at=now, up_for=now - service.started_mono)
+        if delay is None:
+            raise GaveUp(
+                f"the {service.name} process exited with code {code}, "
+                f"{len(service.history.crashes)} times within {self.policy.window_s:.0f}s: "
+                f"not restarting it again; stopping everything; see {service.log}"
+            )
+        service.restart_at = now + delay
+        self.say(
+            f"the {service.name} process exited with code {code}; see {service.log}; "
+            f"restarting it in {delay:g}s (restart {service.restarts + 1})"
+        )
+
+    def save(self) -> None:
+        record = ServeRecord(
+            pid=os.getpid(),
+            started=psutil.Process().create_time(),
+            url=self.url,
+            services=[s.record() for s in self.services.values()],
+        )
+        write_state(self.data_dir, record)
+
+    def _service_pids(self) -> set[int]:
+        return {s.proc.pid for s in self.services.values() if s.proc is not None}
+
+    def reap(self) -> None:
+        """Collect the exit of adopted processes (pod supervisors whose service died), never
+        of a service (its Popen collects that)."""
+        services = self._service_pids()
+        for child in psutil.Process().children():
+            if child.pid in services:
+                continue
+            with contextlib.suppress(ChildProcessError, psutil.Error):
+                if child.status() == psutil.STATUS_ZOMBIE:
+                    os.waitpid(child.pid, os.WNOHANG)
+
+    def stop(self, *, grace_s: float, pods_grace_s: float) -> None:
+        """Stop the services (SIGTERM, then SIGKILL of their groups after `grace_s`), then the
+        pods' supervisors (SIGTERM, forwarded to their pods; SIGKILL after `pods_grace_s`)."""
+        running = [
+            s for s in self.services.values() if s.proc is not None and s.proc.poll() is None
+        ]
+        for service in self.services.values():
+            service.restart_at = None
+        for service in running:
+            assert service.proc is not None
+            service.proc.terminate()
+        deadline = time.monotonic() + grace_s
+        for service in running:  # one that exited earlier had its group killed then
+            assert service.proc is not None
+            try:
+                service.proc.wait(timeout=max(0.1, deadline - time.monotonic()))
+            except subprocess.TimeoutExpired:
+                self.say(f"the {service.name} process did not stop within {grace_s:.0f}s: killed")
+            with contextlib.suppress(ProcessLookupError):
+                os.killpg(service.proc.pid, signal.SIGKILL)
+            service.proc.wait()
+        self._stop_adopted(pods_grace_s)
+        remove_state(self.data_dir, pid=os.getpid())
+
+    def _stop_adopted(self, grace_s: float) -> None:
+        """SIGTERM to every process left below serve (the pods' supervisors, adopted when
+        their services stopped), SIGKILL to what remains after the grace; all reaped."""
+        me = psutil.Process()
+        for child in me.children():
+            with contextlib.suppress(psutil.Error):
+                child.terminate()
+        deadline = time.monotonic() + grace_s
+        while me.children() and time.monotonic() < deadline:
+            self.reap()
+            time.sleep(0.2)
+        for _ in range(50):  # a killed supervisor's pods are adopted in turn: until none
+            left = me.children(recursive=True)
+            if not left:
+                return
+            for process in left:
+                with contextlib.suppress(psutil.Error):
+                    process.kill()
+            self.reap()
+            time.sleep(0.1)

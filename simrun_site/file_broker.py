@@ -1,0 +1,151 @@
+"""The embedded default's Celery broker: kombu's file-system transport, made safe to run unattended.
+
+kombu's own transport (5.x) has two holes that took the worker down (celery/kombu#1551):
+
+- a producer creates the message file and only then writes it, so a consumer listing the
+  folder in between reads an empty file, and `json.loads` of it raised out of the consumer
+  loop: Celery calls that unrecoverable and the worker exits;
+- any file the consumer cannot read as a message (empty, garbage, a half-copied file) has the
+  same effect, every time the worker starts again, until someone deletes it by hand.
+
+This subclass changes three things and nothing else:
+
+- **publishing is atomic**: the message is written complete under `staging/`, then renamed
+  into the queue folder (same file system, so the rename is atomic): a consumer sees a whole
+  message or none;
+- **claiming is atomic**: a consumer renames the file into `claimed/` (kombu moved it to the
+  system temporary folder, a copy and a delete when that is another file system, which two
+  consumers can both win); exactly one rename succeeds;
+- **a message that cannot be read is set aside**: logged once as an error and moved to `bad/`,
+  and the consumer goes on with the next file;
+- the exchange tables in the control folder are replaced by rename too (kombu rewrote them in
+  place, so a publisher could read a truncated table while a worker started).
+
+A message is deleted once it is handed to the worker, as kombu does: a worker killed with
+SIGKILL loses the message it held. simrun copes with that above the broker: a submission whose
+worker died is resumed by the controller (C17), and `reconcile` is sent again by beat.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import fcntl
+import logging
+import os
+import uuid
+from collections.abc import Iterator
+from pathlib import Path
+from queue import Empty
+from time import monotonic
+from typing import Any
+
+from kombu.transport import filesystem
+from kombu.utils.json import dumps, loads
+
+log = logging.getLogger("simrun.broker")
+
+
+class Channel(filesystem.Channel):
+    """kombu's file-system channel with atomic publishing and claiming, and bad files set aside."""
+
+    def _folder(self, option: str, default: str) -> Path:
+        """A folder beside the queue folder (so renames between them are atomic)."""
+        configured = self.transport_options.get(option)
+        folder = Path(configured) if configured else Path(self.data_folder_in).parent / default
+        folder.mkdir(parents=True, exist_ok=True)
+        return folder
+
+    @property
+    def staging_folder(self) -> Path:
+        return self._folder("staging_folder", "staging")
+
+    @property
+    def claimed_folder(self) -> Path:
+        return self._folder("claimed_folder", "claimed")
+
+    @property
+    def bad_folder(self) -> Path:
+        return self._folder("bad_folder", "bad")
+
+    def _put(self, queue: str, message: Any, **kwargs: Any) -> None:  # type: ignore[override]
+        """Write the message whole under staging/, then rename it into the queue folder."""
+        # kombu's name: the milliseconds order the queue, the uuid makes it unique
+        name = f"{round(monotonic() * 1000)}_{uuid.uuid4()}.{queue}.msg"
+        staged = self.staging_folder / name
+        staged.write_bytes(dumps(message).encode())
+        os.rename(staged, os.path.join(self.data_folder_out, name))
+
+    def _get(self, queue: str, timeout: float | None = None) -> Any:
+        """The oldest readable message of `queue`, claimed by rename; unreadable ones set aside."""
+        wanted = f"{queue}.msg"
+        for name in sorted(os.listdir(self.data_folder_in)):
+            if name.partition(".")[2] != wanted:
+                continue
+            claimed = self.claimed_folder / name
+            try:
+                os.rename(os.path.join(self.data_folder_in, name), claimed)
+            except FileNotFoundError:
+                continue  # another consumer claimed it first
+            payload = self._read(claimed)
+            if payload is not None:
+                claimed.unlink()
+                return payload
+        raise Empty()
+
+    def _read(self, claimed: Path) -> Any:
+        """The message in `claimed`, or None after moving the file to bad/ (logged once)."""
+        try:
+            payload = loads(claimed.read_bytes().decode())
+            self.Message(payload, channel=self)  # what the consumer does next; raises the same
+            return payload
+        except Exception as exc:  # anything unreadable: empty, garbage, not a kombu message
+            bad = self.bad_folder / claimed.name
+            os.replace(claimed, bad)
+            log.error(
+                "broker: an unreadable message was set aside in %s (%s: %s); going on",
+                bad,
+                type(exc).__name__,
+                exc,
+            )
+            return None
+
+    @contextlib.contextmanager
+    def _table_lock(self, exchange: str) -> Iterator[Path]:
+        """Serialise read-modify-write of one exchange table between processes."""
+        table = self._exchange_file(exchange)
+        self.control_folder.mkdir(parents=True, exist_ok=True)
+        with open(table.with_name(table.name + ".lock"), "a") as lock:
+            fcntl.flock(lock, fcntl.LOCK_EX)
+            yield table
+
+    def _write_table(self, table: Path, queues: list[Any]) -> None:
+        staged = table.with_name(f".{table.name}.{uuid.uuid4()}")
+        staged.write_bytes(dumps(queues).encode())
+        os.rename(staged, table)
+
+    def _queue_bind(
+        self, exchange: str, routing_key: str, pattern: str, queue: str, *args: Any
+    ) -> None:
+        entry = filesystem.exchange_queue_t(routing_key or "", pattern or "", queue or "")
+        with self._table_lock(exchange) as table:
+            queues = self.get_table(exchange)
+            if entry not in queues:
+                self._write_table(table, [entry, *queues])
+
+    def _delete(
+        self, queue: str, exchange: str, routing_key: str, pattern: str, *args: Any, **kwargs: Any
+    ) -> None:
+        super(filesystem.Channel, self)._delete(
+            queue, exchange, routing_key, pattern, *args, **kwargs
+        )
+        entry = filesystem.exchange_queue_t(routing_key or "", pattern or "", queue or "")
+        with self._table_lock(exchange) as table:
+            queues = self.get_table(exchange)
+            if entry in queues:
+                self._write_table(table, [q for q in queues if q != entry])
+
+
+class Transport(filesystem.Transport):
+    """kombu's file-system transport with the safe channel above."""
+
+    Channel = Channel

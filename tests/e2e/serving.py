@@ -1,0 +1,119 @@
+"""`simrun serve` as a user runs it, for the tests of serve, status, stop and the broker."""
+
+from __future__ import annotations
+
+import contextlib
+import subprocess
+from collections.abc import Iterator
+from contextlib import contextmanager
+from dataclasses import dataclass
+from pathlib import Path
+
+import psutil
+
+from tests.e2e.commands import ROOT, SIMRUN, clean_env, free_port
+from tests.waiting import wait_for
+
+SMALL_RUN = """\
+name: small
+tasks:
+  - id: naps
+    type: sleep
+    settings: {{units: {units}, seconds: {seconds}}}
+"""
+
+
+@dataclass
+class Serving:
+    proc: subprocess.Popen[bytes]
+    data_dir: Path
+    port: int
+    out: Path
+    err: Path
+
+    def said(self) -> tuple[str, str]:
+        return self.out.read_text(), self.err.read_text()
+
+    def simrun(self, *args: str, timeout: float = 300) -> subprocess.CompletedProcess[str]:
+        """`simrun ARGS` against this installation, as a user in another terminal runs it."""
+        return subprocess.run(
+            [str(SIMRUN), *args],
+            cwd=ROOT,
+            env=clean_env(self.data_dir),
+            capture_output=True,
+            text=True,
+            timeout=timeout,
+        )
+
+    def service(self, name: str) -> psutil.Process:
+        """The main process of one service (web, worker, watcher), as serve started it."""
+        children = psutil.Process(self.proc.pid).children()
+        return next(p for p in children if _service_name(p) == name)
+
+
+def _service_name(proc: psutil.Process) -> str:
+    with contextlib.suppress(psutil.Error):
+        line = " ".join(proc.cmdline())
+        for name, mark in (("web", "uvicorn"), ("worker", "celery"), ("watcher", "watch")):
+            if mark in line:
+                return name
+    return ""
+
+
+def small_workflow(directory: Path, *, units: int = 4, seconds: float = 0.2) -> Path:
+    """A workflow of one split task whose units sleep, and a model folder for it."""
+    directory.mkdir(parents=True, exist_ok=True)
+    (directory / "model").mkdir(exist_ok=True)
+    (directory / "model" / "README.md").write_text("no environment of its own\n")
+    path = directory / "small.yaml"
+    path.write_text(SMALL_RUN.format(units=units, seconds=seconds))
+    return path
+
+
+def processes_under(data_dir: Path) -> list[psutil.Process]:
+    """Live processes of this installation: services, pod supervisors and pods (a pod has no
+    SIMRUN_DATA_DIR of its own, but its directories are under the data dir)."""
+    found = []
+    for proc in psutil.process_iter(["environ", "cmdline", "status"]):
+        if proc.info.get("status") == psutil.STATUS_ZOMBIE:
+            continue
+        environ = proc.info.get("environ") or {}
+        text = " ".join(proc.info.get("cmdline") or []) + " " + " ".join(environ.values())
+        if str(data_dir) in text:
+            found.append(proc)
+    return found
+
+
+def zombies_of(pid: int) -> list[psutil.Process]:
+    with contextlib.suppress(psutil.Error):
+        return [p for p in psutil.Process(pid).children() if p.status() == psutil.STATUS_ZOMBIE]
+    return []
+
+
+def kill_everything(data_dir: Path) -> None:
+    for proc in processes_under(data_dir):
+        with contextlib.suppress(psutil.Error):
+            proc.kill()
+
+
+@contextmanager
+def serving(tmp_path: Path, *, env: dict[str, str] | None = None) -> Iterator[Serving]:
+    """`simrun serve` until it says it serves; afterwards nothing of it is left running."""
+    data_dir, port = tmp_path / "simrun", free_port()
+    out, err = tmp_path / "serve.out", tmp_path / "serve.err"
+    with out.open("wb") as stdout, err.open("wb") as stderr:
+        proc = subprocess.Popen(
+            [str(SIMRUN), "serve", "--port", str(port)],
+            cwd=ROOT,
+            env={**clean_env(data_dir), **(env or {})},
+            stdout=stdout,
+            stderr=stderr,
+        )
+    try:
+        wait_for(lambda: "serving on" in out.read_text(), timeout=120, what="simrun serving")
+        yield Serving(proc, data_dir, port, out, err)
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+            proc.wait()
+        kill_everything(data_dir)

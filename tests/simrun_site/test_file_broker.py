@@ -1,0 +1,61 @@
+"""The embedded default's file broker (`simrun_site.file_broker`) with real kombu and files."""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+from kombu import Connection
+
+TRANSPORT = "simrun_site.file_broker:Transport"
+# kombu keeps the declared queues of a file-system transport in one state per process: each
+# test uses a queue of its own
+
+
+@pytest.fixture
+def connection(tmp_path: Path) -> Iterator[Connection]:
+    for sub in ("in", "control"):
+        (tmp_path / sub).mkdir()
+    options = {
+        "data_folder_in": str(tmp_path / "in"),
+        "data_folder_out": str(tmp_path / "in"),
+        "control_folder": str(tmp_path / "control"),
+        "store_processed": False,
+    }
+    with Connection("filesystem://", transport=TRANSPORT, transport_options=options) as conn:
+        yield conn
+
+
+def test_a_message_is_published_whole_by_rename(connection: Connection, tmp_path: Path) -> None:
+    queue = connection.SimpleQueue("q")
+    queue.put({"n": 1})
+
+    (published,) = (tmp_path / "in").glob("*.q.msg")
+    assert published.stat().st_size > 0
+    assert not list((tmp_path / "staging").iterdir())  # written there, renamed away
+    assert queue.get(timeout=5).payload == {"n": 1}
+    assert not list((tmp_path / "in").glob("*.msg"))
+    assert not list((tmp_path / "claimed").iterdir())
+    queue.close()
+
+
+def test_unreadable_messages_are_set_aside_once_and_the_next_one_is_read(
+    connection: Connection, tmp_path: Path, caplog: pytest.LogCaptureFixture
+) -> None:
+    queue = connection.SimpleQueue("r")
+    (tmp_path / "in" / "1_empty.r.msg").write_bytes(b"")
+    (tmp_path / "in" / "2_garbage.r.msg").write_bytes(b"{not json")
+    (tmp_path / "in" / "3_json.r.msg").write_bytes(b'{"not": "a kombu message"}')
+    queue.put({"n": 2})
+
+    with caplog.at_level(logging.ERROR, logger="simrun.broker"):
+        assert queue.get(timeout=5).payload == {"n": 2}
+
+    bad = sorted(p.name for p in (tmp_path / "bad").iterdir())
+    assert bad == ["1_empty.r.msg", "2_garbage.r.msg", "3_json.r.msg"]
+    said = [r.getMessage() for r in caplog.records]
+    assert len(said) == 3
+    assert all("an unreadable message was set aside in" in line for line in said)
+    queue.close()
