@@ -202,9 +202,7 @@ def demo(args: argparse.Namespace) -> int:
         code = follow_run(lab, run["id"], check=served.check)
         kept = None
         if args.keep:
-            kept = (
-                f"left running at {url} (`simrun status` shows them); logs in {data_dir / 'logs'}"
-            )
+            kept = f"left at {url} (`simrun status` shows them); logs in {data_dir / 'logs'}"
         print_summary(
             summary_lines(
                 lab.show(run["id"]),
