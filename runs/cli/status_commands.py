@@ -54,7 +54,28 @@ def status(args: argparse.Namespace) -> int:
     for s in record.services:
         pid = str(s.pid) if s.pid else "-"
         print(f"{s.name:8} {s.state:10} {pid:>7}  {_when(s.up_since):19} {s.restarts:>8}  {s.log}")
+    print(f"last reconcile: {_last_reconciles()}")
     return 0
+
+
+def _last_reconciles() -> str:
+    """When each reconciling process (the watcher, beat's task in the worker) last ended a
+    pass, from the heartbeat rows the controller writes: a controller that stopped shows."""
+    from django.utils import timezone
+
+    from runs.selectors.heartbeat import last_reconcile
+
+    now = timezone.now()
+    parts = []
+    for source in ("watcher", "worker"):
+        last = last_reconcile(source=source)
+        if last is None:
+            parts.append(f"{source} never")
+        else:
+            ago = max(0, int((now - last).total_seconds()))
+            local = timezone.localtime(last).strftime("%Y-%m-%d %H:%M:%S")
+            parts.append(f"{source} {local} ({ago} s ago)")
+    return ", ".join(parts)
 
 
 def stop(args: argparse.Namespace) -> int:

@@ -111,7 +111,8 @@ def test_too_many_crashes_stop_serve_with_a_message(tmp_path: Path) -> None:
 
 
 def test_status_and_stop_from_another_terminal_stop_services_and_pods(tmp_path: Path) -> None:
-    """`simrun status` lists web, worker and watcher with their pids; `simrun stop` stops
+    """`simrun status` lists web, worker and watcher with their pids and when the controller
+    last reconciled (issue 15 item 2); `simrun stop` stops
     serve, its services and the pods of a run in flight (their supervisors get SIGTERM, the
     rest is killed after the grace), leaving no process; `status` then says it is not running."""
     workflow = small_workflow(tmp_path, units=6, seconds=60)
@@ -131,6 +132,10 @@ def test_status_and_stop_from_another_terminal_stop_services_and_pods(tmp_path: 
     for name in ("web", "worker", "watcher"):
         line = re.search(rf"^{name} +running +(\d+) ", status.stdout, re.M)
         assert line and int(line[1]) in pids, status.stdout
+    # the watcher had reconciled the run in flight: status says when, from its heartbeat row
+    assert re.search(r"^last reconcile: +watcher \S+ \S+ \(\d+ s ago\)", status.stdout, re.M), (
+        status.stdout
+    )
     assert stopped.returncode == 0, stopped.stdout + stopped.stderr
     assert code == 0
     assert gone
@@ -172,7 +177,8 @@ def test_demo_keep_leaves_serve_running_for_status_and_stop(tmp_path: Path) -> N
         kill_everything(data_dir)
 
     assert demo.returncode == 0, demo.stdout + demo.stderr
-    assert "`simrun status` shows them, `simrun stop` stops them" in demo.stdout
+    assert "`simrun status` shows them" in demo.stdout
+    assert "stop them with `simrun stop`" in demo.stdout
     assert status.returncode == 0, status.stdout + status.stderr
     for name in ("web", "worker", "watcher"):
         assert re.search(rf"^{name} +running +\d+ ", status.stdout, re.M), status.stdout
