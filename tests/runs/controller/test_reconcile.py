@@ -18,6 +18,7 @@ from runs.plans import PodShape, TaskPlan
 from runs.services.runs import cancel_run
 from runs.store import has_merge_marker, task_paths
 from tests import factories
+from tests.nfs import NegativeLookupCache
 
 pytestmark = pytest.mark.django_db
 
@@ -63,14 +64,47 @@ def test_the_marker_makes_the_task_done(store: Path) -> None:
     assert observe(run, [task], status, timezone.now()).outcome == "succeeded"
 
 
-def test_the_merge_marker_is_found_by_listing_its_directories(store: Path) -> None:
-    """C20: the marker is found by listing directories, and is absent without out/."""
+def test_the_merge_marker_is_found_by_listing_its_directories(
+    store: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """C20: the marker is found by listing directories, and is absent without out/: a lookup
+    that missed before the pod wrote it (a negative entry an NFS client keeps) does not hide
+    it."""
     paths = task_paths("r1", "scan")
+    cache = NegativeLookupCache(store).install(monkeypatch)
     assert not has_merge_marker(paths)
     paths.out.mkdir(parents=True)
     assert not has_merge_marker(paths)
-    (paths.out / ".simrun-merged").write_text("")
+    assert not paths.merge_marker.exists()  # this lookup's miss is now cached
+    paths.merge_marker.write_text("")  # written by the merge pod on another node
+    assert not paths.merge_marker.exists(), "the double answers a lookup from its cache"
+    assert cache.stale_answers == 1
     assert has_merge_marker(paths)
+
+
+def test_a_marker_written_after_a_missed_lookup_makes_the_task_done(
+    store: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """C20: C2: the coordinator succeeded and the first poll found no marker; the merge writes
+    it; the next poll finds it, though the store's lookups still answer from their negative
+    cache."""
+    run, task = split_run()
+    paths = task_paths(run.pk, "scan")
+    paths.out.mkdir(parents=True)
+    cache = NegativeLookupCache(store).install(monkeypatch)
+    status = BackendStatus(
+        phase=WorkflowPhase.RUNNING, pods={"scan-w0": PodStatus("scan-w0", PodPhase.SUCCEEDED)}
+    )
+    first = observe(run, [task], status, timezone.now())
+    assert first.tasks[task.pk]["state"] == "running"
+    assert not paths.merge_marker.exists()  # a lookup by the service missed: now cached
+    paths.merge_marker.write_text("")
+    assert not paths.merge_marker.exists() and cache.stale_answers >= 1  # still stale
+
+    second = observe(run, [task], status, timezone.now())
+
+    assert second.tasks[task.pk]["state"] == "done"
+    assert second.outcome == "succeeded"
 
 
 class LockWatchingBackend(LocalBackend):
