@@ -9,9 +9,9 @@ import pytest
 from django.db import connection
 from django.utils import timezone
 
-from cluster.backend import BackendStatus, PodPhase, PodStatus, WorkflowPhase
+from cluster.backend import AttemptFailure, BackendStatus, PodPhase, PodStatus, WorkflowPhase
 from cluster.local.backend import LocalBackend
-from runs.controller.reconcile import observe, reconcile_run
+from runs.controller.reconcile import observe, reconcile_run, reconcile_with
 from runs.controller.settle import settle
 from runs.models import Run, Task
 from runs.plans import PodShape, TaskPlan
@@ -105,6 +105,35 @@ def test_a_marker_written_after_a_missed_lookup_makes_the_task_done(
 
     assert second.tasks[task.pk]["state"] == "done"
     assert second.outcome == "succeeded"
+
+
+def test_task_states_and_kills_for_memory_are_stored_at_every_poll(store: Path) -> None:
+    """C9: each poll's task state is written to the task's row, and a kill for memory to the
+    run's record, while the task is still live (not only once it is final), so a workflow
+    gone later resolves from what was last seen."""
+    run, task = split_run()
+    oom = AttemptFailure(0, 137, oom_killed=True)
+    polls = [
+        (PodStatus("scan-w0", PodPhase.QUEUED), [], "queued", {}),
+        (PodStatus("scan-w0", PodPhase.RUNNING, attempts=1), [], "running", {}),
+        (PodStatus("scan-w0", PodPhase.RETRYING, attempts=1), [oom], "retrying", {"scan-w0": [0]}),
+        (
+            PodStatus("scan-w0", PodPhase.PREEMPTED, attempts=2),
+            [oom, AttemptFailure(1, None)],
+            "preempted",
+            {"scan-w0": [0]},
+        ),
+        (PodStatus("scan-w0", PodPhase.RUNNING, attempts=3), [oom], "running", {"scan-w0": [0]}),
+    ]
+    for pod, failures, state, kills in polls:
+        status = BackendStatus(
+            phase=WorkflowPhase.RUNNING, pods={pod.name: pod}, failures={pod.name: failures}
+        )
+        reconcile_with(Run.objects.get(pk=run.pk), status, now=timezone.now())
+        assert Task.objects.get(pk=task.pk).state == state
+        stored = Run.objects.get(pk=run.pk)
+        assert stored.oom_kills == kills
+        assert stored.pods["scan-w0"]["phase"] == str(pod.phase)
 
 
 class LockWatchingBackend(LocalBackend):
