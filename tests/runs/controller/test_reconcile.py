@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from datetime import timedelta
 from pathlib import Path
 from typing import Any
 
@@ -62,6 +63,26 @@ def test_the_marker_makes_the_task_done(store: Path) -> None:
         phase=WorkflowPhase.SUCCEEDED, pods={"scan-w0": PodStatus("scan-w0", PodPhase.SUCCEEDED)}
     )
     assert observe(run, [task], status, timezone.now()).outcome == "succeeded"
+
+
+def test_a_missing_marker_is_awaited_for_the_grace_then_fails_the_task(
+    store: Path, settings: Any
+) -> None:
+    """K12: C2: the coordinator succeeded without a marker: the task runs on through the
+    grace (the default, 120 s) from the first poll that saw it, and fails after it."""
+    settings.SIMRUN_MERGE_MARKER_GRACE_S = 120.0
+    run, task = split_run()
+    status = BackendStatus(
+        phase=WorkflowPhase.RUNNING, pods={"scan-w0": PodStatus("scan-w0", PodPhase.SUCCEEDED)}
+    )
+    first = timezone.now()
+    assert reconcile_with(run, status, now=first).value == "written"
+    assert run.merge_pending == {"scan": first.isoformat()}
+    within = observe(run, [task], status, first + timedelta(seconds=119))
+    assert within.outcome is None and "scan" in within.run["merge_pending"]
+    after = observe(run, [task], status, first + timedelta(seconds=121))
+    assert after.outcome == "failed"
+    assert "the coordinator ended but no merge marker appeared" in after.run["message"]
 
 
 def test_the_merge_marker_is_found_by_listing_its_directories(
