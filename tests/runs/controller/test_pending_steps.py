@@ -12,6 +12,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from django.utils import timezone
 
 from cluster.backend import BackendStatus, PodLog, RunLaunch, WorkflowPhase
 from cluster.local.backend import LocalBackend
@@ -73,7 +74,9 @@ class FailingFirst(LocalBackend):
 def reserved_run(backend: LocalBackend, code: str, *, pod: Any = None) -> Run:
     """A queued run of one command task on the backend's node, reserved for it."""
     [node] = backend.nodes()
-    run = factories.run(state="queued", reserve=node.name, reserved=True)
+    run = factories.run(
+        state="queued", reserve=node.name, reserved=True, submitted_at=timezone.now()
+    )
     task = command_task("hello", code, pod=pod)
     Task.objects.filter(run=run).update(plan=task.plan.to_json())
     backend.reserve(node.name, run.pk)
