@@ -45,10 +45,7 @@ class Module:
 
 MODULES: dict[str, Module] = {
     "rules": Module(
-        "runs",
-        "runs",
-        "runs/controller/rules.py",
-        ("tests/runs/controller/test_rules.py", "tests/runs/controller/test_reconcile.py"),
+        "runs", "runs", "runs/controller/rules.py", ("tests/runs/controller/test_rules.py",)
     ),
     "reconcile": Module(
         "runs",
