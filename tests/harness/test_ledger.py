@@ -177,6 +177,15 @@ def test_a_holder_is_parsed_from_its_token_or_refused() -> None:
 def test_a_unit_name_gives_back_its_index_and_names_are_six_digits_at_least() -> None:
     assert unit_names(2) == ["u000000", "u000001"]
     assert [unit_index(n) for n in unit_names(3)] == [0, 1, 2]
+    assert unit_index("u1000000") == 1_000_000
+
+
+def test_claims_are_counted_per_worker_over_its_attempts(tmp_path: Path) -> None:
+    paths = _paths(tmp_path)
+    create_ledger(paths, [0, 1, 2], Holder("t-w0", 0))
+    first, second = Ledger(paths, Holder("t-w1", 0)), Ledger(paths, Holder("t-w1", 1))
+    assert first.claim() and second.claim()
+    assert claims_by_worker(paths) == {"t-w1": 2}
 
 
 def test_the_ledger_records_its_format_total_and_creator(tmp_path: Path) -> None:
