@@ -13,8 +13,9 @@ lives under `harness/src/`, so its package is staged at the top of the stage.
 
 The tests run against Postgres (`SIMRUN_TEST_DATABASE_URL`, default the `h20m` database; its
 test database is kept between mutants with `--reuse-db`) and Redis (`SIMRUN_TEST_REDIS_URL`).
-Each module's score is written to `.mutation/<module>/score.json` and its surviving mutants,
-with their diffs, to `.mutation/<module>/survivors.txt`.
+Each module's score is written to `.mutation/<module>/score.json` and its surviving mutants
+to `.mutation/<module>/survivors.txt` (with their diffs given `--diffs`; `mutmut show NAME` in
+the stage shows one).
 """
 
 from __future__ import annotations
@@ -115,7 +116,7 @@ def environment() -> dict[str, str]:
     return env
 
 
-def run_module(name: str, module: Module, *, children: int) -> dict[str, int]:
+def run_module(name: str, module: Module, *, children: int, diffs: bool) -> dict[str, int]:
     """Mutate one module and run its tests against every mutant; its counts by outcome."""
     where = stage(name, module)
     mutmut = str(Path(sys.executable).with_name("mutmut"))
@@ -132,12 +133,14 @@ def run_module(name: str, module: Module, *, children: int) -> dict[str, int]:
     shown = []
     for line in survivors.splitlines():
         mutant = line.strip().split(":")[0]
-        if mutant:
+        if mutant and diffs:  # a second or two per mutant: only when asked
             diff = subprocess.run(
                 [mutmut, "show", mutant], cwd=where, env=env, capture_output=True, text=True
             ).stdout
             shown.append(f"{line.strip()}\n{diff}")
-    (where / "survivors.txt").write_text("\n".join(shown))
+        elif mutant:
+            shown.append(line.strip())
+    (where / "survivors.txt").write_text("\n".join(shown) + "\n")
     return stats
 
 
@@ -146,6 +149,7 @@ def main() -> int:
     parser.add_argument("modules", nargs="*", help=f"of {', '.join(MODULES)}; default all")
     parser.add_argument("--list", action="store_true", help="list the modules and their tests")
     parser.add_argument("--children", type=int, default=1, help="mutants run at once")
+    parser.add_argument("--diffs", action="store_true", help="write each survivor's diff")
     args = parser.parse_args()
     if args.list:
         for name, module in MODULES.items():
@@ -155,7 +159,7 @@ def main() -> int:
     if unknown:
         parser.error(f"unknown module(s) {', '.join(unknown)}; known: {', '.join(MODULES)}")
     for name in args.modules or list(MODULES):
-        stats = run_module(name, MODULES[name], children=args.children)
+        stats = run_module(name, MODULES[name], children=args.children, diffs=args.diffs)
         killed, total = stats.get("killed", 0), stats.get("total", 0)
         score = 100 * killed / total if total else 0.0
         print(f"{name}: {killed}/{total} killed ({score:.1f} %) {json.dumps(stats)}", flush=True)
