@@ -61,7 +61,9 @@ def settle(run_id: str, backend: Backend) -> list[str]:
 
 
 def _stop(run: Run, backend: Backend) -> None:
-    if run.state == "cancelled":
+    """Cancel (every pod stopped) the workflow of a cancelled run or of one whose submission
+    failed (C21); stop (no new pod, running base pods finish) that of a run that ended."""
+    if run.state == "cancelled" or run.submitted_at is None:
         backend.cancel(run.workflow_name)
     else:
         backend.stop(run.workflow_name)

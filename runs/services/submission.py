@@ -288,8 +288,10 @@ def submit_run(*, run_id: str, backend: Backend) -> None:
                 backend.reserve(run.reserve, run.id)
                 Run.objects.filter(pk=run_id).update(reserved=True)
             launch = run_launch(run, environment=environment["ref"])
-            backend.submit(launch)
+            # From here a workflow may exist, even if `submit` raises (its reply lost): it is
+            # cancelled then; cancelling one that was never made counts as done (C19).
             created = True
+            backend.submit(launch)
         Run.objects.filter(pk=run_id, state=RunState.SUBMITTING).update(
             state=RunState.QUEUED,
             environment=environment,

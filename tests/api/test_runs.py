@@ -64,6 +64,14 @@ def test_an_active_run_shows_its_progress_and_an_ended_one_none(lab: Lab) -> Non
     assert runs[active.id]["owner"] == "paul"
 
 
+def test_a_live_run_whose_units_are_all_done_shows_a_progress_below_one(lab: Lab) -> None:
+    """S7: a running run whose ledger is complete (its merge still to come) is not at 1."""
+    active = scenes.split_run(by=lab.person.identity, units=4)
+    scenes.work(active, "scan-w0", done=4)
+    runs = {r["id"]: r for r in lab.agent.client.get("/api/runs/").json()["runs"]}
+    assert 0.5 < runs[active.id]["progress"] < 1
+
+
 @pytest.mark.parametrize(
     ("query", "message"),
     [

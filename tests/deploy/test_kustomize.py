@@ -106,6 +106,7 @@ def test_the_local_queue_is_the_one_pods_name_in_their_queue_label(
 
 
 def test_the_store_is_nfs_4_2_without_negative_lookup_caching(cluster_objects: list[Obj]) -> None:
+    """K12: the store's NFS mounts cache no lookup that missed (`lookupcache=positive`)."""
     storage_class = find(cluster_objects, "StorageClass", "simrun-store")
     assert storage_class["provisioner"] == "nfs.csi.k8s.io"
     assert {"nfsvers=4.2", "lookupcache=positive"} <= set(storage_class["mountOptions"])
@@ -114,6 +115,20 @@ def test_the_store_is_nfs_4_2_without_negative_lookup_caching(cluster_objects: l
     claim = find(cluster_objects, "PersistentVolumeClaim", "simrun-store")
     assert claim["spec"]["accessModes"] == ["ReadWriteMany"]
     assert claim["spec"]["storageClassName"] == "simrun-store"
+
+
+def test_a_file_a_pod_wrote_is_seen_by_the_service_at_its_next_look(
+    cluster_objects: list[Obj],
+) -> None:
+    """K12: the claim the service and every pod mount (SIMRUN_STORE_CLAIM) is provisioned by
+    a storage class whose mounts keep no negative lookup, so a merge marker a pod wrote is
+    seen at the next poll; the wait for a marker that does not appear is left at its
+    default (SIMRUN_MERGE_MARKER_GRACE_S unset: 120 s)."""
+    settings = config(cluster_objects)
+    claim = find(cluster_objects, "PersistentVolumeClaim", settings["SIMRUN_STORE_CLAIM"])
+    storage_class = find(cluster_objects, "StorageClass", claim["spec"]["storageClassName"])
+    assert "lookupcache=positive" in storage_class["mountOptions"]
+    assert "SIMRUN_MERGE_MARKER_GRACE_S" not in settings
 
 
 def test_the_store_settings_are_local_to_the_build(cluster_objects: list[Obj]) -> None:

@@ -2,9 +2,11 @@
 
 from __future__ import annotations
 
+import json
 import multiprocessing
 import os
 import time
+from datetime import datetime
 from pathlib import Path
 
 import pytest
@@ -19,6 +21,7 @@ from simrun_harness.ledger import (
     counts,
     create_ledger,
     read_units,
+    unit_index,
     unit_names,
 )
 
@@ -153,3 +156,118 @@ def test_a_unit_marked_killed_for_memory_is_claimed_only_with_more_memory_per_wo
     retry = Ledger(paths, Holder("t-w1", 1), memory_per_worker_gb=1.25)
     assert retry.claim() == heavy
     assert broke.memory_kills()[heavy].memory_limit_gb == 2.5
+
+
+# --- gaps found by mutation testing (docs/testing.md) ---------------------------------------
+
+
+def _age(path: Path, seconds: float) -> None:
+    then = time.time() - seconds
+    os.utime(path, (then, then))
+
+
+def test_a_holder_is_parsed_from_its_token_or_refused() -> None:
+    """A worker name may hold the separator; a token without worker or attempt is none."""
+    assert Holder.parse("scan@x-w1@3") == Holder("scan@x-w1", 3)
+    assert Holder.parse("@3") is None
+    assert Holder.parse("scan-w1@") is None
+    assert Holder.parse("scan-w1") is None
+
+
+def test_a_unit_name_gives_back_its_index_and_names_are_six_digits_at_least() -> None:
+    assert unit_names(2) == ["u000000", "u000001"]
+    assert [unit_index(n) for n in unit_names(3)] == [0, 1, 2]
+    assert unit_index("u1000000") == 1_000_000
+
+
+def test_claims_are_counted_per_worker_over_its_attempts(tmp_path: Path) -> None:
+    paths = _paths(tmp_path)
+    create_ledger(paths, [0, 1, 2], Holder("t-w0", 0))
+    first, second = Ledger(paths, Holder("t-w1", 0)), Ledger(paths, Holder("t-w1", 1))
+    assert first.claim() and second.claim()
+    assert claims_by_worker(paths) == {"t-w1": 2}
+
+
+def test_the_ledger_records_its_format_total_and_creator(tmp_path: Path) -> None:
+    """The meta file says the ledger's format, its number of units, when and by whom it was
+    made; every state directory exists from the start."""
+    paths = _paths(tmp_path / "deep" / "er")
+    assert create_ledger(paths, [1, 2, 3], Holder("t-w0", 2))
+    meta = json.loads((paths.ledger / "meta.json").read_text())
+    assert (meta["format"], meta["total"], meta["created_by"]) == (1, 3, "t-w0@2")
+    assert datetime.fromisoformat(meta["created_at"]).tzinfo is not None
+    assert paths.memory_kills.is_dir() and paths.heartbeats.is_dir()
+    assert sorted(os.listdir(paths.root)) == ["ledger", "units"]  # no temporary left
+
+
+def test_the_coordinator_takes_a_marked_unit_only_as_a_last_resort(tmp_path: Path) -> None:
+    """Whatever its memory, the coordinator claims a unit marked killed for memory only when
+    nobody holds a claim, and only if its own worker's earlier attempt marked it or the mark
+    is older than the wait given."""
+    paths = _paths(tmp_path)
+    create_ledger(paths, [0, 1, 2], Holder("t-w0", 0))
+    extra = Ledger(paths, Holder("t-w1", 0), memory_per_worker_gb=1.0)
+    mine = Ledger(paths, Holder("t-w0", 0), memory_per_worker_gb=1.0)
+    by_extra, by_mine, held = extra.claim(), mine.claim(), extra.claim()
+    assert by_extra and by_mine and held
+    extra.mark_memory_kill(by_extra, memory_per_worker_gb=1.0, memory_limit_gb=2.0)
+    mine.mark_memory_kill(by_mine, memory_per_worker_gb=1.0, memory_limit_gb=2.0)
+    extra.give_back([by_extra])
+    mine.give_back([by_mine])
+    retry = Ledger(paths, Holder("t-w0", 1), memory_per_worker_gb=1.0)
+    assert retry.claim() is None  # both marked at its memory
+
+    assert retry.claim_memory_killed(older_than_s=60) is None  # a claim is still held
+    assert extra.commit(held)
+    assert retry.claim_memory_killed(older_than_s=60) == by_mine  # its own earlier attempt
+    assert retry.commit(by_mine)
+    assert retry.claim_memory_killed(older_than_s=60) is None  # the other mark is recent
+    _age(paths.memory_kills / by_extra, 61)
+    assert retry.claim_memory_killed(older_than_s=60) == by_extra
+    assert counts(paths) == LedgerCounts(pending=0, claimed=1, done=2, total=3)
+
+
+def test_reclaiming_returns_stale_gone_and_earlier_own_claims_only(tmp_path: Path) -> None:
+    """Claims of a holder whose heartbeat is older than the stale time, or gone, or of an
+    earlier attempt of our own worker go back to pending; our own and fresh ones stay."""
+    paths = _paths(tmp_path)
+    create_ledger(paths, list(range(6)), Holder("t-w0", 0))
+    holders = {
+        "own": Ledger(paths, Holder("t-w0", 1)),
+        "earlier": Ledger(paths, Holder("t-w0", 0)),
+        "fresh": Ledger(paths, Holder("t-w1", 0)),
+        "at_limit": Ledger(paths, Holder("t-w2", 0)),
+        "stale": Ledger(paths, Holder("t-w3", 0)),
+        "gone": Ledger(paths, Holder("t-w4", 0)),
+    }
+    claimed = {}
+    for key, ledger in holders.items():
+        ledger.heartbeat()
+        claimed[key] = ledger.claim()
+    holders["gone"].remove_heartbeat()
+    holders["gone"].remove_heartbeat()  # twice: no error
+    _age(paths.heartbeats / "t-w3@0", 120)
+    _age(paths.heartbeats / "t-w2@0", 30)
+
+    returned = holders["own"].reclaim_stale(stale_s=60)
+
+    assert sorted(returned) == sorted(
+        [(claimed["earlier"], "t-w0@0"), (claimed["stale"], "t-w3@0"), (claimed["gone"], "t-w4@0")]
+    )
+    assert claims_by_worker(paths) == {"t-w0": 1, "t-w1": 1, "t-w2": 1}
+    assert holders["own"].commit(claimed["own"]) and holders["fresh"].commit(claimed["fresh"])
+
+
+def test_a_claim_skips_units_others_won_and_refills_once(tmp_path: Path) -> None:
+    """A candidate another worker took is skipped for the next; when the candidates run
+    out the pending units are listed again, once."""
+    paths = _paths(tmp_path)
+    create_ledger(paths, [0, 1, 2], Holder("t-w0", 0))
+    slow, fast = Ledger(paths, Holder("t-w1", 0)), Ledger(paths, Holder("t-w2", 0))
+    assert slow.refill() == 3
+    taken = {fast.claim(), fast.claim()}
+    left = slow.claim()
+    assert left is not None and left not in taken
+    assert slow.claim() is None
+    assert fast.give_back([*taken]) == 2
+    assert slow.claim() in taken

@@ -554,3 +554,32 @@ def test_requests_are_whole_millicores_and_32_mib_steps() -> None:
     found = plan([Node("n", 4, 16)], units=3, need=resources(cores=0.3, per_worker=1.01))
     assert found.shape.cores == pytest.approx(0.9)
     assert found.shape.per_worker_gb * 32 == math.ceil(1.01 * 32)
+
+
+# --- gaps found by mutation testing (docs/testing.md) ---------------------------------------
+
+
+def test_a_shape_fits_a_node_only_within_every_resource_bounds_included() -> None:
+    """A pod fits a node when its cores, its memory, its retry memory and its GPUs each fit;
+    a resource exactly equal to the node's fits."""
+    node = Node("n", cores=4, memory_gb=8, gpus=1)
+    exact = PodShape(cores=4, memory_gb=8, gpus=1, retry_memory_gb=8)
+    assert exact.fits(node)
+    assert not PodShape(cores=5, memory_gb=1).fits(node)
+    assert not PodShape(cores=1, memory_gb=9).fits(node)
+    assert not PodShape(cores=1, memory_gb=1, retry_memory_gb=9).fits(node)
+    assert not PodShape(cores=1, memory_gb=1, gpus=2).fits(node)
+
+
+def test_a_plan_recorded_before_nodes_and_self_merging_existed_reads_with_defaults() -> None:
+    """A task's plan stored without `nodes` or `coordinator_merges` reads as none and False;
+    a plan and its values read back as written."""
+    plan = TaskPlan(2, PodShape(cores=1, memory_gb=1), "simrun-person", "simrun-person-extra")
+    old = plan.to_json()
+    del old["nodes"], old["coordinator_merges"]
+    assert TaskPlan.from_json(old) == plan
+    assert TaskPlan.from_json(plan.to_json()) == plan
+    node = Node("n", cores=2, memory_gb=4, gpus=1, reserved_by="r1")
+    assert Node.from_json(node.to_json()) == node
+    shape = PodShape(cores=1, memory_gb=2, scratch_gb=3)
+    assert PodShape.from_json(shape.to_json()) == shape

@@ -64,6 +64,15 @@ def test_an_unknown_backend_is_refused(tmp_path: Path) -> None:
     assert "SIMRUN_BACKEND='slurm' is not one of local, argo" in result.stderr
 
 
+def test_the_service_waits_two_minutes_for_a_merge_marker_by_default(tmp_path: Path) -> None:
+    """K12: C2: with SIMRUN_MERGE_MARKER_GRACE_S unset, a coordinator's missing merge marker
+    is waited for 120 s (a store mounted without `lookupcache=positive` may hide it that
+    long: the attribute cache's 60 s at most, twice)."""
+    code = "from django.conf import settings; print(settings.SIMRUN_MERGE_MARKER_GRACE_S)"
+    result = manage("shell", "-c", code, cwd=tmp_path, env={})
+    assert result.stdout.strip().splitlines()[-1] == "120.0", result.stderr
+
+
 def _postgres_url() -> str:
     """The URL of the test run's Postgres database."""
     db = connection.settings_dict

@@ -8,7 +8,13 @@ import pytest
 
 from cluster.argo.config import ClusterConfig
 from cluster.argo.manifest import workflow_manifest
-from cluster.argo.status import task_of_pods, workflow_status
+from cluster.argo.status import (
+    attempt_number,
+    attempts_of,
+    exit_code,
+    task_of_pods,
+    workflow_status,
+)
 from cluster.backend import AttemptFailure, PodPhase, WorkflowPhase
 from tests.cluster.argo.builders import command_task, launch, split_task
 from tests.sim.argo.templates import node_id
@@ -213,3 +219,56 @@ def test_each_pod_knows_its_task() -> None:
         "scan-merge": "scan",
         "after": "after",
     }
+
+
+# --- gaps found by mutation testing (docs/testing.md) ---------------------------------------
+
+
+def test_an_attempts_number_and_exit_code_are_read_as_argo_writes_them() -> None:
+    """B2: `name(n)` is attempt n (0 for a node that is no attempt); Argo's exit code is a
+    string, none when empty, "-1" or unreadable."""
+    assert attempt_number({"name": "simrun-r1.scan-w0(12)"}) == 12
+    assert attempt_number({"name": "simrun-r1.scan-w0"}) == 0
+    assert attempt_number({}) == 0
+    for value in (None, "", "-1", "sig"):
+        assert exit_code({"outputs": {"exitCode": value}}) is None
+    assert exit_code({"outputs": {"exitCode": "0"}}) == 0
+    assert exit_code({}) is None
+
+
+def test_the_attempts_of_a_pod_are_its_retry_nodes_children_in_attempt_order() -> None:
+    """B2: a Retry node's children sorted by attempt (10 after 9), unknown ids left out; a
+    Pod node is its own attempt; any other node has none."""
+    nodes = {
+        "a10": {"name": "x.p(10)", "type": "Pod"},
+        "a9": {"name": "x.p(9)", "type": "Pod"},
+        "a0": {"name": "x.p(0)", "type": "Pod"},
+    }
+    retry = {"type": "Retry", "children": ["a10", "gone", "a9", "a0"]}
+    assert [a["name"] for a in attempts_of(retry, nodes)] == ["x.p(0)", "x.p(9)", "x.p(10)"]
+    pod = {"name": "x.p", "type": "Pod"}
+    assert attempts_of(pod, nodes) == [pod]
+    assert attempts_of({"type": "Skipped"}, nodes) == []
+    assert attempts_of({"type": "Retry"}, nodes) == []
+
+
+def test_a_pods_node_exit_code_and_message_are_its_last_attempts() -> None:
+    """B2: after an eviction and a failed attempt, the pod reports the last attempt's node,
+    exit code and message, and counts both attempts."""
+    nodes = Nodes()
+    nodes.pod(
+        "scan-w0",
+        [
+            {**DELETED, "hostNodeName": "node-1"},
+            {"phase": "Failed", "exit": 3, "hostNodeName": "node-3", "message": "exit 3"},
+        ],
+        phase="Failed",
+    )
+    pod = workflow_status(workflow(nodes, phase="Failed")).pods["scan-w0"]
+    assert (pod.phase, pod.attempts, pod.node, pod.exit_code, pod.message) == (
+        PodPhase.FAILED,
+        2,
+        "node-3",
+        3,
+        "exit 3",
+    )

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from datetime import timedelta
 from pathlib import Path
 from typing import Any
 
@@ -11,13 +12,14 @@ from django.utils import timezone
 
 from cluster.backend import AttemptFailure, BackendStatus, PodPhase, PodStatus, WorkflowPhase
 from cluster.local.backend import LocalBackend
-from runs.controller.reconcile import observe, reconcile_run
+from runs.controller.reconcile import observe, reconcile_run, reconcile_with
 from runs.controller.settle import settle
 from runs.models import Run, Task
 from runs.plans import PodShape, TaskPlan
 from runs.services.runs import cancel_run
 from runs.store import has_merge_marker, task_paths
 from tests import factories
+from tests.nfs import NegativeLookupCache
 
 pytestmark = pytest.mark.django_db
 
@@ -63,14 +65,96 @@ def test_the_marker_makes_the_task_done(store: Path) -> None:
     assert observe(run, [task], status, timezone.now()).outcome == "succeeded"
 
 
-def test_the_merge_marker_is_found_by_listing_its_directories(store: Path) -> None:
-    """C20: the marker is found by listing directories, and is absent without out/."""
+def test_a_missing_marker_is_awaited_for_the_grace_then_fails_the_task(
+    store: Path, settings: Any
+) -> None:
+    """K12: C2: the coordinator succeeded without a marker: the task runs on through the
+    grace (the default, 120 s) from the first poll that saw it, and fails after it."""
+    settings.SIMRUN_MERGE_MARKER_GRACE_S = 120.0
+    run, task = split_run()
+    status = BackendStatus(
+        phase=WorkflowPhase.RUNNING, pods={"scan-w0": PodStatus("scan-w0", PodPhase.SUCCEEDED)}
+    )
+    first = timezone.now()
+    assert reconcile_with(run, status, now=first).value == "written"
+    assert run.merge_pending == {"scan": first.isoformat()}
+    within = observe(run, [task], status, first + timedelta(seconds=119))
+    assert within.outcome is None and "scan" in within.run["merge_pending"]
+    after = observe(run, [task], status, first + timedelta(seconds=121))
+    assert after.outcome == "failed"
+    assert "the coordinator ended but no merge marker appeared" in after.run["message"]
+
+
+def test_the_merge_marker_is_found_by_listing_its_directories(
+    store: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """C20: the marker is found by listing directories, and is absent without out/: a lookup
+    that missed before the pod wrote it (a negative entry an NFS client keeps) does not hide
+    it."""
     paths = task_paths("r1", "scan")
+    cache = NegativeLookupCache(store).install(monkeypatch)
     assert not has_merge_marker(paths)
     paths.out.mkdir(parents=True)
     assert not has_merge_marker(paths)
-    (paths.out / ".simrun-merged").write_text("")
+    assert not paths.merge_marker.exists()  # this lookup's miss is now cached
+    paths.merge_marker.write_text("")  # written by the merge pod on another node
+    assert not paths.merge_marker.exists(), "the double answers a lookup from its cache"
+    assert cache.stale_answers == 1
     assert has_merge_marker(paths)
+
+
+def test_a_marker_written_after_a_missed_lookup_makes_the_task_done(
+    store: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """C20: C2: the coordinator succeeded and the first poll found no marker; the merge writes
+    it; the next poll finds it, though the store's lookups still answer from their negative
+    cache."""
+    run, task = split_run()
+    paths = task_paths(run.pk, "scan")
+    paths.out.mkdir(parents=True)
+    cache = NegativeLookupCache(store).install(monkeypatch)
+    status = BackendStatus(
+        phase=WorkflowPhase.RUNNING, pods={"scan-w0": PodStatus("scan-w0", PodPhase.SUCCEEDED)}
+    )
+    first = observe(run, [task], status, timezone.now())
+    assert first.tasks[task.pk]["state"] == "running"
+    assert not paths.merge_marker.exists()  # a lookup by the service missed: now cached
+    paths.merge_marker.write_text("")
+    assert not paths.merge_marker.exists() and cache.stale_answers >= 1  # still stale
+
+    second = observe(run, [task], status, timezone.now())
+
+    assert second.tasks[task.pk]["state"] == "done"
+    assert second.outcome == "succeeded"
+
+
+def test_task_states_and_kills_for_memory_are_stored_at_every_poll(store: Path) -> None:
+    """C9: each poll's task state is written to the task's row, and a kill for memory to the
+    run's record, while the task is still live (not only once it is final), so a workflow
+    gone later resolves from what was last seen."""
+    run, task = split_run()
+    oom = AttemptFailure(0, 137, oom_killed=True)
+    polls = [
+        (PodStatus("scan-w0", PodPhase.QUEUED), [], "queued", {}),
+        (PodStatus("scan-w0", PodPhase.RUNNING, attempts=1), [], "running", {}),
+        (PodStatus("scan-w0", PodPhase.RETRYING, attempts=1), [oom], "retrying", {"scan-w0": [0]}),
+        (
+            PodStatus("scan-w0", PodPhase.PREEMPTED, attempts=2),
+            [oom, AttemptFailure(1, None)],
+            "preempted",
+            {"scan-w0": [0]},
+        ),
+        (PodStatus("scan-w0", PodPhase.RUNNING, attempts=3), [oom], "running", {"scan-w0": [0]}),
+    ]
+    for pod, failures, state, kills in polls:
+        status = BackendStatus(
+            phase=WorkflowPhase.RUNNING, pods={pod.name: pod}, failures={pod.name: failures}
+        )
+        reconcile_with(Run.objects.get(pk=run.pk), status, now=timezone.now())
+        assert Task.objects.get(pk=task.pk).state == state
+        stored = Run.objects.get(pk=run.pk)
+        assert stored.oom_kills == kills
+        assert stored.pods["scan-w0"]["phase"] == str(pod.phase)
 
 
 class LockWatchingBackend(LocalBackend):

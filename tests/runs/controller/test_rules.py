@@ -173,3 +173,63 @@ def test_an_exit_137_not_yet_counted_as_a_kill_for_memory_depends_on_the_store()
     assert watches(failures=killed)
     assert not watches(failures=killed, oom_kills={"grow-w0": [0]})
     assert not watches(failures={"grow-w0": [AttemptFailure(0, 137, oom_killed=True)]})
+
+
+# --- gaps found by mutation testing (docs/testing.md) ---------------------------------------
+
+
+def test_a_bare_exit_137_is_no_kill_for_memory() -> None:
+    """C8: without a report's count, an exit 137 without OOMKilled is an eviction."""
+    assert not rules.is_oom(AttemptFailure(attempt=0, exit_code=137))
+    assert rules.is_oom(AttemptFailure(attempt=0, exit_code=137), 1)
+
+
+def test_a_kill_in_the_attempt_after_an_eviction_at_exit_137_counts_at_the_retry_memory() -> None:
+    """C7: M9: every attempt after an exit 137 runs with the retry memory, so its kill for
+    memory fails the pod, and the verdict names the pod."""
+    attempts = [
+        AttemptFailure(attempt=0, exit_code=137),
+        AttemptFailure(attempt=1, exit_code=137, oom_killed=True),
+    ]
+    verdict = rules.fatal_failure("w", attempts, oom_attempts=frozenset({1}), retry_memory_gb=2)
+    assert verdict == rules.Verdict(
+        "w", "pod w was killed for memory again at the retry memory of 2 GiB"
+    )
+    exited = rules.fatal_failure(
+        "w", [AttemptFailure(0, 3)], oom_attempts=frozenset(), retry_memory_gb=2
+    )
+    assert exited is not None and exited.pod == "w"
+
+
+def test_a_merge_skipped_after_its_coordinator_succeeded_skips_the_task() -> None:
+    """C18: the coordinator done and its merge skipped (the workflow stopped): skipped."""
+    assert split(pods(scan_w0=P.SUCCEEDED, scan_merge=P.SKIPPED)) == "skipped"
+
+
+def test_an_unsplit_pod_waiting_for_admission_is_queued() -> None:
+    """C4: C18: an unsplit task's live state is its pod's: queued, preempted, retrying."""
+    assert rules.unsplit_task_state(PodStatus("t", P.QUEUED)) == "queued"
+    assert rules.unsplit_task_state(PodStatus("t", P.PREEMPTED)) == "preempted"
+    assert rules.unsplit_task_state(PodStatus("t", P.SKIPPED)) == "skipped"
+
+
+def test_a_run_of_done_and_skipped_tasks_succeeded() -> None:
+    """C5: every task over (done or skipped) → succeeded; no task at all → not ended."""
+    assert rules.run_outcome({"a": "done", "b": "skipped"}) == "succeeded"
+    assert rules.run_outcome({}) is None
+
+
+def test_a_live_run_is_running_once_a_task_runs_or_has_run_else_queued() -> None:
+    """C18: a live run is queued until any task runs, is preempted, retries or is done."""
+    assert rules.live_run_state({"a": "queued", "b": "waiting"}) == "queued"
+    for state in ("running", "preempted", "retrying", "done"):
+        assert rules.live_run_state({"a": state, "b": "waiting"}) == "running"
+
+
+def test_a_merge_pod_is_a_base_pod_unless_the_coordinator_merges() -> None:
+    """C3: a failed merge fails its task: it is a base pod when there is one."""
+    assert rules.base_pods("scan", splittable=True, coordinator_merges=False) == [
+        "scan-w0",
+        "scan-merge",
+    ]
+    assert rules.base_pods("t", splittable=False, coordinator_merges=False) == ["t"]

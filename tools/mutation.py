@@ -1,0 +1,170 @@
+"""Mutation testing of the rule modules with mutmut, one module at a time (not run by CI).
+
+Each module is mutated in a stage of its own under `.mutation/<module>/`: a copy of the package
+that holds it, of `tests/` and of `pyproject.toml` with a `[tool.mutmut]` section naming the
+module and its fast unit tests (never the end-to-end suites). mutmut copies the stage into
+`mutants/`, which it puts first on `sys.path`, so the tests import the mutated package while
+everything else (settings, other packages) comes from the work tree as usual. The harness
+lives under `harness/src/`, so its package is staged at the top of the stage.
+
+    nice -n 10 .venv/bin/python tools/mutation.py rules ledger    # some modules
+    nice -n 10 .venv/bin/python tools/mutation.py                 # every module
+    .venv/bin/python tools/mutation.py --list
+
+The tests run against Postgres (`SIMRUN_TEST_DATABASE_URL`, default the `h20m` database; its
+test database is kept between mutants with `--reuse-db`) and Redis (`SIMRUN_TEST_REDIS_URL`).
+Each module's score is written to `.mutation/<module>/score.json` and its surviving mutants
+to `.mutation/<module>/survivors.txt` (with their diffs given `--diffs`; `mutmut show NAME` in
+the stage shows one).
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import shutil
+import subprocess
+import sys
+from dataclasses import dataclass
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parent.parent
+WORK = ROOT / ".mutation"
+
+
+@dataclass(frozen=True)
+class Module:
+    """One module to mutate: its package's directory in the work tree, the directory the
+    package is staged as, the module's path in the stage, and its fast unit tests."""
+
+    package: str
+    staged_as: str
+    path: str
+    tests: tuple[str, ...]
+
+
+MODULES: dict[str, Module] = {
+    "rules": Module(
+        "runs", "runs", "runs/controller/rules.py", ("tests/runs/controller/test_rules.py",)
+    ),
+    "reconcile": Module(
+        "runs",
+        "runs",
+        "runs/controller/reconcile.py",
+        (
+            "tests/runs/controller/test_reconcile.py",
+            "tests/runs/controller/test_tick.py",
+            "tests/runs/controller/test_settle.py",
+        ),
+    ),
+    "ledger": Module(
+        "harness/src/simrun_harness",
+        "simrun_harness",
+        "simrun_harness/ledger.py",
+        ("tests/harness/test_ledger.py",),
+    ),
+    "planner": Module("runs", "runs", "runs/planner.py", ("tests/runs/test_planner.py",)),
+    "plans": Module("runs", "runs", "runs/plans.py", ("tests/runs/test_planner.py",)),
+    "argo-status": Module(
+        "cluster", "cluster", "cluster/argo/status.py", ("tests/cluster/argo/test_status.py",)
+    ),
+    "local-statuses": Module(
+        "cluster",
+        "cluster",
+        "cluster/local/statuses.py",
+        ("tests/cluster/local/test_statuses.py",),
+    ),
+}
+
+
+def toml_list(values: list[str] | tuple[str, ...]) -> str:
+    return "[" + ", ".join(json.dumps(v) for v in values) + "]"
+
+
+def stage(name: str, module: Module) -> Path:
+    """A fresh stage for one module: its package, the tests and the mutmut configuration."""
+    where = WORK / name
+    if where.exists():
+        shutil.rmtree(where)
+    where.mkdir(parents=True)
+    ignore = shutil.ignore_patterns("__pycache__", "*.pyc")
+    shutil.copytree(ROOT / module.package, where / module.staged_as, ignore=ignore)
+    shutil.copytree(ROOT / "tests", where / "tests", ignore=ignore)
+    config = (ROOT / "pyproject.toml").read_text()
+    config += (
+        "\n[tool.mutmut]\n"
+        f"source_paths = {toml_list([module.staged_as])}\n"
+        f"only_mutate = {toml_list([module.path])}\n"
+        f"pytest_add_cli_args_test_selection = {toml_list(module.tests)}\n"
+        'pytest_add_cli_args = ["-p", "no:cacheprovider", "-q", "--reuse-db"]\n'
+        "use_git_change_detection = false\n"
+    )
+    (where / "pyproject.toml").write_text(config)
+    return where
+
+
+def environment() -> dict[str, str]:
+    """The test environment `deploy/local/dev.sh test` sets, on a database of our own."""
+    env = dict(os.environ)
+    env["DATABASE_URL"] = env.get(
+        "SIMRUN_TEST_DATABASE_URL", "postgres://postgres@127.0.0.1:5432/h20m"
+    )
+    env.setdefault("SIMRUN_TEST_REDIS_URL", "redis://127.0.0.1:6379/6")
+    env.setdefault("CELERY_BROKER_URL", env["SIMRUN_TEST_REDIS_URL"])
+    env["SIMRUN_CELERY_QUEUE"] = f"simrun-mutation-{os.getpid()}"
+    return env
+
+
+def run_module(name: str, module: Module, *, children: int, diffs: bool) -> dict[str, int]:
+    """Mutate one module and run its tests against every mutant; its counts by outcome."""
+    where = stage(name, module)
+    mutmut = str(Path(sys.executable).with_name("mutmut"))
+    env = environment()
+    subprocess.run(
+        [mutmut, "run", "--max-children", str(children)], cwd=where, env=env, check=False
+    )
+    subprocess.run([mutmut, "export-cicd-stats"], cwd=where, env=env, check=True)
+    stats = json.loads((where / "mutants" / "mutmut-cicd-stats.json").read_text())
+    (where / "score.json").write_text(json.dumps(stats, indent=2))
+    survivors = subprocess.run(
+        [mutmut, "results"], cwd=where, env=env, capture_output=True, text=True, check=True
+    ).stdout
+    shown = []
+    for line in survivors.splitlines():
+        mutant = line.strip().split(":")[0]
+        if mutant and diffs:  # a second or two per mutant: only when asked
+            diff = subprocess.run(
+                [mutmut, "show", mutant], cwd=where, env=env, capture_output=True, text=True
+            ).stdout
+            shown.append(f"{line.strip()}\n{diff}")
+        elif mutant:
+            shown.append(line.strip())
+    (where / "survivors.txt").write_text("\n".join(shown) + "\n")
+    return stats
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("modules", nargs="*", help=f"of {', '.join(MODULES)}; default all")
+    parser.add_argument("--list", action="store_true", help="list the modules and their tests")
+    parser.add_argument("--children", type=int, default=1, help="mutants run at once")
+    parser.add_argument("--diffs", action="store_true", help="write each survivor's diff")
+    args = parser.parse_args()
+    if args.list:
+        for name, module in MODULES.items():
+            print(f"{name}: {module.path} <- {' '.join(module.tests)}")
+        return 0
+    unknown = [m for m in args.modules if m not in MODULES]
+    if unknown:
+        parser.error(f"unknown module(s) {', '.join(unknown)}; known: {', '.join(MODULES)}")
+    for name in args.modules or list(MODULES):
+        stats = run_module(name, MODULES[name], children=args.children, diffs=args.diffs)
+        killed, total = stats.get("killed", 0), stats.get("total", 0)
+        score = 100 * killed / total if total else 0.0
+        print(f"{name}: {killed}/{total} killed ({score:.1f} %) {json.dumps(stats)}", flush=True)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
