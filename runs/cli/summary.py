@@ -32,6 +32,8 @@ def summary_lines(
     ]
     if run.get("message"):
         lines.append(f"message:  {run['message']}")
+    # the merge marker (`out/.simrun-merged`) is simrun's bookkeeping, not an output of the task
+    outputs = [path for path in outputs if not Path(path).name.startswith(".simrun")]
     shown = [str(store / path) for path in outputs[:OUTPUTS_SHOWN]]
     for number, path in enumerate(shown or ["(none)"]):
         lines.append(f"{'outputs:' if number == 0 else '':10}{path}")

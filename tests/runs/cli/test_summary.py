@@ -37,3 +37,12 @@ def test_kept_services_come_with_the_command_that_stops_them() -> None:
     assert lines[-1] == "services: left running; stop them with `simrun stop`"
     assert "... and 3 more (`simrun outputs r1`)" in lines[-3]
     assert sum(line.endswith(".csv") for line in lines) == OUTPUTS_SHOWN
+
+
+def test_the_merge_marker_is_no_output_of_the_summary() -> None:
+    """The marker a merge writes last is bookkeeping; the summary lists what the task made."""
+    outputs = ["runs/r1/tasks/scan/out/.simrun-merged", "runs/r1/tasks/scan/out/scan.nc"]
+    lines = summary_lines(RUN, outputs, store=Path("/s"), pages="p", kept=None)
+    assert [line for line in lines if "/out/" in line] == [
+        "outputs:  /s/runs/r1/tasks/scan/out/scan.nc"
+    ]
