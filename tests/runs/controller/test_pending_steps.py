@@ -16,6 +16,7 @@ from django.utils import timezone
 
 from cluster.backend import BackendStatus, PodLog, RunLaunch, WorkflowPhase
 from cluster.local.backend import LocalBackend
+from runs.controller.backoff import MAX_S, Backoff
 from runs.controller.seen import Seen
 from runs.controller.tick import tick
 from runs.models import Run, Task
@@ -71,6 +72,20 @@ class FailingFirst(LocalBackend):
         return super().statuses(names, may_reuse=may_reuse)
 
 
+class LaterTicks:
+    """Ticks of one controller, each after its backoff's wait for a failing run has run out:
+    C13 is about retrying a pending step at all; when is `runs/controller/backoff.py`'s."""
+
+    def __init__(self, backend: LocalBackend) -> None:
+        self.backend = backend
+        self.now = 0.0
+        self.backoff = Backoff(clock=lambda: self.now)
+
+    def __call__(self) -> None:
+        self.now += MAX_S + 1
+        tick(self.backend, seen=Seen(), backoff=self.backoff)
+
+
 def reserved_run(backend: LocalBackend, code: str, *, pod: Any = None) -> Run:
     """A queued run of one command task on the backend's node, reserved for it."""
     [node] = backend.nodes()
@@ -109,6 +124,7 @@ def test_a_failed_cancel_and_release_stay_pending_and_later_ticks_retry_only_the
     still reserved; the tick after retries them and they succeed. The ticks do nothing else
     for the ended run: its status is never asked, its record and tasks stay as written."""
     backend = FailingFirst(store, failures={"cancel": 2, "unreserve": 2})
+    later_tick = LaterTicks(backend)
     run = reserved_run(backend, "pass", pod=HUGE)
 
     cancelled = cancel_run(run_id=run.pk, identity=factories.person(), backend=backend)
@@ -117,18 +133,18 @@ def test_a_failed_cancel_and_release_stay_pending_and_later_ticks_retry_only_the
     assert pending(run) == (False, True, True)
     assert reserved_by(backend) == run.pk
     written = record(run)
-    tick(backend, seen=Seen())
+    later_tick()
     assert pending(run) == (False, True, True)
     assert reserved_by(backend) == run.pk
     assert record(run) == written
-    tick(backend, seen=Seen())
+    later_tick()
     assert pending(run) == (False, False, False)
     assert reserved_by(backend) is None
     assert backend.status(run.workflow_name).phase is WorkflowPhase.STOPPED
     assert backend.calls.count("cancel") == 3 and backend.calls.count("unreserve") == 3
     assert record(run) == written
     assert run.workflow_name not in backend.asked
-    tick(backend, seen=Seen())
+    later_tick()
     assert backend.calls.count("cancel") == 3, "a step done is not made again"
 
 
@@ -139,13 +155,14 @@ def test_a_run_that_failed_is_written_failed_before_its_stop_and_release_are_ret
     workflow and releasing its node fail; both stay pending and the next tick, finding the
     backend back, does them and nothing else."""
     backend = FailingFirst(store, failures={"stop": 1, "unreserve": 1})
+    later_tick = LaterTicks(backend)
     run = reserved_run(backend, "raise SystemExit(1)")
     wait_for(
         lambda: backend.status(run.workflow_name).phase is WorkflowPhase.FAILED,
         what="the pod failed",
     )
 
-    tick(backend, seen=Seen())
+    later_tick()
 
     ended = Run.objects.get(pk=run.pk)
     assert ended.state == "failed", ended.message
@@ -154,7 +171,7 @@ def test_a_run_that_failed_is_written_failed_before_its_stop_and_release_are_ret
     assert reserved_by(backend) == run.pk
     written = record(run)
     asked = len(backend.asked)
-    tick(backend, seen=Seen())
+    later_tick()
     assert pending(run) == (False, False, False)
     assert reserved_by(backend) is None
     assert record(run) == written
