@@ -16,7 +16,7 @@ from playwright.sync_api import Browser, expect
 
 from runs.models import Run
 from tests import factories
-from tests.e2e.conftest import Services, services  # noqa: F401 - the fixture, used by name
+from tests.e2e.conftest import Services, services, stopped_services  # noqa: F401 - fixtures by name
 from tests.pages.browsing import chromium, log_in, mark_page, screenshot, was_not_reloaded
 
 # The live server is made once per session, before the tests' own STATIC_ROOT exists.
