@@ -7,9 +7,9 @@ module and its fast unit tests (never the end-to-end suites). mutmut copies the 
 everything else (settings, other packages) comes from the work tree as usual. The harness
 lives under `harness/src/`, so its package is staged at the top of the stage.
 
-    nice -n 10 .venv/bin/python tools/mutation.py rules ledger    # some modules
-    nice -n 10 .venv/bin/python tools/mutation.py                 # every module
-    .venv/bin/python tools/mutation.py --list
+    nice -n 10 .venv-mutation/bin/python tools/mutation.py rules ledger    # some modules
+    nice -n 10 .venv-mutation/bin/python tools/mutation.py                 # every module
+    .venv-mutation/bin/python tools/mutation.py --list
 
 The tests run against Postgres (`SIMRUN_TEST_DATABASE_URL`, default the `h20m` database; its
 test database is kept between mutants with `--reuse-db`) and Redis (`SIMRUN_TEST_REDIS_URL`).
@@ -120,6 +120,8 @@ def run_module(name: str, module: Module, *, children: int, diffs: bool) -> dict
     """Mutate one module and run its tests against every mutant; its counts by outcome."""
     where = stage(name, module)
     mutmut = str(Path(sys.executable).with_name("mutmut"))
+    if not Path(mutmut).exists():
+        sys.exit(f"no mutmut beside {sys.executable}: make .venv-mutation (docs/testing.md)")
     env = environment()
     subprocess.run(
         [mutmut, "run", "--max-children", str(children)], cwd=where, env=env, check=False
