@@ -14,11 +14,14 @@ ROOT = Path(__file__).resolve().parents[2]
 def manage(
     *args: str, cwd: Path, env: dict[str, str] | None = None, umask: int = -1
 ) -> subprocess.CompletedProcess[str]:
-    """Run manage.py with no SIMRUN_/DATABASE_/CELERY_ variable but those of `env`."""
+    """Run manage.py with no SIMRUN_/DATABASE_/CELERY_/DJANGO_ variable but those of `env`
+    (the browser tests set DJANGO_ALLOW_ASYNC_UNSAFE in this process, which `check --deploy`
+    rightly warns about)."""
     base = {
-        k: v for k, v in os.environ.items() if not k.startswith(("SIMRUN_", "DATABASE_", "CELERY_"))
+        k: v
+        for k, v in os.environ.items()
+        if not k.startswith(("SIMRUN_", "DATABASE_", "CELERY_", "DJANGO_"))
     }
-    base.pop("DJANGO_SETTINGS_MODULE", None)
     return subprocess.run(
         [sys.executable, str(ROOT / "manage.py"), *args],
         cwd=cwd,
