@@ -45,16 +45,18 @@ def test_unreadable_messages_are_set_aside_once_and_the_next_one_is_read(
     connection: Connection, tmp_path: Path, caplog: pytest.LogCaptureFixture
 ) -> None:
     queue = connection.SimpleQueue("r")
-    (tmp_path / "in" / "1_empty.r.msg").write_bytes(b"")
-    (tmp_path / "in" / "2_garbage.r.msg").write_bytes(b"{not json")
-    (tmp_path / "in" / "3_json.r.msg").write_bytes(b'{"not": "a kombu message"}')
+    # names that sort before any the transport makes (milliseconds of the monotonic clock,
+    # never starting with 0), so they are met before the good message whatever the uptime
+    (tmp_path / "in" / "0_1_empty.r.msg").write_bytes(b"")
+    (tmp_path / "in" / "0_2_garbage.r.msg").write_bytes(b"{not json")
+    (tmp_path / "in" / "0_3_json.r.msg").write_bytes(b'{"not": "a kombu message"}')
     queue.put({"n": 2})
 
     with caplog.at_level(logging.ERROR, logger="simrun.broker"):
         assert queue.get(timeout=5).payload == {"n": 2}
 
     bad = sorted(p.name for p in (tmp_path / "bad").iterdir())
-    assert bad == ["1_empty.r.msg", "2_garbage.r.msg", "3_json.r.msg"]
+    assert bad == ["0_1_empty.r.msg", "0_2_garbage.r.msg", "0_3_json.r.msg"]
     said = [r.getMessage() for r in caplog.records]
     assert len(said) == 3
     assert all("an unreadable message was set aside in" in line for line in said)
