@@ -182,7 +182,8 @@ def test_no_backend_call_is_made_inside_a_transaction(store: Path) -> None:
     run = factories.run(state="running", reserve="elsewhere", reserved=True)
     reconcile_run(Run.objects.get(pk=run.pk), backend)
     other = factories.run(state="running")
-    cancel_run(run_id=other.pk, identity=factories.person(), backend=backend)
+    cancel_run(run_id=other.pk, identity=factories.person())
+    settle(other.pk, backend)
     settle(run.pk, backend)
     assert backend.calls, "the backend was called"
     assert [call for call in backend.calls if call[1]] == []
