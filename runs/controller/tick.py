@@ -126,7 +126,7 @@ def after_reconcile(run: Run, backend: Backend) -> None:
             record_task(task=task, paths=task_paths(run.pk, task.task_id), kills=kills)
             Task.objects.filter(pk=task.pk).update(observed=True)
             task.observed = True
-        if not task.logs_kept and keep_task_logs(run, task, backend):
+        if not task.logs_kept and not run.deleting and keep_task_logs(run, task, backend):
             Task.objects.filter(pk=task.pk).update(logs_kept=True)
             task.logs_kept = True
     if run.ended:

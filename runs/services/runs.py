@@ -73,25 +73,22 @@ def request_deletion(*, run_id: str, identity: Identity) -> Run:
         )
         if updated:
             transaction.on_commit(lambda: _enqueue_deletion(run.pk))
-    run.refresh_from_db()
-    return run
+    found = Run.objects.filter(pk=run.pk).first()
+    if found is None:  # asked twice and the first deletion finished meanwhile
+        raise RunNotFound(f"no run {run_id!r}")
+    return found
 
 
 def finish_deletion(*, run_id: str) -> list[str] | None:
     """Remove a deleting run's files, then its record; the paths removed (relative to the
     store), or None while its workflow or node is still to be released (C19: a run deleted
-    meanwhile is no error). Files first: a crash between the two leaves a record that the
-    next attempt finds and finishes."""
+    meanwhile is no error)."""
     run = Run.objects.filter(pk=run_id, deleting=True).first()
     if run is None:
         return []
     if run.pending_cancel or run.pending_release:
         return None
-    paths = run_paths(run.pk)
-    removed = [f"runs/{run.pk}"] if paths.root.exists() else []
-    shutil.rmtree(paths.root, ignore_errors=True)
-    Run.objects.filter(pk=run.pk, deleting=True).delete()
-    return removed
+    return _remove(run)
 
 
 def delete_run(*, run_id: str, identity: Identity) -> list[str]:
@@ -102,10 +99,15 @@ def delete_run(*, run_id: str, identity: Identity) -> list[str]:
         raise RunConflict(f"run {run_id} is {run.state}; cancel it before deleting it")
     if run.pending_cancel or run.pending_release:
         raise RunConflict(f"run {run_id} still has its workflow or node to release; try again soon")
+    return _remove(run)
+
+
+def _remove(run: Run) -> list[str]:
+    """The run's files, then its record: a failure between the two leaves a record to find."""
     paths = run_paths(run.pk)
     removed = [f"runs/{run.pk}"] if paths.root.exists() else []
-    run.delete()
     shutil.rmtree(paths.root, ignore_errors=True)
+    Run.objects.filter(pk=run.pk).delete()
     return removed
 
 
