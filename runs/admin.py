@@ -77,7 +77,7 @@ class RunAdmin(ReadOnlyMixin, admin.ModelAdmin):
         cancelled = []
         for run in queryset:
             try:
-                cancel_run(run_id=run.pk, identity=identity, backend=backend())
+                cancel_run(run_id=run.pk, identity=identity)
                 cancelled.append(run.pk)
             except (RunConflict, RunNotFound, NotAllowed) as exc:
                 self.message_user(request, str(exc), messages.WARNING)

@@ -138,6 +138,11 @@ class RunItemSerializer(serializers.Serializer):
     submitted_at = serializers.DateTimeField(allow_null=True)
     started_at = serializers.DateTimeField(allow_null=True)
     ended_at = serializers.DateTimeField(allow_null=True)
+    pending = serializers.ChoiceField(
+        choices=["", "cancelling", "deleting"],
+        help_text="What a worker still does after a cancel (its workflow, node and logs) or a "
+        "delete (its record and files), answered at once; empty otherwise.",
+    )
 
 
 class RunPageSerializer(serializers.Serializer):

@@ -128,11 +128,10 @@ class DirectLab:
         return run_view(self._run(run_id))
 
     def cancel(self, run_id: str) -> dict[str, Any]:
-        from runs.backends import backend
         from runs.services.runs import NotAllowed, RunConflict, RunNotFound, cancel_run
 
         try:
-            run = cancel_run(run_id=run_id, identity=_identity(), backend=backend())
+            run = cancel_run(run_id=run_id, identity=_identity())
         except (RunNotFound, RunConflict, NotAllowed) as exc:
             raise CommandError(str(exc)) from None
         return run_view(run)

@@ -44,6 +44,7 @@ FOLLOWED = (  # the runs the controller follows: live ones and ended ones with w
     | Q(pending_release=True)
     | Q(pending_cancel=True)
     | Q(pending_logs=True)
+    | Q(deleting=True)
 )
 
 

@@ -26,6 +26,7 @@ from runs.controller.seen import Derived, Seen
 from runs.controller.settle import keep_task_logs, settle
 from runs.models import Run, RunState, Task
 from runs.services.heartbeats import record_heartbeat
+from runs.services.runs import finish_deletion
 from runs.services.submission import stale_submissions
 from runs.store import task_paths
 
@@ -125,13 +126,15 @@ def after_reconcile(run: Run, backend: Backend) -> None:
             record_task(task=task, paths=task_paths(run.pk, task.task_id), kills=kills)
             Task.objects.filter(pk=task.pk).update(observed=True)
             task.observed = True
-        if not task.logs_kept and keep_task_logs(run, task, backend):
+        if not task.logs_kept and not run.deleting and keep_task_logs(run, task, backend):
             Task.objects.filter(pk=task.pk).update(logs_kept=True)
             task.logs_kept = True
     if run.ended:
         failed = settle(run.pk, backend)
         if failed:  # the tick backs off and logs it once a step, like a failing reconcile
             raise SettlingFailed("; ".join(failed))
+        if run.deleting:  # its `delete_run` task was lost, or came before the release
+            finish_deletion(run_id=run.pk)
 
 
 class SettlingFailed(Exception):

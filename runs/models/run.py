@@ -91,6 +91,9 @@ class Run(models.Model):
     pending_release = models.BooleanField(default=False)
     pending_cancel = models.BooleanField(default=False)
     pending_logs = models.BooleanField(default=False)
+    deleting = models.BooleanField(
+        default=False, help_text="Deletion asked: its records and files go once nothing is pending."
+    )
     # NULL, not "": runs without a key must not collide in the unique constraint below.
     submit_lease_until = models.DateTimeField(
         null=True, blank=True, help_text="A worker is submitting the run until then."
@@ -112,7 +115,8 @@ class Run(models.Model):
                 condition=Q(state__in=RunState.live())
                 | Q(pending_release=True)
                 | Q(pending_cancel=True)
-                | Q(pending_logs=True),
+                | Q(pending_logs=True)
+                | Q(deleting=True),
             ),
             models.Index(fields=["-created_at", "-id"], name="run_newest"),
             models.Index(fields=["owner", "-created_at"], name="run_owner_newest"),
@@ -134,6 +138,17 @@ class Run(models.Model):
     @property
     def ended(self) -> bool:
         return self.state in RunState.ended()
+
+    @property
+    def pending(self) -> str:
+        """What the run is still doing after a cancel or a delete: "deleting", "cancelling"
+        (its workflow, node or logs not settled yet), else ""."""
+        if self.deleting:
+            return "deleting"
+        settling = self.pending_cancel or self.pending_release or self.pending_logs
+        if self.state == RunState.CANCELLED and settling:
+            return "cancelling"
+        return ""
 
 
 class Task(models.Model):

@@ -16,7 +16,6 @@ from django.shortcuts import redirect, render
 from django.urls import reverse
 from django_htmx.http import HttpResponseClientRedirect
 
-from runs.backends import backend
 from runs.models import Identity, Run, Task
 from runs.pages import plots
 from runs.pages.access import HtmxHttpRequest, forbidden, with_identity
@@ -92,7 +91,7 @@ def run_context(
         "selected": selected,
         "outputs": _outputs(run),
         "may_cancel": not run.ended and may_change(identity, run),
-        "live": not run.ended,
+        "live": not run.ended or bool(run.pending),  # polled until "cancelling" is over
     }
     if selected is not None:
         row = next(t for t in run.tasks.all() if t.task_id == selected.task_id)
@@ -160,8 +159,8 @@ def cancel(request: HtmxHttpRequest, identity: Identity, run_id: str) -> HttpRes
     if request.method != "POST":
         return render(request, "runs/cancel_confirm.html", {"run": the_run})
     try:
-        cancel_run(run_id=the_run.id, identity=identity, backend=backend())
-        messages.success(request, f"Run {the_run.id} was cancelled.")
+        cancel_run(run_id=the_run.id, identity=identity)
+        messages.success(request, f"Run {the_run.id} was cancelled; its pods are being stopped.")
     except (RunConflict, RunNotFound, NotAllowed) as exc:
         messages.error(request, str(exc))
     target = reverse("pages:run", args=[the_run.id])

@@ -31,6 +31,10 @@ LISTED_FIELDS = (
     "submitted_at",
     "started_at",
     "ended_at",
+    "pending_cancel",
+    "pending_release",
+    "pending_logs",
+    "deleting",
     "owner__name",
     "principal__name",
 )
@@ -65,6 +69,8 @@ class RunItem:
     submitted_at: datetime | None
     started_at: datetime | None
     ended_at: datetime | None
+    pending: str = ""
+    """"cancelling" or "deleting" while a worker does what the request left it (`Run.pending`)."""
 
 
 @dataclass(frozen=True)
@@ -93,6 +99,7 @@ def _item(run: Run, progress: float | None) -> RunItem:
         submitted_at=run.submitted_at,
         started_at=run.started_at,
         ended_at=run.ended_at,
+        pending=run.pending,
     )
 
 

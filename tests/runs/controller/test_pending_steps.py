@@ -18,6 +18,7 @@ from cluster.backend import BackendStatus, PodLog, RunLaunch, WorkflowPhase
 from cluster.local.backend import LocalBackend
 from runs.controller.backoff import MAX_S, Backoff
 from runs.controller.seen import Seen
+from runs.controller.settle import settle
 from runs.controller.tick import tick
 from runs.models import Run, Task
 from runs.services.runs import cancel_run
@@ -127,9 +128,11 @@ def test_a_failed_cancel_and_release_stay_pending_and_later_ticks_retry_only_the
     later_tick = LaterTicks(backend)
     run = reserved_run(backend, "pass", pod=HUGE)
 
-    cancelled = cancel_run(run_id=run.pk, identity=factories.person(), backend=backend)
-
+    cancelled = cancel_run(run_id=run.pk, identity=factories.person())
     assert cancelled.state == "cancelled"
+    assert backend.calls == [], "the cancel itself makes no backend call (issue 19 item 4)"
+    settle(run.pk, backend)  # what its `settle_run` task does
+
     assert pending(run) == (False, True, True)
     assert reserved_by(backend) == run.pk
     written = record(run)
