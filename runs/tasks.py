@@ -34,7 +34,7 @@ def reconcile() -> int:
 @shared_task(acks_late=True, ignore_result=True)
 def settle_run(run_id: str) -> None:
     """Retry an ended run's pending logs, stop and release."""
-    from runs.controller.settle import settle
+    from runs.services.settle import settle
 
     for failure in settle(run_id, backend()):
         log.warning("settling run %s: %s failed; retried by the controller", run_id, failure)

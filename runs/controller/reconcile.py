@@ -20,10 +20,10 @@ from django.db import transaction
 from django.db.models import Exists, F, OuterRef, Q
 from django.utils import timezone
 
-from cluster.backend import Backend, BackendStatus, PodPhase, WorkflowPhase
 from runs.controller import rules
 from runs.models import Run, RunState, Task
 from runs.plans import TaskPlan
+from runs.ports import Backend, BackendStatus, PodPhase, WorkflowPhase
 from runs.store import has_merge_marker, reports, task_paths
 from simrun_harness.report import read_report
 

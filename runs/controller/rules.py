@@ -5,7 +5,7 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 
-from cluster.backend import AttemptFailure, PodPhase, PodStatus
+from runs.ports import AttemptFailure, PodPhase, PodStatus
 from simrun_harness.exits import EXIT_POOL_BROKEN, EXIT_STORE, EXIT_TERMINATED
 
 STOPPED_EXITS = frozenset({None, EXIT_POOL_BROKEN, EXIT_TERMINATED})

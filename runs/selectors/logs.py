@@ -9,10 +9,9 @@ from __future__ import annotations
 import os
 from dataclasses import dataclass
 
-from cluster.backend import LOG_LIMIT_BYTES
-from cluster.local.pod_logs import read_log
 from runs.backends import backend
 from runs.models import Run, Task
+from runs.ports import LOG_LIMIT_BYTES, read_log
 from runs.store import task_paths
 
 

@@ -15,8 +15,8 @@ from datetime import UTC, datetime, timedelta
 from django.db.models import Prefetch, Q, QuerySet
 
 from runs.models import Identity, Run, RunState, Task
+from runs.refusals import RunNotFound
 from runs.selectors.progress import TaskProgress, progress_of, run_progress
-from runs.services.runs import RunNotFound
 from runs.store import task_paths
 from simrun_harness.ledger import counts
 

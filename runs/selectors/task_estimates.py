@@ -12,9 +12,10 @@ from typing import Any
 from runs.estimates import estimate
 from runs.models import Identity, Snapshot
 from runs.observations import history
+from runs.planned_tasks import plan_tasks
 from runs.plans import Node, TaskPlan
 from runs.priorities import tier_of
-from runs.services.submission import SubmissionRefused, plan_tasks
+from runs.refusals import SubmissionRefused
 from runs.workflow import SplitMode, Workflow
 
 

@@ -1,4 +1,6 @@
-"""Cancel and delete runs: who may, and in which order things happen."""
+"""Cancel and delete runs: who may, and in which order things happen.
+
+The refusals are those of `runs.refusals` (imported here too, where the surfaces find them)."""
 
 from __future__ import annotations
 
@@ -8,21 +10,11 @@ from django.db import transaction
 from django.db.models import F
 from django.utils import timezone
 
-from cluster.backend import Backend
 from runs.models import Identity, IdentityKind, Run, RunState, Task, TaskState
+from runs.ports import Backend
+from runs.refusals import NotAllowed, RunConflict, RunNotFound
+from runs.services.settle import settle
 from runs.store import run_paths
-
-
-class RunNotFound(LookupError):
-    """No such run (or not one this identity may see)."""
-
-
-class RunConflict(ValueError):
-    """The run is in a state that does not allow this."""
-
-
-class NotAllowed(PermissionError):
-    """The identity may read the run but not change it."""
 
 
 def may_change(identity: Identity, run: Run) -> bool:
@@ -61,8 +53,6 @@ def cancel_run(*, run_id: str, identity: Identity, backend: Backend) -> Run:
     if not updated:
         run.refresh_from_db()
         raise RunConflict(f"run {run_id} ended meanwhile ({run.state})")
-    from runs.controller.settle import settle
-
     settle(run.pk, backend)
     run.refresh_from_db()
     return run

@@ -13,10 +13,10 @@ from django.utils import timezone
 from cluster.backend import AttemptFailure, BackendStatus, PodPhase, PodStatus, WorkflowPhase
 from cluster.local.backend import LocalBackend
 from runs.controller.reconcile import observe, reconcile_run, reconcile_with
-from runs.controller.settle import settle
 from runs.models import Run, Task
 from runs.plans import PodShape, TaskPlan
 from runs.services.runs import cancel_run
+from runs.services.settle import settle
 from runs.store import has_merge_marker, task_paths
 from tests import factories
 from tests.nfs import NegativeLookupCache

@@ -8,8 +8,8 @@ from __future__ import annotations
 
 from collections.abc import Callable
 
-from cluster.backend import Backend
 from runs.models import Run, Task
+from runs.ports import Backend
 from runs.store import task_paths
 
 
