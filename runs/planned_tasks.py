@@ -10,7 +10,7 @@ from runs import resources
 from runs.models.observation import MERGE
 from runs.observations import history
 from runs.planner import plan_task
-from runs.plans import Node
+from runs.plans import Node, ResourcesJson, TaskPlanJson
 from runs.store import store
 from runs.task_types import origin, registry
 from runs.workflow import SplitMode, Workflow, WorkflowError, WorkflowInvalid
@@ -27,8 +27,8 @@ class PlannedTask(TypedDict):
     settings: dict[str, Any]  # as the workflow gives them (the plugin's settings model validates)
     inputs: dict[str, str]  # port → `<task>` or `<task>.<port>`
     dependencies: list[str]
-    resources: dict[str, Any]  # ResolvedResources.to_json()
-    plan: dict[str, Any]  # TaskPlan.to_json()
+    resources: ResourcesJson
+    plan: TaskPlanJson
     units_total: int | None
 
 

@@ -121,10 +121,10 @@ def states_of(value: str | None) -> list[str] | None:
             states.extend(RunState.live())
         elif part == ENDED:
             states.extend(RunState.ended())
-        elif part in RunState.values:
+        elif part in set(RunState):
             states.append(part)
         else:
-            allowed = ", ".join([*RunState.values, LIVE, ENDED])
+            allowed = ", ".join([*RunState, LIVE, ENDED])
             raise BadFilter(f"state: unknown state {part!r} (allowed: {allowed})")
     return states
 

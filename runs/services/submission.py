@@ -25,7 +25,7 @@ from django.utils import timezone
 from runs import environments
 from runs.environments import SERVICE_ENVIRONMENT
 from runs.local_packages import LocalPackageRefused, local_packages
-from runs.models import Identity, Run, RunState, Snapshot, Task
+from runs.models import Identity, Run, RunEnvironment, RunState, Snapshot, Task
 from runs.planned_tasks import PlannedTask, plan_tasks
 from runs.plans import Node, TaskPlan
 from runs.ports import Backend, RunLaunch, TaskLaunch
@@ -234,18 +234,20 @@ def fail_submission(*, run_id: str, message: str, created: bool) -> None:
     )
 
 
-def _environment(run: Run, backend: Backend) -> dict[str, Any]:
+def _environment(run: Run, backend: Backend) -> RunEnvironment:
     """The run's environment, built once: its digest (`service` for a model without one) and
     the digest of every local package it installs (which plugin code the run used)."""
     if not run.sources:
-        return {"ref": SERVICE_ENVIRONMENT}
+        return RunEnvironment(ref=SERVICE_ENVIRONMENT)
     ref, context = environments.model_environment(store().snapshot(run.sources[0]))
     if ref == SERVICE_ENVIRONMENT:
-        return {"ref": ref}
+        return RunEnvironment(ref=ref)
     if not backend.has_image(ref):
         backend.build_image(context, ref)
     packages = environments.local_packages_of(context)
-    return {"ref": ref, "local_packages": packages} if packages else {"ref": ref}
+    if packages:
+        return RunEnvironment(ref=ref, local_packages=packages)
+    return RunEnvironment(ref=ref)
 
 
 def run_launch(run: Run, *, environment: str) -> RunLaunch:
