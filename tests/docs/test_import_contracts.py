@@ -58,8 +58,7 @@ def test_an_import_against_the_direction_breaks_its_contract(
         shutil.copytree(
             ROOT / package, tmp_path / package, ignore=shutil.ignore_patterns("__pycache__")
         )
-    shutil.copy(ROOT / "pyproject.toml", tmp_path)
-    assert lint_imports(tmp_path, contract).returncode == 0  # the copy holds as the tree does
+    shutil.copy(ROOT / "pyproject.toml", tmp_path)  # a copy holds as the tree does (above)
     with (tmp_path / module).open("a") as handle:
         handle.write(f"\n{line}\n")
 
