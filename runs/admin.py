@@ -86,7 +86,7 @@ class RunAdmin(ReadOnlyMixin, admin.ModelAdmin):
 
     @admin.action(description="Retry pending logs, cancel and release")
     def retry_pending(self, request: HttpRequest, queryset: QuerySet[Run]) -> None:
-        from runs.controller.settle import settle
+        from runs.services.settle import settle
 
         for run in queryset:
             settle(run.pk, backend())

@@ -12,6 +12,7 @@ class RunsConfig(AppConfig):
     default_auto_field = "django.db.models.BigAutoField"
 
     def ready(self) -> None:
+        from runs import tasks  # noqa: F401  registers the Celery tasks services enqueue by name
         from runs.models import Token
 
         post_delete.connect(_forget_deleted_token, sender=Token, dispatch_uid="forget-token")

@@ -35,6 +35,7 @@ from cluster.backend import (
     Placement,
     PodLog,
     RunLaunch,
+    read_log,
 )
 from cluster.local import launcher, venvs
 from cluster.local.admission import Decision, Demand, Holding, Key, admit, priority_lookup
@@ -45,7 +46,6 @@ from cluster.local.doorbell import BELL_FILE, ring
 from cluster.local.launches import pod_shape
 from cluster.local.loop import Loop
 from cluster.local.machine import default_cores, default_memory_gb, free_scratch_gb, machine_name
-from cluster.local.pod_logs import read_log
 from cluster.local.run_files import CANCELLED, ENDED, STOPPED, RunFiles
 from cluster.local.statuses import RunStatuses
 from runs.plans import Node

@@ -23,6 +23,7 @@ from typing import Any
 import httpx
 
 from runs.snapshots import SKIPPED_DIRS, git_provenance, snapshot_directory
+from runs.states import TaskState
 from simrun_harness.layout import StorePaths
 
 END_EVENTS = frozenset({"end", "deleted"})
@@ -364,7 +365,7 @@ def _with_task_totals(run: dict[str, Any]) -> dict[str, Any]:
     for task in run.get("tasks", []):
         counts = task.get("counts")
         task["id"] = task["task_id"]
-        task["done"] = counts["done"] if counts else int(task["state"] == "done")
+        task["done"] = counts["done"] if counts else int(task["state"] == TaskState.DONE)
         task["total"] = counts["total"] if counts else 1
     return run
 

@@ -7,6 +7,7 @@ from pathlib import Path
 from typing import Any
 
 from runs.cli.main import CommandError
+from runs.states import RunState, TaskState
 
 
 def _identity() -> Any:
@@ -50,12 +51,12 @@ def run_view(run: Any) -> dict[str, Any]:
         "controller_idle_s": controller_idle_s(),
         "controller_late_s": late_after_s(),
         "environment": run.environment,
-        "progress": 1.0 if run.state == "succeeded" else run_progress(progress),
+        "progress": 1.0 if run.state == RunState.SUCCEEDED else run_progress(progress),
         "tasks": [
             {
                 "id": p.task_id,
                 "state": p.state,
-                "done": p.counts.done if p.counts else (1 if p.state == "done" else 0),
+                "done": p.counts.done if p.counts else (1 if p.state == TaskState.DONE else 0),
                 "total": p.counts.total if p.counts else 1,
                 "message": tasks[p.task_id].message,
                 "started_at": _iso(tasks[p.task_id].started_at),

@@ -14,6 +14,7 @@ from runs.cli.follow_notes import run_seconds, task_times, watched
 from runs.cli.main import setup_django
 from runs.cli.progress import ENDED, follow_bars, follow_plain, polls
 from runs.cli.workflow_commands import read_workflow
+from runs.states import RunState
 
 
 class Lab(Protocol):
@@ -143,7 +144,7 @@ def follow_run(
     console.print(f"run {run['id']} {run['state']}{took}")
     if run["message"]:
         console.print(f"  {run['message']}")
-    return 0 if run["state"] == "succeeded" else 1
+    return 0 if run["state"] == RunState.SUCCEEDED else 1
 
 
 def cancel(args: argparse.Namespace) -> int:

@@ -26,11 +26,12 @@ from runs.selectors.runs_list import run_item
 from runs.selectors.tasks import TaskView, run_tasks
 from runs.selectors.workers import WorkerView, task_workers
 from runs.services.runs import NotAllowed, RunConflict, RunNotFound, cancel_run, may_change
+from runs.states import TaskState
 from runs.store import task_paths
 from simrun_harness.progress import UNIT_DONE, read_progress
 
 TEMPLATE = "runs/run_detail.html"
-LIVE_TASK_STATES = ("running", "preempted", "retrying", "queued")
+LIVE_TASK_STATES = TaskState.live()
 
 
 def chosen_task(tasks: list[TaskView], wanted: str | None) -> TaskView | None:

@@ -15,8 +15,8 @@ from datetime import UTC, datetime, timedelta
 from django.db.models import Prefetch, Q, QuerySet
 
 from runs.models import Identity, Run, RunState, Task
+from runs.refusals import RunNotFound
 from runs.selectors.progress import TaskProgress, progress_of, run_progress
-from runs.services.runs import RunNotFound
 from runs.store import task_paths
 from simrun_harness.ledger import counts
 
@@ -128,10 +128,10 @@ def states_of(value: str | None) -> list[str] | None:
             states.extend(RunState.live())
         elif part == ENDED:
             states.extend(RunState.ended())
-        elif part in RunState.values:
+        elif part in set(RunState):
             states.append(part)
         else:
-            allowed = ", ".join([*RunState.values, LIVE, ENDED])
+            allowed = ", ".join([*RunState, LIVE, ENDED])
             raise BadFilter(f"state: unknown state {part!r} (allowed: {allowed})")
     return states
 

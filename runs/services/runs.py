@@ -1,4 +1,6 @@
-"""Cancel and delete runs: who may, and in which order things happen."""
+"""Cancel and delete runs: who may, and in which order things happen.
+
+The refusals are those of `runs.refusals` (imported here too, where the surfaces find them)."""
 
 from __future__ import annotations
 
@@ -9,19 +11,9 @@ from django.db.models import F
 from django.utils import timezone
 
 from runs.models import Identity, IdentityKind, Run, RunState, Task, TaskState
+from runs.refusals import NotAllowed, RunConflict, RunNotFound
+from runs.services import background
 from runs.store import run_paths
-
-
-class RunNotFound(LookupError):
-    """No such run (or not one this identity may see)."""
-
-
-class RunConflict(ValueError):
-    """The run is in a state that does not allow this."""
-
-
-class NotAllowed(PermissionError):
-    """The identity may read the run but not change it."""
 
 
 def may_change(identity: Identity, run: Run) -> bool:
@@ -53,7 +45,7 @@ def cancel_run(*, run_id: str, identity: Identity) -> Run:
             Task.objects.filter(run=run).exclude(state__in=TaskState.final()).update(
                 state=TaskState.CANCELLED, ended_at=now, message=f"cancelled by {identity.name}"
             )
-            transaction.on_commit(lambda: _enqueue_settle(run.pk))
+            background.enqueue_on_commit(background.SETTLE_RUN, run_id=run.pk)
     run.refresh_from_db()
     if not updated:
         raise RunConflict(f"run {run_id} ended meanwhile ({run.state})")
@@ -72,7 +64,7 @@ def request_deletion(*, run_id: str, identity: Identity) -> Run:
             deleting=True, pending_logs=False, version=F("version") + 1
         )
         if updated:
-            transaction.on_commit(lambda: _enqueue_deletion(run.pk))
+            background.enqueue_on_commit(background.DELETE_RUN, run_id=run.pk)
     found = Run.objects.filter(pk=run.pk).first()
     if found is None:  # asked twice and the first deletion finished meanwhile
         raise RunNotFound(f"no run {run_id!r}")
@@ -121,15 +113,3 @@ def _changeable(run_id: str, identity: Identity, verb: str) -> Run:
             f"run {run_id} belongs to {run.principal.name}; only they or the owner may {verb} it"
         )
     return run
-
-
-def _enqueue_settle(run_id: str) -> None:
-    from runs.tasks import settle_run  # here: the tasks import the services
-
-    settle_run.delay(run_id)
-
-
-def _enqueue_deletion(run_id: str) -> None:
-    from runs.tasks import delete_run
-
-    delete_run.delay(run_id)

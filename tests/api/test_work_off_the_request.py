@@ -16,7 +16,6 @@ from pathlib import Path
 import pytest
 from django.utils import timezone
 
-import runs.services.runs as services_runs
 import runs.tasks
 from cluster.backend import RunLaunch, WorkflowPhase
 from cluster.local.backend import LocalBackend
@@ -24,6 +23,7 @@ from runs.controller.backoff import Backoff
 from runs.controller.seen import Seen
 from runs.controller.tick import tick
 from runs.models import Run, Task
+from runs.services import background
 from runs.services.runs import cancel_run, request_deletion
 from runs.store import run_paths
 from tests import factories
@@ -200,8 +200,10 @@ def test_the_tasks_run_twice_change_nothing_more(lab: Lab, counting: CountingBac
 def lost(monkeypatch: pytest.MonkeyPatch) -> list[str]:
     """The tasks the services enqueue on commit, none delivered (a broker that lost them)."""
     sent: list[str] = []
-    monkeypatch.setattr(services_runs, "_enqueue_settle", lambda run_id: sent.append("settle"))
-    monkeypatch.setattr(services_runs, "_enqueue_deletion", lambda run_id: sent.append("delete"))
+    names = {background.SETTLE_RUN: "settle", background.DELETE_RUN: "delete"}
+    monkeypatch.setattr(
+        background, "enqueue", lambda task, *, run_id: sent.append(names.get(task, task))
+    )
     return sent
 
 

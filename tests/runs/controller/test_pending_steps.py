@@ -18,10 +18,10 @@ from cluster.backend import BackendStatus, PodLog, RunLaunch, WorkflowPhase
 from cluster.local.backend import LocalBackend
 from runs.controller.backoff import MAX_S, Backoff
 from runs.controller.seen import Seen
-from runs.controller.settle import settle
 from runs.controller.tick import tick
 from runs.models import Run, Task
 from runs.services.runs import cancel_run
+from runs.services.settle import settle
 from tests import factories
 from tests.cluster.local.builders import command_task, shape
 from tests.waiting import wait_for

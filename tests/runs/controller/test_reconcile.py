@@ -14,10 +14,10 @@ from pytest_django import Settings
 from cluster.backend import AttemptFailure, BackendStatus, PodPhase, PodStatus, WorkflowPhase
 from cluster.local.backend import LocalBackend
 from runs.controller.reconcile import observe, reconcile_run, reconcile_with
-from runs.controller.settle import settle
 from runs.models import Run, Task
 from runs.plans import PodShape, TaskPlan
 from runs.services.runs import cancel_run
+from runs.services.settle import settle
 from runs.store import has_merge_marker, task_paths
 from tests import builders, factories
 from tests.nfs import NegativeLookupCache
