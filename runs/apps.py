@@ -12,6 +12,7 @@ class RunsConfig(AppConfig):
     default_auto_field = "django.db.models.BigAutoField"
 
     def ready(self) -> None:
+        import simrun_site.celery  # noqa: F401  the app shared tasks are sent with, made current
         from runs.models import Token
 
         post_delete.connect(_forget_deleted_token, sender=Token, dispatch_uid="forget-token")
