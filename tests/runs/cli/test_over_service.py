@@ -13,6 +13,7 @@ import subprocess
 import sys
 from collections.abc import Iterator
 from pathlib import Path
+from typing import Any
 
 import psutil
 import pytest
@@ -30,6 +31,7 @@ code = main(sys.argv[1:])
 print(json.dumps({"code": code, "django": sorted(m for m in sys.modules if m == "django")}))
 """
 INVALID = "name: bad\ntasks:\n  - id: t\n    type: sleep\n    settings: {units: 0, colour: red}\n"
+TEXT: dict[str, Any] = {"capture_output": True, "text": True, "timeout": 300}
 VALID = "name: wide\ntasks:\n  - id: t\n    type: sleep\n    settings: {units: 2}\n"
 TOO_WIDE = VALID + "    resources: {scratch_gb: 100000}\n"
 
@@ -41,9 +43,13 @@ def served(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Serving]:
 
 
 def simrun(
-    data_dir: Path, *args: str, direct: bool = False, probe: bool = False
+    data_dir: Path,
+    *args: str,
+    direct: bool = False,
+    probe: bool = False,
+    extra: dict[str, str] | None = None,
 ) -> subprocess.CompletedProcess[str]:
-    env = clean_env(data_dir)
+    env = {**clean_env(data_dir), **(extra or {})}
     if direct:
         env["SIMRUN_IDENTITY"] = getpass.getuser()
     command = [sys.executable, "-c", PROBE, *args] if probe else [str(SIMRUN), *args]
@@ -121,46 +127,40 @@ def test_refusals_are_the_same_lines_and_exit_codes_either_way(
     assert said(simrun(served.data_dir, *args, direct=True)) == over_service
 
 
-@pytest.fixture(scope="module")
-def installation(tmp_path_factory: pytest.TempPathFactory) -> Path:
-    """A migrated installation no service runs for."""
-    data_dir = tmp_path_factory.mktemp("no-service") / "simrun"
-    subprocess.run(
-        [sys.executable, "manage.py", "migrate", "-v", "0"],
-        cwd=ROOT,
-        env=clean_env(data_dir),
-        check=True,
-        timeout=300,
-    )
-    return data_dir
+@pytest.fixture
+def elsewhere(served: Serving, tmp_path: Path) -> tuple[Path, dict[str, str]]:
+    """Another data directory on the served installation's database (no migration to wait
+    for), whose state file the test writes."""
+    database = f"sqlite:///{served.data_dir / 'simrun.sqlite3'}"
+    return tmp_path / "simrun", {"DATABASE_URL": database}
 
 
 def claim_service(data_dir: Path, *, pid: int, url: str, token: str) -> None:
     """A state file as `serve` writes it, naming `pid` as the serve process."""
+    data_dir.mkdir(mode=0o700, parents=True, exist_ok=True)
     started = psutil.Process(pid).create_time() if psutil.pid_exists(pid) else 0.0
     record = ServeRecord(pid=pid, started=started, url=url, store=str(data_dir / "store"))
     write_state(data_dir, record)
     write_token(data_dir, token)
 
 
-def test_a_state_file_left_by_a_dead_serve_is_ignored(installation: Path) -> None:
-    dead = subprocess.run(
-        [sys.executable, "-c", "import os; print(os.getpid())"], capture_output=True, text=True
-    )
-    claim_service(installation, pid=int(dead.stdout), url="http://127.0.0.1:9/", token="srn_x")
-    assert said(simrun(installation, "show", "nosuchrun")) == (
-        1,
-        "",
-        "simrun: no run 'nosuchrun'\n",
-    )
+def test_a_state_file_left_by_a_dead_serve_is_ignored(
+    elsewhere: tuple[Path, dict[str, str]],
+) -> None:
+    data_dir, env = elsewhere
+    dead = subprocess.run([sys.executable, "-c", "import os; print(os.getpid())"], **TEXT)
+    claim_service(data_dir, pid=int(dead.stdout), url="http://127.0.0.1:9/", token="srn_x")
+    expected = (1, "", "simrun: no run 'nosuchrun'\n")
+    assert said(simrun(data_dir, "show", "nosuchrun", extra=env)) == expected
 
 
 def test_a_service_that_does_not_answer_is_named_and_the_command_works_directly(
-    installation: Path,
+    elsewhere: tuple[Path, dict[str, str]],
 ) -> None:
+    data_dir, env = elsewhere
     url = f"http://127.0.0.1:{free_port()}/"  # nothing listens there
-    claim_service(installation, pid=os.getpid(), url=url, token="srn_x")
-    code, out, err = said(simrun(installation, "show", "nosuchrun"))
+    claim_service(data_dir, pid=os.getpid(), url=url, token="srn_x")
+    code, out, err = said(simrun(data_dir, "show", "nosuchrun", extra=env))
     assert (code, out) == (1, "")
     assert err.splitlines() == [
         f"simrun: the service at {url} does not answer ([Errno 111] Connection refused); "
@@ -170,10 +170,11 @@ def test_a_service_that_does_not_answer_is_named_and_the_command_works_directly(
 
 
 def test_a_refused_token_is_named_and_the_command_works_directly(
-    installation: Path, served: Serving
+    elsewhere: tuple[Path, dict[str, str]], served: Serving
 ) -> None:
+    data_dir, env = elsewhere
     url = f"http://127.0.0.1:{served.port}/"
-    claim_service(installation, pid=os.getpid(), url=url, token="srn_not-a-token")
-    code, out, err = said(simrun(installation, "runs"))
+    claim_service(data_dir, pid=os.getpid(), url=url, token="srn_not-a-token")
+    code, out, err = said(simrun(data_dir, "runs", extra=env))
     assert code == 0 and out.startswith("RUN ")
     assert err.startswith(f"simrun: the service at {url} refuses this machine's token (")
