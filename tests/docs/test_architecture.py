@@ -15,7 +15,13 @@ NAMED_ID = re.compile(r"\b([CBMKS][0-9]+):")
 ROW = re.compile(r"^\| ([CBMKS][0-9]+) \| [^|]+ \| ([^|]+) \| ([^|]+) \|$")
 PATH = re.compile(r"`([\w/.-]+\.py)`")
 # what the backends may import of the domain: plain values and pure functions
-DOMAIN_VALUES = {"runs.plans", "runs.resources", "runs.environments", "runs.priorities"}
+DOMAIN_VALUES = {
+    "runs.plans",
+    "runs.resources",
+    "runs.environments",
+    "runs.local_packages",
+    "runs.priorities",
+}
 FRAMEWORKS = ("django", "rest_framework", "celery", "simrun_site")
 
 
