@@ -7,6 +7,7 @@ command line (click, rich, pygments) on import, more than half a second on a loa
 
 from __future__ import annotations
 
+import http.client
 import json
 import urllib.error
 import urllib.parse
@@ -16,6 +17,10 @@ from typing import Any
 
 class ServiceDown(Exception):
     """The service did not take the request (nothing was sent that could change anything)."""
+
+
+class ServiceLost(Exception):
+    """The connection failed after the request may have been sent (reset, timed out)."""
 
 
 class ServiceRefused(Exception):
@@ -67,10 +72,15 @@ class ServiceHttp:
         except urllib.error.HTTPError as error:
             raise _refusal(error.code, error.read(), error.reason) from None
         except urllib.error.URLError as error:
-            if isinstance(error.reason, ConnectionError | FileNotFoundError):
-                raise ServiceDown(str(error.reason)) from None
-            raise
-        return json.loads(content) if content else None
+            if isinstance(error.reason, ConnectionRefusedError | FileNotFoundError):
+                raise ServiceDown(str(error.reason)) from None  # nothing was sent
+            raise ServiceLost(str(error.reason)) from None
+        except (OSError, http.client.HTTPException) as error:  # reset, timed out, cut short
+            raise ServiceLost(str(error) or type(error).__name__) from None
+        try:
+            return json.loads(content) if content else None
+        except ValueError:
+            raise ServiceLost(f"an answer that is not JSON: {content[:200]!r}") from None
 
 
 def _refusal(status: int, content: bytes, reason: str) -> ServiceRefused:

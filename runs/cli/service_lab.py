@@ -17,7 +17,13 @@ from typing import Any, TypeVar
 
 from runs.cli.local_service import LocalService
 from runs.cli.main import CommandError, setup_django
-from runs.cli.service_http import ServiceDown, ServiceHttp, ServiceRefused, with_task_totals
+from runs.cli.service_http import (
+    ServiceDown,
+    ServiceHttp,
+    ServiceLost,
+    ServiceRefused,
+    with_task_totals,
+)
 
 T = TypeVar("T")
 
@@ -59,6 +65,12 @@ class ServiceLab:
                 if exc.status != 401:
                     raise _as_command_error(exc) from None
                 self._fallback(f"refuses this machine's token ({exc.detail})")
+            except ServiceLost as exc:
+                # the request may have been acted on: not repeated the direct way
+                raise CommandError(
+                    f"the service at {self.service.url} broke off ({exc}); "
+                    "`simrun runs` shows what it did"
+                ) from None
         return direct(self._direct)
 
     # -- the verbs ---------------------------------------------------------------------------

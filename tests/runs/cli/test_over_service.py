@@ -9,8 +9,10 @@ from __future__ import annotations
 import getpass
 import json
 import os
+import socket
 import subprocess
 import sys
+import threading
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -178,3 +180,31 @@ def test_a_refused_token_is_named_and_the_command_works_directly(
     code, out, err = said(simrun(data_dir, "runs", extra=env))
     assert code == 0 and out.startswith("RUN ")
     assert err.startswith(f"simrun: the service at {url} refuses this machine's token (")
+
+
+def test_a_service_that_breaks_off_is_an_error_and_nothing_is_done_again_directly(
+    elsewhere: tuple[Path, dict[str, str]],
+) -> None:
+    """Once a request may have been sent, a lost answer is not retried the direct way (a
+    submission would be made twice)."""
+    data_dir, env = elsewhere
+    with socket.socket() as listener:
+        listener.bind(("127.0.0.1", 0))
+        listener.listen()
+        url = f"http://127.0.0.1:{listener.getsockname()[1]}/"
+
+        def hang_up() -> None:
+            connection, _ = listener.accept()
+            connection.recv(65536)
+            connection.close()
+
+        thread = threading.Thread(target=hang_up, daemon=True)
+        thread.start()
+        claim_service(data_dir, pid=os.getpid(), url=url, token="srn_x")
+        code, out, err = said(simrun(data_dir, "show", "nosuchrun", extra=env))
+        thread.join(timeout=60)
+    assert (code, out) == (1, "")
+    assert err == (
+        f"simrun: the service at {url} broke off (Remote end closed connection without "
+        "response); `simrun runs` shows what it did\n"
+    )
