@@ -97,8 +97,16 @@ class ServiceLab:
 
     def runs(self, *, limit: int = 20) -> list[dict[str, Any]]:
         def over_http() -> list[dict[str, Any]]:
-            page = self.http.call("GET", "runs/", params={"limit": min(200, limit)})
-            return list(page["runs"])
+            found: list[dict[str, Any]] = []
+            params: dict[str, Any] = {}
+            while len(found) < limit:
+                params["limit"] = min(200, limit - len(found))  # the API's pages, followed
+                page = self.http.call("GET", "runs/", params=params)
+                found.extend(page["runs"])
+                if not page["next_cursor"]:
+                    break
+                params["cursor"] = page["next_cursor"]
+            return found
 
         return self._either(over_http, lambda d: d.runs(limit=limit))
 
