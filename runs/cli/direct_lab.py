@@ -10,12 +10,20 @@ from runs.cli.main import CommandError
 from runs.states import RunState, TaskState
 
 
+def owner_identity() -> Any:
+    """The lab's owner, made for you (named for this user) if there is none yet."""
+    from runs.models import Identity, IdentityKind
+    from runs.services.identities import create_identity
+
+    owner = Identity.objects.filter(kind=IdentityKind.OWNER).first()
+    return owner or create_identity(name=getpass.getuser(), kind=IdentityKind.OWNER)
+
+
 def _identity() -> Any:
     """Who acts on this machine: SIMRUN_IDENTITY, else the owner (made for you if none)."""
     import os
 
-    from runs.models import Identity, IdentityKind
-    from runs.services.identities import create_identity
+    from runs.models import Identity
 
     name = os.environ.get("SIMRUN_IDENTITY")
     if name:
@@ -23,8 +31,7 @@ def _identity() -> Any:
         if found is None:
             raise CommandError(f"SIMRUN_IDENTITY={name!r}: no such identity")
         return found
-    owner = Identity.objects.filter(kind=IdentityKind.OWNER).first()
-    return owner or create_identity(name=getpass.getuser(), kind=IdentityKind.OWNER)
+    return owner_identity()
 
 
 def _iso(moment: Any) -> str | None:

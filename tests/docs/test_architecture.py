@@ -20,6 +20,7 @@ DOMAIN_VALUES = {
     "runs.plans",
     "runs.resources",
     "runs.environments",
+    "runs.local_packages",
     "runs.priorities",
 }
 FRAMEWORKS = ("django", "rest_framework", "celery", "simrun_site")
