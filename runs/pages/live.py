@@ -5,11 +5,11 @@
 - `/runs/<id>/tasks/<task>/logs/<pod>/events/?seen=`: a `tail` event with a pod's log tail
   whenever it differs from the one shown (`LogTail.key`), until the tail stops following.
 - `/events/?runs=<id>:<key>,…`: a `run-<id>` event with a run's status cell whenever its key
-  (state and whole percent) differs from the one the list shows.
+  (state, what is pending, whole percent) differs from the one the list shows.
 
 Each poll reads the rows and ledgers; the run page renders its partial again only when the
-run's version or units done changed, or REFRESH_S passed (ages, reports). Both streams end
-with `end` once their runs have ended (the page then closes its source) and after
+run's version or units done changed, or REFRESH_S passed (ages, reports). The streams end
+with `end` once their runs have ended and settled (the page then closes its source) and after
 SIMRUN_EVENTS_MAX_S (the browser reconnects by itself). Under the web process they are served
 by Django's ASGI handler (`simrun_site.dispatch`) and wait between polls in the event loop,
 holding no thread; a WSGI server (Django's test live server) gets one observation per request,
