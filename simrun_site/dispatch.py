@@ -7,8 +7,9 @@ for every middleware (`MiddlewareMixin` runs `process_request` and `process_resp
 Through the WSGI handler it makes one hop and runs the whole stack in that thread: 0.5-1.5 ms.
 So every request goes to the WSGI handler (a2wsgi's `WSGIMiddleware`, on a pool of
 SIMRUN_WEB_THREADS threads; the database pool has two connections more) except those of
-`ASYNC_PATHS`: the streams (a run's events, its logs, which may be followed), whose views are
-async and wait between polls in the event loop without holding a thread, and uploads.
+`ASYNC_PATHS`: the streams (a run's events, the pages' live parts, its logs, which may be
+followed), whose responses wait between polls in the event loop without holding a thread,
+and uploads.
 A chunked body bound for the WSGI handler is read first and given its length
 (`runs.api.body_length`): that handler would read nothing of it.
 """
@@ -26,8 +27,12 @@ from django.core.wsgi import get_wsgi_application
 from runs.api.body_length import ChunkedBodyLength
 from runs.api.upload_limit import App, Receive, Scope, Send, UploadSizeLimit
 
-ASYNC_PATHS = re.compile(r"^/api/(runs/[^/]+/(events|logs)/|snapshots/)$")
-"""Paths served by the ASGI handler: the event stream, the logs (`?follow=1`) and snapshot
+ASYNC_PATHS = re.compile(
+    r"^(/api/(runs/[^/]+/(events|logs)/|snapshots/)"
+    r"|/(runs/[^/]+/(tasks/[^/]+/logs/[^/]+/)?)?events/)$"
+)
+"""Paths served by the ASGI handler: the event streams (the API's and the pages', which
+`runs.pages.live` serves), the logs (`?follow=1`) and snapshot
 uploads, whose body the upload limit cuts as it arrives: Django's ASGI handler then answers
 413, where a WSGI view would take the cut body for a short archive and answer first."""
 

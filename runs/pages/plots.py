@@ -83,17 +83,32 @@ def cumulative(times: Sequence[datetime]) -> list[tuple[float, float]]:
     return [((t - start).total_seconds(), float(i + 1)) for i, t in enumerate(ordered)]
 
 
+@dataclass(frozen=True)
+class Projection:
+    """When the last unit is expected done (seconds on the plot's time axis), and from what."""
+
+    end_s: float
+    basis: str
+
+
 def units_over_time(
-    points: Sequence[tuple[float, float]], *, total: int | None, label: str
+    points: Sequence[tuple[float, float]],
+    *,
+    total: int | None,
+    label: str,
+    projection: Projection | None = None,
 ) -> SafeString:
-    """Units done over time: a step line from the first unit done, the total as a dashed line."""
+    """Units done over time: a step line from the first unit done, the total as a dashed line,
+    and the projected end as a dashed line from the last unit done to the total."""
     width, height, left, right, top, bottom = 560, 220, 52, 16, 14, 38
     done = int(points[-1][1]) if points else 0
     span = points[-1][0] if points else 0.0
     desc = f"{done} of {total if total is not None else '?'} units done"
     desc += f" over {_duration(round(span, 1))}." if points else "; none done yet."
+    if projection is not None:
+        desc += f" Projected end at {_duration(round(projection.end_s, 1))} ({projection.basis})."
     y_top = max(float(total or 0), float(done), 1.0)
-    x_top = max(span, 1.0)
+    x_top = max(span, projection.end_s if projection else 0.0, 1.0)
     y_ticks, x_ticks = nice_ticks(y_top, 4), nice_ticks(x_top, 5)
     y_max, x_max = y_ticks[-1], x_ticks[-1]
     plot_w, plot_h = width - left - right, height - top - bottom
@@ -121,6 +136,17 @@ def units_over_time(
         for px, py in downsample(points):
             path.append(f"H{x(px):.1f}V{y(py):.1f}")
         body.append(f'<path d="{"".join(path)}" fill="none" stroke="{LINE}" stroke-width="2"/>')
+    if projection is not None and total:
+        x0, y0 = (x(span), y(done)) if points else (x(0), y(0))
+        end = x(projection.end_s)
+        body.append(
+            f'<line class="projection" x1="{x0:.1f}" y1="{y0:.1f}" x2="{end:.1f}" '
+            f'y2="{y(total):.1f}" stroke="{LINE}" stroke-width="2" stroke-dasharray="3 3"/>'
+            f'<line class="projected-end" x1="{end:.1f}" x2="{end:.1f}" y1="{top}" '
+            f'y2="{height - bottom}" stroke="{MUTED}" stroke-dasharray="2 3"/>'
+            f'<text x="{end - 4:.1f}" y="{top + 24}" text-anchor="end" fill="{INK}">'
+            f"projected end {_duration(round(projection.end_s, 1))}</text>"
+        )
     return _svg(width, height, f"Units done over time: {label}", desc, body)
 
 
@@ -164,6 +190,15 @@ class MemoryBar:
 
 def memory_per_worker(bars: Sequence[MemoryBar], *, label: str) -> SafeString:
     """A horizontal bar per worker: its peak memory, the limit as a red mark, values in text."""
+    return _memory_bars(bars, title=f"Peak memory per worker against its limit: {label}")
+
+
+def memory_per_task(bars: Sequence[MemoryBar]) -> SafeString:
+    """A bar per task (and its units'), each a peak against its limit, values in text."""
+    return _memory_bars(bars, title="Peak memory per task against its limit", what="task")
+
+
+def _memory_bars(bars: Sequence[MemoryBar], *, title: str, what: str = "worker") -> SafeString:
     row, left, right, top = 30, 110, 150, 10
     width = 620
     height = top * 2 + row * max(1, len(bars)) + 20
@@ -195,12 +230,12 @@ def memory_per_worker(bars: Sequence[MemoryBar], *, label: str) -> SafeString:
             fill = BAR_OOM if bar.oom_killed else BAR
             body.append(
                 f'<rect x="{left}" y="{y + 6}" width="{max(1.0, x(bar.peak_gb) - left):.1f}" '
-                f'height="18" fill="{fill}"/>'
+                f'height="18" fill="{fill}" class="peak"/>'
             )
         if bar.limit_gb is not None:
             body.append(
-                f'<line x1="{x(bar.limit_gb):.1f}" x2="{x(bar.limit_gb):.1f}" y1="{y + 2}" '
-                f'y2="{y + row - 2}" stroke="{LIMIT}" stroke-width="3"/>'
+                f'<line class="limit" x1="{x(bar.limit_gb):.1f}" x2="{x(bar.limit_gb):.1f}" '
+                f'y1="{y + 2}" y2="{y + row - 2}" stroke="{LIMIT}" stroke-width="3"/>'
             )
         text = _memory_text(bar)
         summary.append(f"{bar.worker}: {text}")
@@ -208,14 +243,8 @@ def memory_per_worker(bars: Sequence[MemoryBar], *, label: str) -> SafeString:
             f'<text x="{width - right + 8}" y="{y + 19}" fill="{INK}">{escape(text)}</text>'
         )
     if not bars:
-        body.append(f'<text x="{left}" y="{top + 19}" fill="{MUTED}">no worker has reported</text>')
-    return _svg(
-        width,
-        height,
-        f"Peak memory per worker against its limit: {label}",
-        "; ".join(summary) or "No worker has reported yet.",
-        body,
-    )
+        body.append(f'<text x="{left}" y="{top + 19}" fill="{MUTED}">no {what} has reported</text>')
+    return _svg(width, height, title, "; ".join(summary) or f"No {what} has reported yet.", body)
 
 
 def _memory_text(bar: MemoryBar) -> str:

@@ -1,7 +1,9 @@
-"""A pod's log tail that follows while the pod lives, and downloads of a run's outputs."""
+"""A pod's log tail that follows while the pod lives (its stream is in `runs.pages.live`),
+and downloads of a run's outputs."""
 
 from __future__ import annotations
 
+import hashlib
 from dataclasses import dataclass
 
 from django.http import FileResponse, Http404, HttpResponse
@@ -29,6 +31,13 @@ class LogTail:
     attempts: int
     follow: bool
 
+    @property
+    def key(self) -> str:
+        """A digest of what the tail shows: the page's stream sends it again when it changes."""
+        return hashlib.sha1(repr((self.follow, self.attempts, self.entry)).encode()).hexdigest()[
+            :16
+        ]
+
 
 def run_or_404(run_id: str) -> Run:
     try:
@@ -44,6 +53,11 @@ def task_or_404(run: Run, task_id: str) -> Task:
     return task
 
 
+def pod_or_404(task: Task, pod: str) -> None:
+    if pod != task.task_id and not pod.startswith(f"{task.task_id}-"):
+        raise Http404(f"{pod!r} is no pod of task {task.task_id!r}")
+
+
 def log_tail(run: Run, task: Task, pod: str) -> LogTail:
     """The tail of the newest attempt of `pod`; it follows until that attempt has ended."""
     entries = [e for e in task_logs(run, task, tail_lines=TAIL_LINES) if e.pod == pod]
@@ -57,11 +71,10 @@ def log_tail(run: Run, task: Task, pod: str) -> LogTail:
 def log(
     request: HtmxHttpRequest, identity: Identity, run_id: str, task_id: str, pod: str
 ) -> HttpResponse:
-    """A pod's log page; the tail when htmx polls it, the panel when the run page opens it."""
+    """A pod's log page; the tail or the panel when htmx asks (the run page opens it)."""
     run = run_or_404(run_id)
     task = task_or_404(run, task_id)
-    if pod != task_id and not pod.startswith(f"{task_id}-"):
-        raise Http404(f"{pod!r} is no pod of task {task_id!r}")
+    pod_or_404(task, pod)
     context = {"run": run, "task": task, "tail": log_tail(run, task, pod)}
     parts = {"log-tail": "tail", "log-panel": "panel"}
     if request.htmx and request.htmx.target in parts:

@@ -1,28 +1,30 @@
 """The runs: filters and search, state badges, live progress bars of the active runs.
 
-The table is a partial: htmx refreshes it every few seconds while a run on it is active,
-and when a filter changes (the form's own hx-get), keeping the filters in the URL.
+The table is a partial, replaced when a filter changes (the form's own hx-get), keeping the
+filters in the URL. While a run on it is active, the list's event stream (`runs.pages.live`)
+sends the status cell of each active run whose state or progress changed; without JavaScript
+the page reloads itself (a meta refresh inside <noscript>).
 """
 
 from __future__ import annotations
 
 from django.db.models import Q
-from django.http import Http404, HttpResponse
+from django.http import HttpResponse
 from django.shortcuts import render
 
-from runs.models import Identity, RunState
+from runs.models import Identity
 from runs.pages.access import HtmxHttpRequest, with_identity
 from runs.pages.forms import RunFilterForm
+from runs.pages.live import followed, status_key
+from runs.pages.run_page import NOSCRIPT_REFRESH_S
 from runs.selectors.runs_list import (
     BadFilter,
     RunPage,
-    get_run,
     list_runs,
     run_item,
     runs_with_details,
     states_of,
 )
-from runs.services.runs import RunNotFound
 
 TEMPLATE = "runs/run_list.html"
 PAGE = 50
@@ -53,13 +55,7 @@ def search_runs(text: str, *, state: str | None, owner: str | None, group: str |
 
 @with_identity
 def runs(request: HtmxHttpRequest, identity: Identity) -> HttpResponse:
-    """The list of runs; the table alone, or one run's status cell, when htmx asks."""
-    if request.htmx and request.GET.get("run"):
-        try:
-            item = run_item(get_run(request.GET["run"]))
-        except RunNotFound as exc:
-            raise Http404(str(exc)) from exc
-        return render(request, f"{TEMPLATE}#status", {"run": item})
+    """The list of runs; the table alone when htmx asks (a filter changed)."""
     form = RunFilterForm(request.GET)
     page = RunPage(runs=[], next_cursor=None)
     error = ""
@@ -83,8 +79,11 @@ def runs(request: HtmxHttpRequest, identity: Identity) -> HttpResponse:
         "form": form,
         "page": page,
         "error": error,
-        "live": any(r.state in RunState.live() for r in page.runs),
+        "live": any(followed(r) for r in page.runs),
+        # the live runs shown and what their status cells show, for the list's event stream
+        "watch": ",".join(f"{r.id}:{status_key(r)}" for r in page.runs if followed(r)),
         "query": query.urlencode(),
+        "refresh_s": NOSCRIPT_REFRESH_S,
     }
     if request.htmx and request.htmx.target == "runs-table":
         return render(request, f"{TEMPLATE}#table", context)

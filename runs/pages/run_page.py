@@ -1,23 +1,27 @@
 """A run: its DAG, tasks, the chosen task's workers, plots and log, outputs; cancel.
 
-The live part (summary, DAG, tasks, workers, plots, outputs) is one partial that htmx
-replaces every two seconds while the run is active; once the run has ended the partial
-comes back without its trigger, so polling stops. Choosing a task is a plain link
-(`?task=`), so the page reads the same without JavaScript.
+The live part (summary, DAG, tasks, workers, plots, outputs) is one partial; while the run is
+active the page's event stream (`runs.pages.live`) sends it again whenever it changed, and
+htmx's SSE extension swaps it in; no polling. Choosing a task is a plain link (`?task=`), and
+without JavaScript a live run's page reloads itself (a meta refresh inside <noscript>), so the
+page reads and acts the same without it.
 """
 
 from __future__ import annotations
 
+import hashlib
 from typing import Any
 
 from django.contrib import messages
 from django.http import HttpResponse
 from django.shortcuts import redirect, render
+from django.template.loader import render_to_string
 from django.urls import reverse
+from django.utils.safestring import mark_safe
 from django_htmx.http import HttpResponseClientRedirect
 
 from runs.models import Identity, Run, Task
-from runs.pages import plots
+from runs.pages import plots, run_plots
 from runs.pages.access import HtmxHttpRequest, forbidden, with_identity
 from runs.pages.dag import DagNode, draw
 from runs.pages.run_files import log_tail, run_or_404
@@ -27,11 +31,16 @@ from runs.selectors.tasks import TaskView, run_tasks
 from runs.selectors.workers import WorkerView, task_workers
 from runs.services.runs import NotAllowed, RunConflict, RunNotFound, cancel_run, may_change
 from runs.states import TaskState
-from runs.store import task_paths
-from simrun_harness.progress import UNIT_DONE, read_progress
 
 TEMPLATE = "runs/run_detail.html"
+NOSCRIPT_REFRESH_S = 10
+"""Without JavaScript, a live run's page reloads itself this often (a meta refresh)."""
 LIVE_TASK_STATES = TaskState.live()
+
+
+def live_digest(html: str) -> str:
+    """What the page's stream compares to know whether the page shows the latest partial."""
+    return hashlib.sha1(html.encode()).hexdigest()[:16]
 
 
 def chosen_task(tasks: list[TaskView], wanted: str | None) -> TaskView | None:
@@ -44,18 +53,6 @@ def chosen_task(tasks: list[TaskView], wanted: str | None) -> TaskView | None:
         if found is not None:
             return found
     return None
-
-
-def units_done_times(run: Run, task: Task) -> list[tuple[float, float]]:
-    """(seconds since the first unit done, units done) from the task's progress file.
-
-    A unit done twice (a stale claim that was still alive) counts once, at its first time.
-    """
-    first_seen: dict[str, Any] = {}
-    for event in read_progress(task_paths(run.id, task.task_id).progress):
-        if event.event == UNIT_DONE and event.unit is not None:
-            first_seen.setdefault(event.unit, event.time)
-    return plots.cumulative(list(first_seen.values()))
 
 
 def memory_plot(workers: list[WorkerView], task_id: str) -> Any:
@@ -91,8 +88,10 @@ def run_context(
         "dag": draw(nodes, title=f"Tasks of run {run.id}"),
         "selected": selected,
         "outputs": _outputs(run),
+        "tasks_memory_svg": run_plots.memory_plot(run, list(run.tasks.all())),
         "may_cancel": not run.ended and may_change(identity, run),
-        "live": not run.ended or bool(run.pending),  # polled until "cancelling" is over
+        "live": not run.ended or bool(run.pending),  # followed until "cancelling" is over
+        "refresh_s": NOSCRIPT_REFRESH_S,
     }
     if selected is not None:
         row = next(t for t in run.tasks.all() if t.task_id == selected.task_id)
@@ -102,13 +101,7 @@ def run_context(
         context.update(
             workers=workers,
             memory_svg=memory_plot(workers, row.task_id) if workers else None,
-            units_svg=(
-                plots.units_over_time(
-                    units_done_times(run, row), total=row.units_total, label=row.task_id
-                )
-                if row.splittable
-                else None
-            ),
+            units_svg=run_plots.units_plot(run, row, workers) if row.splittable else None,
             tail=log_tail(run, row, log_pod) if log_pod and with_log else None,
         )
     return context
@@ -134,17 +127,15 @@ def _outputs(run: Run) -> list[dict[str, Any]]:
 
 @with_identity
 def run(request: HtmxHttpRequest, identity: Identity, run_id: str) -> HttpResponse:
-    """The run page; its live partial when htmx polls it."""
+    """The run page; its live part follows the page's event stream (`runs.pages.live`)."""
     the_run = run_or_404(run_id)
-    partial = bool(request.htmx and request.htmx.target == "run-live")
     context = run_context(
-        the_run,
-        identity,
-        task=request.GET.get("task"),
-        pod=request.GET.get("pod"),
-        with_log=not partial,
+        the_run, identity, task=request.GET.get("task"), pod=request.GET.get("pod")
     )
-    return render(request, f"{TEMPLATE}#live" if partial else TEMPLATE, context)
+    # rendered once here, so the page's stream knows (by its digest) what the page shows
+    live = render_to_string(f"{TEMPLATE}#live", context, request=request)
+    context.update(live_html=mark_safe(live), live_digest=live_digest(live))
+    return render(request, TEMPLATE, context)
 
 
 @with_identity

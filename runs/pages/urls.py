@@ -2,15 +2,22 @@
 
 from django.urls import path
 
-from runs.pages import compare, lab, run_files, run_list, run_page, servers, submit
+from runs.pages import compare, lab, live, run_files, run_list, run_page, servers, submit
 
 app_name = "pages"
 
 urlpatterns = [
     path("", run_list.runs, name="runs"),
+    path("events/", live.runs_events, name="runs-events"),
     path("runs/<str:run_id>/", run_page.run, name="run"),
+    path("runs/<str:run_id>/events/", live.run_events, name="run-events"),
     path("runs/<str:run_id>/cancel/", run_page.cancel, name="cancel"),
     path("runs/<str:run_id>/tasks/<str:task_id>/logs/<str:pod>/", run_files.log, name="log"),
+    path(
+        "runs/<str:run_id>/tasks/<str:task_id>/logs/<str:pod>/events/",
+        live.log_events,
+        name="log-events",
+    ),
     path("runs/<str:run_id>/files/<path:path>", run_files.download, name="download"),
     path("servers/", servers.servers, name="servers"),
     path("compare/", compare.compare, name="compare"),

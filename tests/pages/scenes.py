@@ -112,3 +112,15 @@ def _write_scan_files(run: Run) -> None:
     (paths.logs / "scan-w0-0.log").write_text(f"starting\n{LOG_LINE}\n")
     paths.out.mkdir(parents=True, exist_ok=True)
     (paths.out / "table.csv").write_text("point,value\n0,1.5\n")
+
+
+def one_more_unit_done(run: Run, worker: str = "scan-w0", *, peak_gb: float = 0.05) -> None:
+    """`worker` computes the pending unit of a scan run's `scan`, as the harness does."""
+    paths = task_paths(run.id, "scan")
+    ledger = Ledger(paths, Holder(worker, 0))
+    unit = ledger.claim()
+    assert unit is not None, "no unit is pending"
+    ledger.commit(unit)
+    writer = ProgressWriter(paths.progress, worker)
+    writer.unit_done(unit, 0.1, peak_gb)
+    writer.close()

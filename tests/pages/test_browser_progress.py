@@ -1,7 +1,8 @@
 """The real stack in a browser: submit the example workflow, watch it reach 100 % in place.
 
 A Celery worker and the watcher run as processes on the test database (the `services`
-fixture of tests/e2e); the pages are served by the live server in this process. Needs
+fixture of tests/e2e); the pages are served in this process as the web process serves them
+(uvicorn, `simrun_site.dispatch`), so the page follows its event stream. Needs
 CELERY_BROKER_URL=redis://… (a database of its own, so no other suite's worker takes the tasks).
 """
 
@@ -9,14 +10,14 @@ from __future__ import annotations
 
 import re
 from collections.abc import Iterator
-from typing import Any
 
 import pytest
-from playwright.sync_api import Browser, expect
+from playwright.sync_api import Browser, Page, expect
 from pytest_django import Settings
 
 from runs.models import Run
 from tests import factories
+from tests.api.live import serving
 from tests.e2e.conftest import Services, services, stopped_services  # noqa: F401 - fixtures by name
 from tests.pages.browsing import chromium, log_in, mark_page, screenshot, was_not_reloaded
 
@@ -58,15 +59,22 @@ def browser() -> Iterator[Browser]:
 
 @pytest.mark.usefixtures("services")
 def test_the_example_workflow_runs_to_100_percent_without_reloading(
-    browser: Browser, live_server: Any, settings: Settings, request: pytest.FixtureRequest
+    browser: Browser, settings: Settings, request: pytest.FixtureRequest
 ) -> None:
-    """S7: the run's progress reaches 100 % on the open page, updated by htmx alone."""
+    """S7: the run's progress reaches 100 % on the open page, from its event stream alone."""
     stack: Services = request.getfixturevalue("services")
     settings.SIMRUN_LOCAL_CORES, settings.SIMRUN_LOCAL_MEMORY_GB = 2, 6  # as the worker's
     factories.person()
-    context = browser.new_context(viewport={"width": 1280, "height": 900})
-    page = context.new_page()
-    log_in(page, live_server.url, "paul")
+    with serving() as url:
+        browser_context = browser.new_context(viewport={"width": 1280, "height": 900})
+        try:
+            watch_the_run(browser_context.new_page(), url, stack)
+        finally:
+            browser_context.close()
+
+
+def watch_the_run(page: Page, url: str, stack: Services) -> None:
+    log_in(page, url, "paul")
     page.get_by_role("link", name="Submit").click()
     editor = page.get_by_label("Workflow (YAML or JSON)")
     editor.fill(EXAMPLE)
@@ -92,4 +100,3 @@ def test_the_example_workflow_runs_to_100_percent_without_reloading(
     expect(page.locator("#log-heading")).to_have_text("Log of scan-w0")
     expect(page.locator("#log-tail")).to_contain_text("kept in the run store")
     screenshot(page, "run-succeeded-scan")
-    context.close()

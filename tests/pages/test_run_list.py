@@ -5,7 +5,6 @@ from __future__ import annotations
 import pytest
 from django.test import Client
 
-from runs.models import Run
 from tests import factories
 from tests.pages.scenes import scan_run
 
@@ -49,23 +48,7 @@ def test_a_filter_change_by_htmx_answers_the_table_alone(paul: Client) -> None:
     factories.run()
     response = paul.get("/?state=running", HTTP_HX_TARGET="runs-table", **HX)
     html = response.content.decode()
-    assert html.lstrip().startswith('<div id="runs-table">') and "<html" not in html
-
-
-def test_an_active_runs_status_cell_polls_and_an_ended_ones_does_not(paul: Client) -> None:
-    live, ended = scan_run(), factories.run(state="cancelled")
-    html = paul.get("/").content.decode()
-    assert f'hx-get="/?run={live.id}" hx-trigger="every 2s"' in html
-    assert f'hx-get="/?run={ended.id}"' not in html
-
-
-def test_the_status_cell_of_one_run_answers_its_state_and_progress(paul: Client) -> None:
-    run = scan_run()
-    html = paul.get(f"/?run={run.id}", **HX).content.decode().strip()
-    assert html.startswith(f'<td id="status-{run.id}"') and "33%" in html
-    Run.objects.filter(pk=run.pk).update(state="succeeded")
-    done = paul.get(f"/?run={run.id}", **HX).content.decode()
-    assert "hx-trigger" not in done and "succeeded" in done
+    assert html.lstrip().startswith('<div id="runs-table"') and "<html" not in html
 
 
 def test_an_unknown_state_filter_is_refused_by_the_form(paul: Client) -> None:

@@ -2,12 +2,13 @@
 
 from __future__ import annotations
 
+import re
 from pathlib import Path
 
 import pytest
 from django.test import Client
 
-from runs.models import Run
+from runs.models import ResourceObservation, Run
 from runs.store import task_paths
 from tests import factories
 from tests.pages.scenes import LOG_LINE, scan_run
@@ -58,15 +59,7 @@ def test_the_log_tail_of_a_worker_is_shown_and_follows_while_the_run_lives(paul:
 def test_the_log_tail_stops_polling_once_the_run_has_ended(paul: Client) -> None:
     run = scan_run(state="succeeded")
     response = paul.get(f"/runs/{run.id}/tasks/scan/logs/scan-w0/", HTTP_HX_TARGET="log-tail", **HX)
-    assert 'hx-trigger="every 2s"' not in response.content.decode()
-
-
-def test_the_live_partial_polls_while_the_run_is_active_and_not_after(paul: Client) -> None:
-    live = paul.get(f"/runs/{scan_run().id}/", HTTP_HX_TARGET="run-live", **HX).content.decode()
-    assert live.lstrip().startswith('<div id="run-live"') and 'hx-trigger="every 2s"' in live
-    ended = scan_run(state="succeeded")
-    html = paul.get(f"/runs/{ended.id}/", HTTP_HX_TARGET="run-live", **HX).content.decode()
-    assert 'hx-trigger="every 2s"' not in html and "100%" in html
+    assert "sse-connect" not in response.content.decode()
 
 
 def test_outputs_are_listed_and_downloaded(paul: Client) -> None:
@@ -133,25 +126,25 @@ def test_cancel_posted_cancels_the_run_and_returns_to_it(paul: Client) -> None:
     assert run.state == "cancelled" and run.message == "cancelled by paul"
 
 
-def test_a_cancelled_run_shows_cancelling_and_is_polled_until_a_worker_settled_it(
+def test_a_cancelled_run_shows_cancelling_and_is_followed_until_a_worker_settled_it(
     paul: Client,
 ) -> None:
     """Issue 19 item 4: the cancel answers at once; the page says "cancelling…" and keeps
-    polling while the workflow's cancel, the release and the logs are pending."""
+    following its stream while the workflow's cancel, the release and the logs are pending."""
     run = scan_run()
     html = paul.post(f"/runs/{run.id}/cancel/", follow=True).content.decode()
     assert '<span id="run-pending" class="badge pending">cancelling…</span>' in html
-    assert 'hx-trigger="every 2s"' in html
+    assert "sse-connect" in html
     Run.objects.filter(pk=run.pk).update(pending_cancel=False, pending_logs=False)
     html = page(paul, run)
-    assert 'id="run-pending"' not in html and 'hx-trigger="every 2s"' not in html
+    assert 'id="run-pending"' not in html and "sse-connect" not in html
 
 
 def test_a_run_being_deleted_shows_deleting_in_the_list(paul: Client) -> None:
     run = scan_run(state="failed", deleting=True)
     html = paul.get("/").content.decode()
     assert '<span class="badge pending">deleting…</span>' in html
-    assert f'hx-get="/?run={run.id}"' in html
+    assert f'sse-swap="run-{run.id}"' in html
 
 
 def test_cancel_by_htmx_redirects_the_browser(paul: Client) -> None:
@@ -171,3 +164,31 @@ def test_cancelling_an_ended_run_says_why(paul: Client) -> None:
     run = scan_run(state="succeeded")
     response = paul.post(f"/runs/{run.id}/cancel/", follow=True)
     assert "has ended" in response.content.decode()
+
+
+def test_the_units_plot_projects_the_end_from_the_unit_times_of_this_run_so_far(
+    paul: Client,
+) -> None:
+    html = page(paul, scan_run(), "?task=scan")
+    assert "Projected end at" in html and "(unit time of this run so far)" in html
+    assert 'class="projection"' in html
+
+
+def test_the_units_plot_projects_the_end_from_the_unit_times_learned_before(
+    paul: Client,
+) -> None:
+    """2 units left over 3 processes (w0 reports 2, w1 has not): one round of the learned 30 s."""
+    earlier = factories.run(state="succeeded")
+    ResourceObservation.objects.create(
+        task_type="sleep", run=earlier, task_id="scan", worker="scan-w0", units_done=9,
+        unit_seconds_median=30.0,
+    )  # fmt: skip
+    html = page(paul, scan_run(), "?task=scan")
+    assert "(unit time learned from earlier runs)" in html
+    assert re.search(r"Projected end at 30(\.\d)?s", html)  # the last unit done, plus 30 s
+
+
+def test_the_run_page_plots_each_tasks_memory_against_its_limit(paul: Client) -> None:
+    html = page(paul, scan_run())
+    assert "Peak memory per task against its limit" in html
+    assert "scan: 0.75 / 1.50 GiB; scan · per unit: 0.05 / ? GiB; summary: ? / ? GiB" in html

@@ -68,6 +68,10 @@ class Recorder:
         ("/api/runs/r1/outputs/download/", False),
         ("/api/snapshots/abc/", False),
         ("/runs/r1/", False),
+        ("/events/", True),
+        ("/runs/r1/events/", True),
+        ("/runs/r1/tasks/scan/logs/scan-w0/events/", True),
+        ("/runs/r1/tasks/scan/logs/scan-w0/", False),
         ("/healthz", False),
     ],
 )

@@ -1,0 +1,264 @@
+"""The pages' live parts as server-sent events, which htmx's SSE extension swaps in place.
+
+- `/runs/<id>/events/?task=&seen=`: a `live` event with the run page's live partial whenever
+  it differs from what the page shows (`seen`, then `Last-Event-ID`: a digest of the HTML).
+- `/runs/<id>/tasks/<task>/logs/<pod>/events/?seen=`: a `tail` event with a pod's log tail
+  whenever it differs from the one shown (`LogTail.key`), until the tail stops following.
+- `/events/?runs=<id>:<key>,…`: a `run-<id>` event with a run's status cell whenever its key
+  (state, what is pending, whole percent) differs from the one the list shows.
+
+Each poll reads the rows and ledgers; the run page renders its partial again only when the
+run's version or units done changed, or REFRESH_S passed (ages, reports). The streams end
+with `end` once their runs have ended and settled (the page then closes its source) and after
+SIMRUN_EVENTS_MAX_S (the browser reconnects by itself). Under the web process they are served
+by Django's ASGI handler (`simrun_site.dispatch`) and wait between polls in the event loop,
+holding no thread; a WSGI server (Django's test live server) gets one observation per request,
+then the browser reconnects after `retry`, so no worker thread is held either.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import re
+import time
+from collections.abc import AsyncIterator, Iterator
+from typing import Protocol
+
+from asgiref.sync import sync_to_async
+from django.conf import settings
+from django.core.handlers.asgi import ASGIRequest
+from django.db import connection
+from django.http import HttpRequest, HttpResponse, StreamingHttpResponse
+from django.http.response import HttpResponseBase
+from django.template.loader import render_to_string
+
+from runs.models import Identity, Run, Task
+from runs.pages.access import HtmxHttpRequest, with_identity
+from runs.pages.run_files import TEMPLATE as LOG
+from runs.pages.run_files import log_tail, pod_or_404, run_or_404, task_or_404
+from runs.pages.run_page import TEMPLATE, live_digest, run_context
+from runs.selectors.runs_list import RunItem, run_item, runs_with_details
+from runs.store import task_paths
+from simrun_harness.ledger import counts
+
+LIST = "runs/run_list.html"
+REFRESH_S = 10.0
+KEEPALIVE_S = 15.0
+MAX_RUNS = 50
+DIGEST = re.compile(r"^[0-9a-f]{1,40}$")
+WATCHED = re.compile(r"^([A-Za-z0-9_-]{1,64}):([a-z_.]{1,32}-[0-9]{1,3})$")
+
+
+def event(kind: str, html: str, ident: str | None = None) -> bytes:
+    """One server-sent event; every line of `html` a `data:` line (the client joins them)."""
+    lines = [f"event: {kind}"]
+    if ident is not None:
+        lines.append(f"id: {ident}")
+    lines += [f"data: {line}" for line in html.split("\n")]
+    return ("\n".join(lines) + "\n\n").encode()
+
+
+class Watch(Protocol):
+    ended: bool
+
+    def poll(self) -> list[bytes]: ...
+
+
+def _poll(watch: Watch) -> list[bytes]:
+    """A poll, then its connection given back: a stream lasts minutes, and were its connection
+    kept between polls, a few open pages would take every connection of the pool."""
+    try:
+        return watch.poll()
+    finally:
+        if not connection.in_atomic_block:
+            connection.close()
+
+
+async def _stream(watch: Watch, *, poll_s: float, max_s: float) -> AsyncIterator[bytes]:
+    loop = asyncio.get_running_loop()
+    deadline = loop.time() + max_s
+    quiet_since = loop.time()
+    yield f"retry: {max(100, int(poll_s * 1000))}\n\n".encode()
+    while True:
+        # a thread of the default pool, not the one thread every sync call shares under ASGI
+        for chunk in await sync_to_async(_poll, thread_sensitive=False)(watch):
+            yield chunk
+            quiet_since = loop.time()
+        remaining = deadline - loop.time()
+        if watch.ended or remaining <= 0:
+            return
+        if loop.time() - quiet_since >= KEEPALIVE_S:
+            yield b": keep-alive\n\n"
+            quiet_since = loop.time()
+        await asyncio.sleep(min(poll_s, remaining))
+
+
+def _once(watch: Watch, *, poll_s: float) -> Iterator[bytes]:
+    yield f"retry: {max(100, int(poll_s * 1000))}\n\n".encode()
+    yield from watch.poll()
+
+
+def streamed(request: HttpRequest, watch: Watch) -> StreamingHttpResponse:
+    """The stream of `watch`: polled until it ends under ASGI, one poll under WSGI."""
+    poll_s, max_s = settings.SIMRUN_EVENTS_POLL_S, settings.SIMRUN_EVENTS_MAX_S
+    content: AsyncIterator[bytes] | Iterator[bytes]
+    if isinstance(request, ASGIRequest):
+        content = _stream(watch, poll_s=poll_s, max_s=max_s)
+    else:
+        content = _once(watch, poll_s=poll_s)
+    response = StreamingHttpResponse(content, content_type="text/event-stream")
+    response["Cache-Control"] = "no-cache"
+    response["X-Accel-Buffering"] = "no"
+    return response
+
+
+def _bad(message: str) -> HttpResponse:
+    return HttpResponse(message, status=400, content_type="text/plain; charset=utf-8")
+
+
+class RunWatch:
+    """The run page's live partial, sent when it differs from the last one the page has."""
+
+    def __init__(
+        self, request: HttpRequest, identity: Identity, run: Run, *, task: str | None, seen: str
+    ) -> None:
+        self.request, self.identity, self.run_id, self.task = request, identity, run.id, task
+        self.seen = seen
+        self.key: tuple[int, int] | None = None
+        self.rendered_at = -REFRESH_S
+        self.ended = False
+
+    def _key(self) -> tuple[int, int] | None:
+        version = Run.objects.filter(pk=self.run_id).values_list("version", flat=True).first()
+        if version is None:
+            return None
+        split = Task.objects.filter(run_id=self.run_id, splittable=True)
+        done = 0
+        for task_id in split.values_list("task_id", flat=True):
+            ledger = counts(task_paths(self.run_id, task_id))
+            done += ledger.done if ledger is not None else 0
+        return version, done
+
+    def poll(self) -> list[bytes]:
+        key = self._key()
+        if key is None:  # deleted meanwhile
+            self.ended = True
+            return [event("end", "")]
+        if key == self.key and time.monotonic() - self.rendered_at < REFRESH_S:
+            return []
+        self.key, self.rendered_at = key, time.monotonic()
+        run = Run.objects.get(pk=self.run_id)
+        context = run_context(run, self.identity, task=self.task, pod=None, with_log=False)
+        html = render_to_string(f"{TEMPLATE}#live", context, request=self.request)
+        sent = []
+        if live_digest(html) != self.seen:
+            self.seen = live_digest(html)
+            sent.append(event("live", html, self.seen))
+        if run.ended and not run.pending:  # followed until "cancelling" is over
+            self.ended = True
+            sent.append(event("end", run.state))
+        return sent
+
+
+@with_identity
+def run_events(request: HtmxHttpRequest, identity: Identity, run_id: str) -> HttpResponseBase:
+    """The run page's stream (see the module's docstring)."""
+    run = run_or_404(run_id)
+    seen = request.headers.get("Last-Event-ID") or request.GET.get("seen", "")
+    if seen and not DIGEST.match(seen):
+        return _bad(f"seen: {seen[:80]!r} is not a digest this page sent (hexadecimal, 1-40)")
+    task = request.GET.get("task") or None
+    return streamed(request, RunWatch(request, identity, run, task=task, seen=seen))
+
+
+def status_key(item: RunItem) -> str:
+    """What a run's status cell shows: its state (and what is pending), its whole percent."""
+    state = f"{item.state}.{item.pending}" if item.pending else item.state
+    return f"{state}-{0 if item.progress is None else round(item.progress * 100)}"
+
+
+def followed(item: RunItem) -> bool:
+    """Whether a run's status cell may still change: active, or cancelling or deleting."""
+    return item.progress is not None or bool(item.pending)
+
+
+class RunsWatch:
+    """Status cells of the listed runs, each sent when its key differs from the one shown."""
+
+    def __init__(self, request: HttpRequest, shown: dict[str, str]) -> None:
+        self.request, self.shown = request, shown
+        self.ended = False
+
+    def poll(self) -> list[bytes]:
+        sent = []
+        live = False
+        for run in runs_with_details().filter(id__in=list(self.shown)):
+            item = run_item(run)
+            live = live or followed(item)
+            key = status_key(item)
+            if self.shown.get(item.id) != key:
+                self.shown[item.id] = key
+                html = render_to_string(f"{LIST}#status", {"run": item}, request=self.request)
+                sent.append(event(f"run-{item.id}", html))
+        if not live:
+            self.ended = True
+            sent.append(event("end", ""))
+        return sent
+
+
+@with_identity
+def runs_events(request: HtmxHttpRequest, identity: Identity) -> HttpResponseBase:
+    """The run list's stream: `runs` names the shown runs and their keys, `<id>:<key>,…`."""
+    shown: dict[str, str] = {}
+    for part in filter(None, request.GET.get("runs", "").split(",")):
+        match = WATCHED.match(part)
+        if match is None:
+            return _bad(
+                f"runs: {part[:80]!r} is not <run id>:<state>-<percent> "
+                "(e.g. ab12:running-40, cd34:cancelled.cancelling-0)"
+            )
+        shown[match.group(1)] = match.group(2)
+    if not shown or len(shown) > MAX_RUNS:
+        return _bad(f"runs: name 1 to {MAX_RUNS} runs, <id>:<key> separated by commas")
+    return streamed(request, RunsWatch(request, shown))
+
+
+class LogWatch:
+    """A pod's log tail, sent when it differs from the one shown, until it stops following."""
+
+    def __init__(self, request: HttpRequest, run_id: str, task_id: str, pod: str, seen: str):
+        self.request, self.run_id, self.task_id, self.pod = request, run_id, task_id, pod
+        self.seen = seen
+        self.ended = False
+
+    def poll(self) -> list[bytes]:
+        run = Run.objects.filter(pk=self.run_id).first()
+        task = Task.objects.filter(run_id=self.run_id, task_id=self.task_id).first()
+        if run is None or task is None:
+            self.ended = True
+            return [event("end", "")]
+        tail = log_tail(run, task, self.pod)
+        sent = []
+        if tail.key != self.seen:
+            self.seen = tail.key
+            context = {"run": run, "task": task, "tail": tail}
+            html = render_to_string(f"{LOG}#body", context, request=self.request)
+            sent.append(event("tail", html, tail.key))
+        if not tail.follow:
+            self.ended = True
+            sent.append(event("end", ""))
+        return sent
+
+
+@with_identity
+def log_events(
+    request: HtmxHttpRequest, identity: Identity, run_id: str, task_id: str, pod: str
+) -> HttpResponseBase:
+    """A pod's log tail as a stream (see the module's docstring)."""
+    run = run_or_404(run_id)
+    task = task_or_404(run, task_id)
+    pod_or_404(task, pod)
+    seen = request.headers.get("Last-Event-ID") or request.GET.get("seen", "")
+    if seen and not DIGEST.match(seen):
+        return _bad(f"seen: {seen[:80]!r} is not a digest this page sent (hexadecimal, 1-40)")
+    return streamed(request, LogWatch(request, run.id, task.task_id, pod, seen))

@@ -1,0 +1,135 @@
+"""The run page's figures: units done over time with the projected end, memory per task.
+
+Memory per task moves as the run goes: a worker's report (at the end of each attempt) gives
+its pod's peak, and every unit done its process's peak (the progress line).
+
+The projected end of a split task: the units not yet done, in rounds over its processes, at
+the unit time learned from earlier runs (`runs.selectors.unit_times`), else at the median
+unit time of this run so far; counted from the last unit done, so it moves only when units
+are done (and the live page only changes when something happened).
+"""
+
+from __future__ import annotations
+
+import math
+import statistics
+from collections.abc import Sequence
+from dataclasses import dataclass
+from datetime import datetime
+
+from django.utils.safestring import SafeString
+
+from runs.models import Run, Task
+from runs.pages import plots
+from runs.plans import TaskPlan
+from runs.selectors.unit_times import learned_unit_seconds
+from runs.selectors.workers import WorkerView, task_workers
+from runs.store import task_paths
+from simrun_harness.progress import UNIT_DONE, read_progress
+
+
+@dataclass(frozen=True)
+class UnitsDone:
+    """A task's units done: when each was first done, and the seconds each took."""
+
+    times: list[datetime]
+    seconds: list[float]
+
+    @property
+    def points(self) -> list[tuple[float, float]]:
+        return plots.cumulative(self.times)
+
+
+def units_done(run: Run, task: Task) -> UnitsDone:
+    """From the task's progress file; a unit done twice counts once, at its first time."""
+    first: dict[str, tuple[datetime, float | None]] = {}
+    for event in read_progress(task_paths(run.id, task.task_id).progress):
+        if event.event == UNIT_DONE and event.unit is not None:
+            first.setdefault(event.unit, (event.time, event.seconds))
+    values = list(first.values())
+    return UnitsDone(times=[t for t, _ in values], seconds=[s for _, s in values if s is not None])
+
+
+def projected_end(
+    points: Sequence[tuple[float, float]],
+    *,
+    total: int | None,
+    unit_s: float | None,
+    processes: int,
+) -> float | None:
+    """Seconds (on the points' axis) when the last unit is expected done; None when unknown
+    (no total, no unit time) or when every unit is done."""
+    done = int(points[-1][1]) if points else 0
+    if total is None or unit_s is None or done >= total:
+        return None
+    last = points[-1][0] if points else 0.0
+    return last + unit_s * math.ceil((total - done) / max(1, processes))
+
+
+def _processes(task: Task, workers: list[WorkerView]) -> int:
+    if task.plan:
+        return TaskPlan.from_json(task.plan).processes
+    return sum(w.processes or 1 for w in workers) or 1
+
+
+def units_plot(run: Run, task: Task, workers: list[WorkerView]) -> SafeString:
+    """The selected split task's units over time, with its projected end while it runs."""
+    done = units_done(run, task)
+    points = done.points
+    learned = learned_unit_seconds(run, task)
+    basis = "unit time learned from earlier runs"
+    if learned is None and done.seconds:
+        learned, basis = statistics.median(done.seconds), "unit time of this run so far"
+    end = projected_end(
+        points, total=task.units_total, unit_s=learned, processes=_processes(task, workers)
+    )
+    projection = None if end is None else plots.Projection(end_s=end, basis=basis)
+    return plots.units_over_time(
+        points, total=task.units_total, label=task.task_id, projection=projection
+    )
+
+
+def task_memory(
+    task_id: str, workers: Sequence[WorkerView], plan_limit_gb: float | None
+) -> plots.MemoryBar:
+    """A task's bar: its worker with the highest reported peak, against that worker's limit
+    (the plan's pod memory until a worker reports); killed when any worker was."""
+    reported = [w for w in workers if w.peak_memory_gb is not None]
+    top = max(reported, key=lambda w: w.peak_memory_gb or 0.0, default=None)
+    limit = top.memory_limit_gb if top and top.memory_limit_gb is not None else plan_limit_gb
+    return plots.MemoryBar(
+        task_id,
+        top.peak_memory_gb if top else None,
+        limit,
+        oom_killed=any(w.oom_killed for w in workers),
+    )
+
+
+def unit_memory(
+    task_id: str, peaks: Sequence[float], per_worker_gb: float | None
+) -> plots.MemoryBar:
+    """A split task's second bar, live from its progress lines: the highest peak of a unit's
+    process so far against the memory each worker process is given."""
+    return plots.MemoryBar(f"{task_id} · per unit", max(peaks, default=None), per_worker_gb)
+
+
+def _unit_peaks(run: Run, task: Task) -> list[float]:
+    return [
+        event.peak_memory_gb
+        for event in read_progress(task_paths(run.id, task.task_id).progress)
+        if event.event == UNIT_DONE and event.peak_memory_gb is not None
+    ]
+
+
+def memory_plot(run: Run, tasks: Sequence[Task]) -> SafeString:
+    """Every task's peak memory against its limit (from its workers' reports), and for a split
+    task its units' peak so far against the memory per process (from its progress lines)."""
+    bars = []
+    for task in tasks:
+        shape = TaskPlan.from_json(task.plan).shape if task.plan else None
+        limit = shape.memory_gb if shape else None
+        bars.append(task_memory(task.task_id, task_workers(run, task), limit))
+        if task.splittable:
+            per_worker = shape.per_worker_gb if shape else None
+            bars.append(unit_memory(task.task_id, _unit_peaks(run, task), per_worker))
+    return plots.memory_per_task(bars)
