@@ -6,7 +6,7 @@ import getpass
 from pathlib import Path
 from typing import Any
 
-from runs.cli.main import CommandError
+from runs.cli.base import CommandError
 from runs.states import RunState, TaskState
 
 

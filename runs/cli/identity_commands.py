@@ -8,7 +8,7 @@ import os
 from pathlib import Path
 from typing import Any
 
-from runs.cli.main import CommandError, setup_django
+from runs.cli.base import CommandError, setup_django
 
 
 def register(sub: Any) -> None:

@@ -12,28 +12,13 @@ import sys
 from collections.abc import Callable, Sequence
 from pathlib import Path
 
+from runs.cli.base import CommandError, django_ready
+
 Handler = Callable[[argparse.Namespace], int]
 
 INSTALLS = frozenset({"demo", "serve"})  # may make a new installation in the current directory
 NEEDS_NONE = frozenset({"validate", "plugin"})  # read no database and no store
 OVER_API = frozenset({"submit", "runs", "show", "follow", "cancel", "outputs", "logs"})
-
-
-def setup_django() -> None:
-    """Configure Django for direct use (idempotent)."""
-    os.environ.setdefault("DJANGO_SETTINGS_MODULE", "simrun_site.settings")
-    import django
-    from django.apps import apps
-
-    if not apps.ready:
-        django.setup()
-
-
-def django_ready() -> bool:
-    """Whether Django is set up in this process already (by manage.py, a test), looked up
-    without importing it."""
-    apps = sys.modules.get("django.apps")
-    return apps is not None and bool(apps.apps.ready)
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -53,14 +38,6 @@ def build_parser() -> argparse.ArgumentParser:
     service_commands.register(sub)
     plugin_commands.register(sub)
     return parser
-
-
-class CommandError(Exception):
-    """A failure to report as one line on stderr with exit status 1 (or `code`)."""
-
-    def __init__(self, message: str, code: int = 1) -> None:
-        super().__init__(message)
-        self.code = code
 
 
 def require_installation(command: str) -> None:

@@ -13,7 +13,7 @@ import sys
 from pathlib import Path
 from typing import Any
 
-from runs.cli.main import CommandError
+from runs.cli.base import CommandError
 
 
 def register(sub: Any) -> None:

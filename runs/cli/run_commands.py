@@ -10,8 +10,8 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any, Protocol
 
+from runs.cli.base import django_ready, setup_django
 from runs.cli.follow_notes import run_seconds, task_times, watched
-from runs.cli.main import django_ready, setup_django
 from runs.cli.progress import ENDED, follow_bars, follow_plain, polls
 from runs.cli.workflow_commands import read_workflow
 from runs.states import RunState

@@ -15,7 +15,7 @@ import time
 from pathlib import Path
 from typing import Any
 
-from runs.cli.main import setup_django
+from runs.cli.base import setup_django
 
 log = logging.getLogger("simrun.watch")
 ROOT = Path(__file__).resolve().parents[2]

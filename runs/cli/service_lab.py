@@ -15,8 +15,8 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any, TypeVar
 
+from runs.cli.base import CommandError, setup_django
 from runs.cli.local_service import LocalService
-from runs.cli.main import CommandError, setup_django
 from runs.cli.service_http import (
     ServiceDown,
     ServiceHttp,

@@ -13,7 +13,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 
-from runs.cli.main import CommandError
+from runs.cli.base import CommandError
 from runs.cli.restarts import RestartPolicy
 from runs.cli.service_state import read_state
 from runs.cli.supervision import GaveUp, Supervisor, become_subreaper

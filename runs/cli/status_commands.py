@@ -10,7 +10,7 @@ from datetime import datetime
 from pathlib import Path
 from typing import Any
 
-from runs.cli.main import CommandError, setup_django
+from runs.cli.base import CommandError, setup_django
 from runs.cli.service_state import ServeRecord, read_state
 
 NOT_RUNNING = 3  # systemctl's code for a unit that is not running

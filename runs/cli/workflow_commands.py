@@ -6,7 +6,7 @@ import argparse
 from pathlib import Path
 from typing import Any
 
-from runs.cli.main import CommandError
+from runs.cli.base import CommandError
 
 
 def register(sub: Any) -> None:
