@@ -27,8 +27,7 @@ import sys
 import time
 from pathlib import Path
 from types import FrameType
-
-import psutil
+from typing import TYPE_CHECKING
 
 from cluster.local.atomic_files import read_json, write_json
 from cluster.local.attempts import (
@@ -43,6 +42,9 @@ from cluster.local.attempts import (
 )
 from cluster.local.doorbell import ring
 from simrun_harness.exits import EXIT_POOL_BROKEN, EXIT_TERMINATED
+
+if TYPE_CHECKING:  # psutil is imported once the pod has started: its start waits for nothing
+    import psutil
 
 GIB = 1024**3
 
@@ -97,6 +99,8 @@ def process_tree(root: int) -> list[int]:
     `children(recursive=True)`, the fallback, reads every process of the machine).
     """
     if not CHILDREN_LISTED:
+        import psutil
+
         try:
             return [root, *(p.pid for p in psutil.Process(root).children(recursive=True))]
         except psutil.Error:
@@ -114,6 +118,8 @@ def process_tree(root: int) -> list[int]:
 
 def kill_all(pgid: int, known: dict[int, psutil.Process]) -> None:
     """SIGKILL the group and every process of the tree seen so far (some may have left it)."""
+    import psutil
+
     with contextlib.suppress(ProcessLookupError, PermissionError):
         os.killpg(pgid, signal.SIGKILL)
     for proc in known.values():
@@ -144,6 +150,8 @@ class Supervision:
 
     def _remember(self, pids: list[int]) -> None:
         """Keep a handle on every process seen in the tree, to kill it even if it leaves."""
+        import psutil
+
         for pid in pids:
             if pid not in self.known:
                 with contextlib.suppress(psutil.Error):
