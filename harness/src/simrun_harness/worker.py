@@ -70,6 +70,19 @@ MAX_QUEUED = 32
 LEDGER_POLL_S = 0.2
 
 
+def queue_depth(mean_s: float | None, *, left: int, processes: int) -> tuple[int, int]:
+    """(refill below, fill up to): units a process holds, the running one included.
+
+    Up to the running unit plus QUEUE_S of queued work once unit times are known (one unit
+    before), topped up once it falls below half of that, so short units are claimed and sent
+    in batches; never more than a fair share of the `left` pending units we know of, so no
+    process idles at the end while another works through its queue.
+    """
+    depth = 1 if mean_s is None else 1 + min(MAX_QUEUED, int(QUEUE_S / max(mean_s, 1e-6)))
+    depth = min(depth, 1 + left // max(1, processes))
+    return max(1, (depth + 1) // 2), depth
+
+
 class Worker:
     """One attempt of one worker."""
 
@@ -180,12 +193,6 @@ class Worker:
             select.select([self.stop.fileno()], [], [], LEDGER_POLL_S)
         return None
 
-    def _depth(self) -> int:
-        """Units per process: the running one plus QUEUE_S of queued work."""
-        if self._mean_s is None:
-            return 1
-        return 1 + min(MAX_QUEUED, int(QUEUE_S / max(self._mean_s, 1e-6)))
-
     def _loop(
         self, task: LoadedTask, ledger: Ledger, pool: ProcessPool, progress: ProgressWriter
     ) -> int:
@@ -240,8 +247,9 @@ class Worker:
         per batch rather than per unit. Near the end no process queues more than its share
         of what is left, so none idles while another works through a long queue.
         """
-        depth = min(self._depth(), 1 + ledger.candidates_left() // pool.processes)
-        low = max(1, (depth + 1) // 2)
+        low, depth = queue_depth(
+            self._mean_s, left=ledger.candidates_left(), processes=pool.processes
+        )
         while not self._exhausted and (slot := pool.free_slot(low)) is not None:
             batch: list[Job] = []
             while len(slot.outstanding) + len(batch) < depth:
