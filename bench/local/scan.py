@@ -101,6 +101,9 @@ def bare(units: int, seconds: float) -> dict[str, float]:
         check=True,
         capture_output=True,
         text=True,
+        # a session of its own, as every pod has: with the kernel's autogroups a session's
+        # share of a busy machine's cores does not depend on how many processes it runs
+        start_new_session=True,
     ).stdout
     after = resource.getrusage(resource.RUSAGE_CHILDREN)
     cpu = (after.ru_utime - before.ru_utime) + (after.ru_stime - before.ru_stime)
