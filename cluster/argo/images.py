@@ -59,9 +59,8 @@ RUN if [ -f uv.lock ]; then \\
         --constraints constraints.txt --no-header --output-file requirements.txt; \\
     fi \\
  && uv venv /opt/simrun/env --python "$(command -v python3)" \\
- && uv pip install --compile-bytecode --python /opt/simrun/env/bin/python \\
-      --find-links /opt/simrun/wheels -r requirements.txt --constraints requirements.txt \\
-      simrun-harness
+ && uv pip install --python /opt/simrun/env/bin/python --find-links /opt/simrun/wheels \\
+      -r requirements.txt --constraints requirements.txt simrun-harness
 ENV PATH=/opt/simrun/env/bin:$PATH VIRTUAL_ENV=/opt/simrun/env
 USER 1000:1000
 """
