@@ -36,7 +36,7 @@ from simrun_harness.ledger import Holder, Ledger, create_ledger, unit_names
 HERE = Path(__file__).resolve().parent
 BIN = Path(sys.executable).parent
 CASES = [(2000, 0.005), (200, 0.1)]
-GOALS = {0.005: 1.3, 0.1: 1.05}
+GOALS = {0.005: 1.1, 0.1: 1.05}  # issue 21: the harness at most 1.1x starmap on 5 ms units
 BOOSTED = "SIMRUN_BENCH_BOOSTED"
 BOOST_NICE = -10
 

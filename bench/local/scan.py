@@ -5,7 +5,8 @@ The `spin` type (each unit burns a fixed CPU time) split `auto` over the local n
 throwaway database; its wall time runs from the `create_run` call to the run's `ended_at`
 (the watcher's record that it succeeded). The baseline is `multiprocessing.Pool(cores)`
 mapping `simrun_examples.testing.spin` over the same units in a fresh process
-(`_bare_pool.py`). The two alternate `--repeats` times; medians are reported. Goal ≤ 1.1.
+(`_bare_pool.py`). The two alternate `--repeats` times; medians are reported. Goal ≤ 1.1
+(≤ 1.05 for units of 0.1 s or more: `--units 200 --seconds 0.1`).
 
 Where simrun's time goes, from the files the run leaves (`_timeline.py`):
 
@@ -100,6 +101,9 @@ def bare(units: int, seconds: float) -> dict[str, float]:
         check=True,
         capture_output=True,
         text=True,
+        # a session of its own, as every pod has: with the kernel's autogroups a session's
+        # share of a busy machine's cores does not depend on how many processes it runs
+        start_new_session=True,
     ).stdout
     after = resource.getrusage(resource.RUSAGE_CHILDREN)
     cpu = (after.ru_utime - before.ru_utime) + (after.ru_stime - before.ru_stime)
@@ -226,7 +230,7 @@ def report(
     print(f"  simrun (create_run → ended_at): {simrun_wall:.2f} s")
     print(
         f"  ratio: {simrun_wall / bare_wall:.3f} (median of per-repeat ratios "
-        f"{statistics.median(ratios):.3f}; goal ≤ 1.1)"
+        f"{statistics.median(ratios):.3f}; goal ≤ {1.05 if args.seconds >= 0.1 else 1.1})"
     )
     bare_free = [b["wall"] - b["others_cpu"] / CORES for b in bares]
     simrun_free = [r["wall"] - r["others_cpu"] / CORES for r in runs]

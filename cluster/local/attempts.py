@@ -20,11 +20,12 @@ import signal
 import time
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
-
-import psutil
+from typing import TYPE_CHECKING, Any
 
 from cluster.local.atomic_files import create_json, read_json
+
+if TYPE_CHECKING:
+    import psutil
 
 ATTEMPT_FILE = "attempt.json"
 SUPERVISOR_FILE = "supervisor.json"
@@ -45,6 +46,8 @@ class ProcessId:
 
     @classmethod
     def of(cls, pid: int) -> ProcessId:
+        import psutil  # imported when used: a supervisor starts its pod before loading it
+
         return cls(pid, psutil.Process(pid).create_time())
 
     def to_json(self) -> dict[str, Any]:
@@ -56,6 +59,8 @@ class ProcessId:
 
     def process(self) -> psutil.Process | None:
         """The live process, None when it ended (a zombie counts as ended) or the pid is reused."""
+        import psutil
+
         try:
             proc = psutil.Process(self.pid)
             if abs(proc.create_time() - self.started) > 0.01:
@@ -194,6 +199,8 @@ def evict(attempt: Attempt, reason: str, now: float | None = None) -> bool:
     if supervisor is None:  # no supervisor to forward it: signal the pod directly
         kill_group(attempt.child, signal.SIGTERM)
     elif attempt.child is not None:  # the supervisor handles SIGTERM once the pod started
+        import psutil
+
         with contextlib.suppress(psutil.Error):
             supervisor.send_signal(signal.SIGTERM)
     # else: a supervisor still starting reads the eviction file instead

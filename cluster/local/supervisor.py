@@ -21,14 +21,14 @@ from __future__ import annotations
 
 import contextlib
 import os
+import select
 import signal
 import subprocess
 import sys
 import time
 from pathlib import Path
 from types import FrameType
-
-import psutil
+from typing import TYPE_CHECKING
 
 from cluster.local.atomic_files import read_json, write_json
 from cluster.local.attempts import (
@@ -43,6 +43,9 @@ from cluster.local.attempts import (
 )
 from cluster.local.doorbell import ring
 from simrun_harness.exits import EXIT_POOL_BROKEN, EXIT_TERMINATED
+
+if TYPE_CHECKING:  # psutil is imported once the pod has started: its start waits for nothing
+    import psutil
 
 GIB = 1024**3
 
@@ -97,6 +100,8 @@ def process_tree(root: int) -> list[int]:
     `children(recursive=True)`, the fallback, reads every process of the machine).
     """
     if not CHILDREN_LISTED:
+        import psutil
+
         try:
             return [root, *(p.pid for p in psutil.Process(root).children(recursive=True))]
         except psutil.Error:
@@ -112,8 +117,19 @@ def process_tree(root: int) -> list[int]:
     return pids
 
 
+def _exit_fd(pid: int) -> int | None:
+    """A descriptor readable once the process `pid` ends (Linux 5.3+), None where there is
+    none: the supervisor then notices the end at its next poll."""
+    try:
+        return os.pidfd_open(pid)
+    except (AttributeError, OSError):
+        return None
+
+
 def kill_all(pgid: int, known: dict[int, psutil.Process]) -> None:
     """SIGKILL the group and every process of the tree seen so far (some may have left it)."""
+    import psutil
+
     with contextlib.suppress(ProcessLookupError, PermissionError):
         os.killpg(pgid, signal.SIGKILL)
     for proc in known.values():
@@ -137,6 +153,7 @@ class Supervision:
         self.poll_s = float(spec.get("poll_s", 0.1))
         self.doorbell = Path(spec["doorbell"]) if spec.get("doorbell") else None
         self.term_at: float | None = None
+        self.forwarded = False  # SIGTERM sent on to the pod
         self.killed_at: float | None = None
         self.oom_killed = False
         self.peak = 0
@@ -144,6 +161,8 @@ class Supervision:
 
     def _remember(self, pids: list[int]) -> None:
         """Keep a handle on every process seen in the tree, to kill it even if it leaves."""
+        import psutil
+
         for pid in pids:
             if pid not in self.known:
                 with contextlib.suppress(psutil.Error):
@@ -171,41 +190,56 @@ class Supervision:
 
     def watch(self, child: subprocess.Popen[bytes]) -> int:
         """Supervise until the child ends; its return code."""
-        forwarded = False
-        while True:
-            returncode = child.poll()
-            if returncode is not None:
-                return returncode
-            now = time.monotonic()
-            if self.term_at is None and (self.directory / EVICTED_FILE).exists():
-                self.term_at = now
-            tree = process_tree(child.pid)
-            self._remember(tree)
-            used = anonymous_memory(tree)
-            self.peak = max(self.peak, used)
-            if used > self.limit_bytes and self.killed_at is None:
-                self.oom_killed = True
-                self.killed_at = now
-                print(
-                    f"supervisor: memory {used / GIB:.3f} GiB over the limit "
-                    f"{self.limit_bytes / GIB:.3f} GiB: killing the pod",
-                    file=sys.stderr,
-                    flush=True,
-                )
-                kill_all(child.pid, self.known)
-            if self.term_at is not None and not forwarded:
-                forwarded = True
-                with contextlib.suppress(ProcessLookupError):
-                    os.killpg(child.pid, signal.SIGTERM)
-            if (
-                self.term_at is not None
-                and self.killed_at is None
-                and now - self.term_at > self.kill_after_s
-            ):
-                self.killed_at = now
-                print("supervisor: grace period over: killing the pod", file=sys.stderr)
-                kill_all(child.pid, self.known)
-            time.sleep(self.poll_s)
+        ended = _exit_fd(child.pid)
+        try:
+            while True:
+                returncode = self._poll(child)
+                if returncode is not None:
+                    return returncode
+                # until the next poll, or the pod's end at once (its run, its doorbell)
+                if ended is None:
+                    time.sleep(self.poll_s)
+                else:
+                    select.select([ended], [], [], self.poll_s)
+        finally:
+            if ended is not None:
+                os.close(ended)
+
+    def _poll(self, child: subprocess.Popen[bytes]) -> int | None:
+        """One look at the pod: its return code once it ended, else memory and signals."""
+        returncode = child.poll()
+        if returncode is not None:
+            return returncode
+        now = time.monotonic()
+        if self.term_at is None and (self.directory / EVICTED_FILE).exists():
+            self.term_at = now
+        tree = process_tree(child.pid)
+        self._remember(tree)
+        used = anonymous_memory(tree)
+        self.peak = max(self.peak, used)
+        if used > self.limit_bytes and self.killed_at is None:
+            self.oom_killed = True
+            self.killed_at = now
+            print(
+                f"supervisor: memory {used / GIB:.3f} GiB over the limit "
+                f"{self.limit_bytes / GIB:.3f} GiB: killing the pod",
+                file=sys.stderr,
+                flush=True,
+            )
+            kill_all(child.pid, self.known)
+        if self.term_at is not None and not self.forwarded:
+            self.forwarded = True
+            with contextlib.suppress(ProcessLookupError):
+                os.killpg(child.pid, signal.SIGTERM)
+        if (
+            self.term_at is not None
+            and self.killed_at is None
+            and now - self.term_at > self.kill_after_s
+        ):
+            self.killed_at = now
+            print("supervisor: grace period over: killing the pod", file=sys.stderr)
+            kill_all(child.pid, self.known)
+        return None
 
     def status(self, returncode: int) -> ExitStatus:
         code = EXIT_POOL_BROKEN if self.oom_killed else exit_code_of(returncode)

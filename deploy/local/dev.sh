@@ -47,7 +47,10 @@ if ! "$python_bin" -m uv --version >/dev/null 2>&1; then
   "$python_bin" -m pip install -q --disable-pip-version-check uv==0.13.9
 fi
 [ -x .venv/bin/python ] || "$python_bin" -m uv venv -q .venv --python "$python_bin"
-"$python_bin" -m uv pip install -q --python .venv/bin/python -r requirements/dev.txt
+# bytecode compiled at install: every pod and supervisor (which may run with
+# PYTHONDONTWRITEBYTECODE, or in a read-only image) would compile pydantic & co. at each start
+"$python_bin" -m uv pip install -q --compile-bytecode --python .venv/bin/python -r requirements/dev.txt
+.venv/bin/python -m compileall -q -j 0 harness/src examples/simrun-examples/src cluster >/dev/null
 
 start_services() {
   if ! pg_isready -q -h 127.0.0.1 -p 5432 2>/dev/null; then

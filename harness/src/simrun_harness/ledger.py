@@ -254,6 +254,10 @@ class Ledger:
         self._candidates = deque(names)
         return len(names)
 
+    def candidates_left(self) -> int:
+        """Units of our last listing of pending not tried yet: what is left, as far as we know."""
+        return len(self._candidates)
+
     def claim(self) -> str | None:
         """Claim one pending unit by renaming it to our name; None when none is left."""
         for listed in (False, True):

@@ -22,13 +22,12 @@ unit process over its memory per worker killed (the fallback).
 
 from __future__ import annotations
 
+import os
 import resource
 import sys
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 from typing import Any, Literal
-
-import psutil
 
 from simrun_harness.cgroup import Cgroup
 
@@ -71,6 +70,26 @@ def largest(used: Mapping[int, int]) -> int | None:
 def _anonymous(info: Any) -> int:
     """RSS less file-backed pages where the platform says (Linux `shared`)."""
     return max(0, int(info.rss) - int(getattr(info, "shared", 0)))
+
+
+PROC = "/proc"
+_PAGE = os.sysconf("SC_PAGE_SIZE") if hasattr(os, "sysconf") else 4096
+
+
+def _statm(pid: int | str) -> tuple[int, int] | None:
+    """(resident, anonymous) bytes from `/proc/<pid>/statm` (resident less file-backed and
+    shared pages, as psutil's rss and shared); None once the process is gone.
+
+    One small read, where psutil (imported only off Linux) costs its import at every start
+    and an object per process.
+    """
+    try:
+        with open(f"{PROC}/{pid}/statm", "rb") as statm:
+            fields = statm.read().split()
+    except OSError:
+        return None
+    resident = int(fields[1]) * _PAGE
+    return resident, max(0, resident - int(fields[2]) * _PAGE)
 
 
 def is_pods_cgroup(cgroup: Cgroup, explicit_limit_gb: float | None) -> bool:
@@ -121,18 +140,21 @@ class MemoryMeter:
         self.counts_kills = self.source == "cgroup" or counts_pods_kills(cgroup, explicit_limit_gb)
         self.peak_total = 0
         self.peak_process = 0
-        self._own = psutil.Process()
-        self._procs: dict[int, psutil.Process] = {}
+        self._proc_fs = os.path.exists(f"{PROC}/self/statm")
+        self._procs: dict[int, Any] = {}  # psutil's processes, without /proc
 
-    def _memory(self, pid: int) -> tuple[int, int] | None:
-        """(resident, anonymous) bytes of a unit process, None once it is gone."""
-        proc = self._procs.get(pid)
+    def _memory(self, pid: int | None) -> tuple[int, int] | None:
+        """(resident, anonymous) bytes of a unit process (None: our own), None once gone."""
+        if self._proc_fs:
+            return _statm("self" if pid is None else pid)
+        import psutil  # only where there is no /proc
+
+        key = os.getpid() if pid is None else pid
         try:
-            if proc is None:
-                proc = self._procs[pid] = psutil.Process(pid)
+            proc = self._procs.get(key) or self._procs.setdefault(key, psutil.Process(key))
             info = proc.memory_info()
-        except (psutil.NoSuchProcess, psutil.AccessDenied, psutil.ZombieProcess):
-            self._procs.pop(pid, None)
+        except psutil.Error:
+            self._procs.pop(key, None)
             return None
         return int(info.rss), _anonymous(info)
 
@@ -149,11 +171,8 @@ class MemoryMeter:
             self.peak_process = max(self.peak_process, *found.values())
         total = self.cgroup.memory_anon_bytes() if self.source == "cgroup" else None
         if total is None:
-            try:
-                own = _anonymous(self._own.memory_info())
-            except psutil.Error:
-                own = 0
-            total = own + anonymous
+            own = self._memory(None)
+            total = (own[1] if own else 0) + anonymous
         self.peak_total = max(self.peak_total, total)
         return Sample(found, total)
 

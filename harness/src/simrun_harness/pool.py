@@ -80,6 +80,9 @@ class Death:
 
 
 PoolEvent = JobResult | Death
+Outcome = tuple[bool, float, int, bool, str | None, str | None, bool]
+"""A job's result as a pool process sends it: the fields of `JobResult` after `job`, which
+the parent takes from the jobs it sent (less to pickle both ways, per unit)."""
 
 
 class JobRunner:
@@ -156,6 +159,24 @@ def _die_with_parent() -> None:
             pass
 
 
+def _outcome(runner: JobRunner, job: Job) -> Outcome:
+    """Run one job; what the parent needs to know of it (the job itself it knows already)."""
+    start = time.perf_counter()
+    try:
+        duplicate = runner.run(job)
+    except BaseException as exc:  # a unit may raise anything, SystemExit included
+        return (
+            False,
+            time.perf_counter() - start,
+            own_peak_rss_bytes(),
+            False,
+            f"{type(exc).__name__}: {exc}",
+            traceback.format_exc(),
+            isinstance(exc, SettingsError),
+        )
+    return (True, time.perf_counter() - start, own_peak_rss_bytes(), duplicate, None, None, False)
+
+
 def _child_main(conn: Connection, runner: JobRunner, index: int, parent: int) -> None:
     _die_with_parent()
     if os.getppid() != parent:  # the parent died before the line above
@@ -166,26 +187,13 @@ def _child_main(conn: Connection, runner: JobRunner, index: int, parent: int) ->
     runner.setup(index)
     while True:
         try:
-            job = conn.recv()
+            batch = conn.recv()
         except (EOFError, OSError):
             return
-        if job is None:
+        if batch is None:
             return
-        start = time.perf_counter()
-        try:
-            duplicate = runner.run(job)
-            result = JobResult(job, True, time.perf_counter() - start, 0, duplicate)
-        except BaseException as exc:  # a unit may raise anything, SystemExit included
-            result = JobResult(
-                job,
-                False,
-                time.perf_counter() - start,
-                0,
-                message=f"{type(exc).__name__}: {exc}",
-                traceback=traceback.format_exc(),
-                settings_error=isinstance(exc, SettingsError),
-            )
-        conn.send(replace(result, peak_rss_bytes=own_peak_rss_bytes()))
+        for job in batch:  # one outcome per job, sent at once: a death names its own job
+            conn.send(_outcome(runner, job))
 
 
 @dataclass
@@ -257,10 +265,11 @@ class ProcessPool:
         slot = min(live, key=lambda s: len(s.outstanding))
         return slot if len(slot.outstanding) < depth else None
 
-    def submit(self, slot: Slot, job: Job) -> None:
-        slot.outstanding.append(job)
+    def submit(self, slot: Slot, *jobs: Job) -> None:
+        """Send jobs to a process in one message; it runs them in order."""
+        slot.outstanding.extend(jobs)
         with contextlib.suppress(OSError):  # a dead process: its sentinel reports the death
-            slot.conn.send(job)
+            slot.conn.send(jobs)
 
     def held_jobs(self) -> list[Job]:
         return [job for slot in self.slots for job in slot.outstanding]
@@ -298,10 +307,8 @@ class ProcessPool:
                 events.append(Death(slot.pid, slot.process.exitcode, job))
         return events
 
-    def _received(self, slot: Slot, result: JobResult) -> JobResult:
-        if slot.outstanding:
-            slot.outstanding.popleft()
-        return result
+    def _received(self, slot: Slot, outcome: Outcome) -> JobResult:
+        return JobResult(slot.outstanding.popleft(), *outcome)
 
     def _drain(self, slot: Slot) -> list[PoolEvent]:
         """The results a process sent before it died."""

@@ -70,6 +70,19 @@ MAX_QUEUED = 32
 LEDGER_POLL_S = 0.2
 
 
+def queue_depth(mean_s: float | None, *, left: int, processes: int) -> tuple[int, int]:
+    """(refill below, fill up to): units a process holds, the running one included.
+
+    Up to the running unit plus QUEUE_S of queued work once unit times are known (one unit
+    before), topped up once it falls below half of that, so short units are claimed and sent
+    in batches; never more than a fair share of the `left` pending units we know of, so no
+    process idles at the end while another works through its queue.
+    """
+    depth = 1 if mean_s is None else 1 + min(MAX_QUEUED, int(QUEUE_S / max(mean_s, 1e-6)))
+    depth = min(depth, 1 + left // max(1, processes))
+    return max(1, (depth + 1) // 2), depth
+
+
 class Worker:
     """One attempt of one worker."""
 
@@ -85,6 +98,9 @@ class Worker:
         self.poll_s = min(1.0, config.heartbeat_s)
         self.held: set[str] = set()
         self._mean_s: float | None = None
+        self._units: list[Any] = []
+        self._exhausted = False
+        self._next_beat = self._next_poll = self._next_sweep = 0.0
 
     def run(self) -> int:
         task = load_or_report(self.attempt)
@@ -177,23 +193,16 @@ class Worker:
             select.select([self.stop.fileno()], [], [], LEDGER_POLL_S)
         return None
 
-    def _depth(self) -> int:
-        """Units per process: the running one plus QUEUE_S of queued work."""
-        if self._mean_s is None:
-            return 1
-        return 1 + min(MAX_QUEUED, int(QUEUE_S / max(self._mean_s, 1e-6)))
-
     def _loop(
         self, task: LoadedTask, ledger: Ledger, pool: ProcessPool, progress: ProgressWriter
     ) -> int:
-        units: list[Any] = read_units(task.paths)
+        """Claim, dispatch and commit units until the worker's part is over; its exit code."""
+        self._units = read_units(task.paths)
         total = read_total(task.paths)
-        heartbeat_s = self.config.heartbeat_s
         now = time.monotonic()
-        next_beat = now + heartbeat_s
-        next_poll = now + self.poll_s
-        next_sweep = now + self.config.stale_s
-        exhausted = False
+        self._next_beat = now + self.config.heartbeat_s
+        self._next_poll = now + self.poll_s
+        self._next_sweep = now + self.config.stale_s
         while True:
             if self.stop.requested:
                 log.warning(
@@ -203,64 +212,96 @@ class Worker:
                     len(self.held),
                 )
                 return EXIT_TERMINATED
-            now = time.monotonic()
-            if now >= next_beat:
-                ledger.heartbeat()
-                next_beat = now + heartbeat_s
-            polled = now >= next_poll
-            if polled:
-                next_poll = now + self.poll_s
-                exhausted = False
-                if self.base:
-                    self._log_returned(ledger.reclaim_stale(self.config.stale_s), progress)
-                    if now >= next_sweep:  # a listing of every unit output: not every poll
-                        self._sweep(ledger)
-                        next_sweep = now + self.config.stale_s
-            while not exhausted and (slot := pool.free_slot(self._depth())) is not None:
+            polled = self._periodic(ledger, progress)
+            self._dispatch(ledger, pool)
+            if pool.busy == 0 and self._exhausted:
+                code = self._idle(task, ledger, pool, total, polled=polled)
+                if code is not None:
+                    return code
+            code = self._collect(ledger, pool, progress)
+            if code is not None:
+                return code
+
+    def _periodic(self, ledger: Ledger, progress: ProgressWriter) -> bool:
+        """Heartbeat, and on every poll the coordinator's stale check; whether it polled."""
+        now = time.monotonic()
+        if now >= self._next_beat:
+            ledger.heartbeat()
+            self._next_beat = now + self.config.heartbeat_s
+        if now < self._next_poll:
+            return False
+        self._next_poll = now + self.poll_s
+        self._exhausted = False
+        if self.base:
+            self._log_returned(ledger.reclaim_stale(self.config.stale_s), progress)
+            if now >= self._next_sweep:  # a listing of every unit output: not every poll
+                self._sweep(ledger)
+                self._next_sweep = now + self.config.stale_s
+        return True
+
+    def _dispatch(self, ledger: Ledger, pool: ProcessPool) -> None:
+        """Claim units for processes whose queue ran low, and send each its batch at once.
+
+        A process is topped up to its depth once half of it is left (never while a long unit
+        runs: the depth is then 1), so short units go out in batches of claims, one message
+        per batch rather than per unit. Near the end no process queues more than its share
+        of what is left, so none idles while another works through a long queue.
+        """
+        low, depth = queue_depth(
+            self._mean_s, left=ledger.candidates_left(), processes=pool.processes
+        )
+        while not self._exhausted and (slot := pool.free_slot(low)) is not None:
+            batch: list[Job] = []
+            while len(slot.outstanding) + len(batch) < depth:
                 name = ledger.claim()
                 if name is None:
-                    exhausted = True
+                    self._exhausted = True
                     break
                 self.held.add(name)
-                pool.submit(slot, Job("unit", name, units[unit_index(name)]))
-            if pool.busy == 0 and exhausted:
-                if not self.base:
-                    return EXIT_OK
-                if ledger.done_count() >= total:
-                    self._sweep(ledger)
-                    return self._complete(task, pool)
-                if polled and (name := ledger.claim_memory_killed(self.config.stale_s)):
-                    log.warning(
-                        "%s: nobody at more memory took %s, which was killed for memory:"
-                        " running it alone",
-                        self.holder.token,
-                        name,
-                    )
-                    self.held.add(name)
-                    idle = pool.free_slot(1)
-                    assert idle is not None, "an idle pool has a free process"
-                    pool.submit(idle, Job("unit", name, units[unit_index(name)]))
-            timeout = min(next_beat, next_poll) - time.monotonic()
-            timeout = min(timeout, self.attempt.watch(pool))
-            for event in pool.wait(timeout, wake=[self.stop.fileno()]):
-                if isinstance(event, Death):
-                    self.attempt.broken_by(event)
-                    log.error(
-                        "%s: %s",
-                        self.holder.token,
-                        self.attempt.error.message if self.attempt.error else "",
-                    )
-                    return EXIT_POOL_BROKEN
-                self.attempt.record_result(event)
-                if not event.ok:
-                    log.error(
-                        "%s: unit %s raised:\n%s",
-                        self.holder.token,
-                        event.job.name,
-                        event.traceback,
-                    )
-                    return self.attempt.fail_with(event)
-                self._commit(ledger, progress, event)
+                batch.append(Job("unit", name, self._units[unit_index(name)]))
+            if batch:
+                pool.submit(slot, *batch)
+
+    def _idle(
+        self, task: LoadedTask, ledger: Ledger, pool: ProcessPool, total: int, *, polled: bool
+    ) -> int | None:
+        """Nothing to claim and nothing running: exit, or (the coordinator) the last resort."""
+        if not self.base:
+            return EXIT_OK
+        if ledger.done_count() >= total:
+            self._sweep(ledger)
+            return self._complete(task, pool)
+        if polled and (name := ledger.claim_memory_killed(self.config.stale_s)):
+            log.warning(
+                "%s: nobody at more memory took %s, which was killed for memory: running it alone",
+                self.holder.token,
+                name,
+            )
+            self.held.add(name)
+            idle = pool.free_slot(1)
+            assert idle is not None, "an idle pool has a free process"
+            pool.submit(idle, Job("unit", name, self._units[unit_index(name)]))
+        return None
+
+    def _collect(self, ledger: Ledger, pool: ProcessPool, progress: ProgressWriter) -> int | None:
+        """Wait for results (or a signal, or the next timer) and commit them; an exit code
+        when a unit raised or a pool process died."""
+        timeout = min(self._next_beat, self._next_poll) - time.monotonic()
+        timeout = min(timeout, self.attempt.watch(pool))
+        for event in pool.wait(timeout, wake=[self.stop.fileno()]):
+            if isinstance(event, Death):
+                self.attempt.broken_by(event)
+                error = self.attempt.error
+                log.error("%s: %s", self.holder.token, error.message if error else "")
+                return EXIT_POOL_BROKEN
+            self.attempt.record_result(event)
+            if not event.ok:
+                log.error(
+                    "%s: unit %s raised:\n%s", self.holder.token, event.job.name, event.traceback
+                )
+                return self.attempt.fail_with(event)
+            self._commit(ledger, progress, event)
+        return None
 
     def _sweep(self, ledger: Ledger) -> None:
         """Remove the half-written outputs of units done elsewhere by holders that are gone."""

@@ -1,0 +1,98 @@
+"""Short units go out in batches of claims: the rule, a death inside a batch, a killed holder."""
+
+from __future__ import annotations
+
+import os
+import signal
+from collections import Counter
+from pathlib import Path
+from typing import Any, ClassVar
+
+from pydantic import BaseModel
+
+from simrun_harness.exits import EXIT_OK
+from simrun_harness.plugin import NoSettings, SplitTaskType, TaskContext
+from simrun_harness.pool import Death, Job, JobResult, JobRunner, PoolEvent, ProcessPool
+from simrun_harness.progress import read_progress
+from simrun_harness.worker import MAX_QUEUED, queue_depth
+from tests.harness.conftest import Store, expected_counting_output, out_files
+from tests.waiting import wait_for
+
+
+def test_short_units_are_queued_in_batches_long_ones_one_at_a_time_and_fairly_at_the_end() -> None:
+    assert queue_depth(None, left=1000, processes=2) == (1, 1)  # no unit time known yet
+    assert queue_depth(0.5, left=1000, processes=2) == (1, 1)  # a long unit queues nothing
+    low, depth = queue_depth(0.005, left=1000, processes=2)
+    assert depth == 1 + MAX_QUEUED and low == (depth + 1) // 2  # topped up at half
+    assert queue_depth(0.05, left=1000, processes=2) == (3, 6)  # 0.25 s queued behind it
+    assert queue_depth(0.005, left=10, processes=2) == (3, 6)  # a fair share of what is left
+    assert queue_depth(0.005, left=0, processes=2) == (1, 1)
+
+
+class _Dies(SplitTaskType):
+    """Unit "die" kills its own process; any other unit writes nothing."""
+
+    name: ClassVar[str] = "dies"
+    settings_model: ClassVar[type[BaseModel]] = NoSettings
+
+    def run_unit(self, ctx: TaskContext, unit: Any, out: Path) -> None:
+        if unit == "die":
+            os.kill(os.getpid(), signal.SIGKILL)
+
+
+def test_a_death_inside_a_batch_names_its_own_unit_after_the_results_before_it(
+    tmp_path: Path,
+) -> None:
+    units = tmp_path / "units"
+    units.mkdir()
+    context = TaskContext(task_id="t", settings=NoSettings(), scratch=tmp_path / "scratch")
+    pool = ProcessPool(JobRunner(_Dies(), context, units, "t-w0@0"), 1)
+    pool.start()
+    try:
+        slot = pool.free_slot(1)
+        assert slot is not None
+        batch = [Job("unit", f"u{i}", value) for i, value in enumerate(["ok", "die", "ok"])]
+        pool.submit(slot, *batch)
+        events: list[PoolEvent] = []
+
+        def dead() -> bool:
+            events.extend(pool.wait(0.1))
+            return any(isinstance(e, Death) for e in events)
+
+        wait_for(dead, timeout=30, what="the pool process to die")
+    finally:
+        pool.shutdown(kill=True)
+    results = [e for e in events if isinstance(e, JobResult)]
+    deaths = [e for e in events if isinstance(e, Death)]
+    assert [(r.job.name, r.ok) for r in results] == [("u0", True)]
+    assert len(deaths) == 1 and deaths[0].job is not None and deaths[0].job.name == "u1"
+    assert {"u0", "u1", "u2"} & set(os.listdir(units)) == {"u0"}  # u2 never ran
+
+
+def test_a_killed_worker_s_batch_of_claims_is_taken_back_and_no_unit_is_done_twice(
+    run_store: Store,
+) -> None:
+    units = 150
+    paths = run_store.write_task("sleep", {"units": units, "seconds": 0.02})
+    extra = run_store.start("simrun-worker", run_store.env("t-w1", role="extra", stale_s=2))
+    coordinator = run_store.start(
+        "simrun-worker", run_store.env("t-w0", stale_s=2, SIMRUN_COORDINATOR_MERGES="1")
+    )
+    run_store.wait_claims("t-w1", count=3)  # a batch: more than the running unit and one
+
+    extra.signal_group(signal.SIGKILL)
+
+    assert extra.wait() == -signal.SIGKILL
+    lost = run_store.claimed_by("t-w1")
+    assert len(lost) >= 2, lost  # it died holding a batch
+    assert coordinator.wait() == EXIT_OK
+    returned = [
+        name
+        for e in read_progress(paths.progress)
+        if e.event == "claims_returned" and e.holder == "t-w1@0"
+        for name in e.units or []
+    ]
+    assert set(lost) <= set(returned)
+    assert Counter(run_store.done_units()) == Counter({f"u{i:06d}": 1 for i in range(units)})
+    assert out_files(paths) == expected_counting_output(units)
+    assert sorted(os.listdir(paths.done)) == [f"u{i:06d}" for i in range(units)]
