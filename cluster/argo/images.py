@@ -69,7 +69,8 @@ RUN set -e; \\
         --constraints constraints.txt --no-header --output-file requirements.txt; \\
     fi; \\
     uv venv /opt/simrun/env --python "$(command -v python3)"; \\
-    uv pip install --python /opt/simrun/env/bin/python --find-links /opt/simrun/wheels \\
+    uv pip install --compile-bytecode --python /opt/simrun/env/bin/python \\
+      --find-links /opt/simrun/wheels \\
       -r "$requirements" ${pins:+--constraints "$pins"} simrun-harness
 ENV PATH=/opt/simrun/env/bin:$PATH VIRTUAL_ENV=/opt/simrun/env
 USER 1000:1000
