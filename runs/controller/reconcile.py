@@ -55,6 +55,7 @@ class Followed(NamedTuple):
     state: str
     workflow_name: str
     final_work: bool  # a final task's observations or logs are still to be kept
+    updated_at: datetime  # when a reconcile last wrote the record
 
 
 def followed_rows() -> list[Followed]:
@@ -91,7 +92,7 @@ def observe(run: Run, tasks: list[Task], status: BackendStatus | None, now: date
     depends on it (`rules.wants_marker`, `rules.wants_reported_kills`; the reports of a task
     that ends, of a pod whose failure fails it), so a run whose status did not change costs
     no file access."""
-    task_records = [_record(task) for task in tasks]
+    task_records = [_record(task, status) for task in tasks]
     markers = {
         t.task_id: has_merge_marker(task_paths(run.id, t.task_id))
         for t in task_records
@@ -137,16 +138,24 @@ def observe(run: Run, tasks: list[Task], status: BackendStatus | None, now: date
     return observed
 
 
-def _record(task: Task) -> rules.TaskRecord:
-    """The plain values the rules need of a task's row."""
-    plan = TaskPlan.from_json(task.plan) if task.plan else None
-    if plan is None:
-        return rules.TaskRecord(task.task_id, task.state, task.splittable)
+def _record(task: Task, status: BackendStatus | None) -> rules.TaskRecord:
+    """The plain values the rules need of a task's row; the retry memory of its base pods
+    (its plan decoded) only when one of them failed."""
+    plan = task.plan or {}
+    if plan and not isinstance(plan.get("shape"), dict):
+        raise ValueError(f"task {task.task_id!r}: its plan has no shape: {plan!r}")
     record = rules.TaskRecord(
-        task.task_id, task.state, task.splittable, plan.pods, plan.coordinator_merges
+        task.task_id,
+        task.state,
+        task.splittable,
+        int(plan["pods"]) if plan else 1,
+        bool(plan.get("coordinator_merges", False)),
     )
+    if not plan or status is None or not any(p in status.failures for p in record.base_pods):
+        return record
+    shapes = TaskPlan.from_json(plan)
     retry = {
-        pod: plan.shape_of_pod(task_id=task.task_id, pod=pod).retry_memory_gb
+        pod: shapes.shape_of_pod(task_id=task.task_id, pod=pod).retry_memory_gb
         for pod in record.base_pods
     }
     return replace(record, retry_memory_gb=retry)
