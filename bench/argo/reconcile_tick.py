@@ -2,13 +2,15 @@
 and pods.
 
 A template run is made by the real path (`create_run`, its launch submitted to the
-`ArgoBackend` on a `tests.sim.SimCluster`) with Kueue paused, so its pods stay gated and the
+`ArgoBackend` on a `tests.sim.SimCluster`) with Kueue and the scheduler paused, so its pods wait and the
 simulated Argo gives its workflow the status a queued run has (a DAG, a Retry node and a pod
 node per pod); a tick derives its record. Then the simulator's controllers are paused and the
 template is cloned, in the database (its Run and Task rows) and in the simulator's store (its
 Workflow object with the status, renamed), to the number of live runs asked. What is measured
 is the controller's side: the requests it makes (the simulator's access log), the list pages it
-reads and parses, and its tick. Per size (`--pods`: live pods in all; `--pods-per-run`: the
+reads and parses, and its tick, in wall time and in CPU time of the tick's thread (the simulated
+API server answers from a thread of the same process, so the wall time includes its work).
+Per size (`--pods`: live pods in all; `--pods-per-run`: the
 shape of a run, 1 = a `command` task, k > 1 = a split task of k - 1 workers and a merge):
 
 - the first tick of a restarted process (a new `Seen`: every run derived, none changed);
@@ -135,15 +137,16 @@ def measure(backend: Any, sim: Any, seen: Any) -> dict[str, float]:
     before = len(sim.access_log)
     load = os.getloadavg()[0]
     try:
-        started = time.perf_counter()
+        started, cpu = time.perf_counter(), time.thread_time()
         runs = tick_module.tick(backend, seen=seen)
-        total = time.perf_counter() - started
+        total, cpu = time.perf_counter() - started, time.thread_time() - cpu
     finally:
         del backend.statuses
         tick_module.reconcile_with = derive
     return {
         "runs": runs,
         "total": total,
+        "cpu": cpu,  # the tick's own thread: not the simulated API server's
         "requests": len(sim.access_log) - before,
         "load": load,
         **calls,
@@ -179,9 +182,11 @@ def run_shape(args: argparse.Namespace, backend: Any, sim: Any, per: int) -> lis
         found.append(row)
         print(
             f"{per:3d} pods a run, {size:5d} runs ({size * per:5d} pods): first tick after a "
-            f"restart {first['total'] * 1000:7.0f} ms ({first['derived']:.0f} derived, "
+            f"restart {first['total'] * 1000:7.0f} ms (CPU {first['cpu'] * 1000:.0f} ms; "
+            f"{first['derived']:.0f} derived, "
             f"statuses() {first['statuses'] * 1000:.0f} ms, {first['requests']:.0f} requests); "
-            f"steady tick {tick['total'] * 1000:6.1f} ms (statuses() "
+            f"steady tick {tick['total'] * 1000:6.1f} ms (CPU {tick['cpu'] * 1000:.1f} ms; "
+            f"statuses() "
             f"{tick['statuses'] * 1000:.1f} ms, {tick['requests']:.0f} requests); load "
             f"{first['load']:.1f}",
             flush=True,
@@ -201,13 +206,15 @@ def report(rows: list[dict[str, Any]]) -> None:
         if large["runs"] == small["runs"]:
             continue
         for kind in ("first", "tick"):
-            dt = large[kind]["total"] - small[kind]["total"]
-            runs = large["runs"] - small["runs"]
-            print(
-                f"{per} pods a run, {kind:5s}: {large[kind]['total'] / small[kind]['total']:.1f}x "
-                f"for {large['runs'] / small['runs']:.0f}x the runs; "
-                f"{dt / runs * 1e6:.0f} µs a run, {dt / (runs * per) * 1e6:.0f} µs a pod"
-            )
+            for what in ("total", "cpu"):
+                dt = large[kind][what] - small[kind][what]
+                runs = large["runs"] - small["runs"]
+                print(
+                    f"{per} pods a run, {kind:5s} {what:5s}: "
+                    f"{large[kind][what] / small[kind][what]:.1f}x for "
+                    f"{large['runs'] / small['runs']:.0f}x the runs; "
+                    f"{dt / runs * 1e6:.0f} µs a run, {dt / (runs * per) * 1e6:.0f} µs a pod"
+                )
 
 
 def main() -> None:
