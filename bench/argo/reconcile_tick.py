@@ -2,14 +2,15 @@
 and pods.
 
 A template run is made by the real path (`create_run`, its launch submitted to the
-`ArgoBackend` on a `tests.sim.SimCluster`) with Kueue and the scheduler paused, so its pods wait and the
-simulated Argo gives its workflow the status a queued run has (a DAG, a Retry node and a pod
-node per pod); a tick derives its record. Then the simulator's controllers are paused and the
-template is cloned, in the database (its Run and Task rows) and in the simulator's store (its
-Workflow object with the status, renamed), to the number of live runs asked. What is measured
-is the controller's side: the requests it makes (the simulator's access log), the list pages it
-reads and parses, and its tick, in wall time and in CPU time of the tick's thread (the simulated
-API server answers from a thread of the same process, so the wall time includes its work).
+`ArgoBackend` on a `tests.sim.SimCluster`) with Kueue and the scheduler paused, so its pods
+wait and the simulated Argo gives its workflow the status a queued run has (a DAG, a Retry node
+and a pod node per pod); a tick derives its record. Then the simulator's controllers are paused
+and the template is cloned, in the database (its Run and Task rows) and in the simulator's
+store (its Workflow object with the status, renamed), to the number of live runs asked. What is
+measured is the controller's side: the requests it makes (the simulator's access log), the list
+pages it reads and parses, and its tick, in wall time and in CPU time of the tick's thread (the
+simulated API server answers from a thread of the same process, so the wall time includes its
+work).
 Per size (`--pods`: live pods in all; `--pods-per-run`: the
 shape of a run, 1 = a `command` task, k > 1 = a split task of k - 1 workers and a merge):
 
