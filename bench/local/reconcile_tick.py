@@ -22,7 +22,10 @@ Celery beat run. Per size, after the runs' files have aged past the local backen
 The queries of each tick are counted with `CaptureQueriesContext`; the time is split into the
 backend's `statuses()`, the runs derived (`reconcile_with`) and the rest.
 
-    python bench/local/reconcile_tick.py [--sizes 10 100 1000] [--ticks 7]
+With `--argo`, the same sizes are then measured on the Argo backend on the cluster simulator
+(`bench/argo/reconcile_tick.py --runs <sizes> --pods-per-run 4`, in a process of its own).
+
+    python bench/local/reconcile_tick.py [--sizes 10 100 1000] [--ticks 7] [--argo] [--profile]
 """
 
 from __future__ import annotations
@@ -40,6 +43,7 @@ import time
 from collections import Counter
 from collections.abc import Callable
 from dataclasses import dataclass
+from pathlib import Path
 from typing import Any
 
 from _stack import stack, wait_for
@@ -256,6 +260,7 @@ def main() -> None:
     parser.add_argument("--ticks", type=int, default=7, help="timed steady ticks per size")
     parser.add_argument("--json", action="store_true")
     parser.add_argument("--profile", action="store_true", help="profile the first tick")
+    parser.add_argument("--argo", action="store_true", help="then the same on the Argo backend")
     args = parser.parse_args()
     with stack(services=False):  # the tick runs in this process, as in the watcher
         from cluster.local.attempts import ProcessId
@@ -273,6 +278,11 @@ def main() -> None:
             os.killpg(sleeper_proc.pid, signal.SIGKILL)
             sleeper_proc.wait()
     report(args, results)
+    if args.argo:
+        argo = Path(__file__).resolve().parents[1] / "argo" / "reconcile_tick.py"
+        sizes = [str(size) for size in args.sizes]
+        command = [sys.executable, str(argo), "--runs", *sizes, "--pods-per-run", "4"]
+        subprocess.run(command, check=True)
 
 
 def run_sizes(
