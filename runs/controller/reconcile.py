@@ -22,6 +22,7 @@ from django.utils import timezone
 
 from cluster.backend import Backend, BackendStatus
 from runs.controller import records, rules
+from runs.controller.seen import derived_from
 from runs.models import Run, RunState, Task
 from runs.plans import TaskPlan
 from runs.store import has_merge_marker, reports, task_paths
@@ -56,6 +57,9 @@ class Followed(NamedTuple):
     workflow_name: str
     final_work: bool  # a final task's observations or logs are still to be kept
     updated_at: datetime  # when a reconcile last wrote the record
+    derived_from: str  # `<version>:<digest>` of the status it was derived from (seen.py)
+    merge_pending: dict[str, str]
+    oom_kills: dict[str, list[int]]
 
 
 def followed_rows() -> list[Followed]:
@@ -305,11 +309,18 @@ class Reconciled(StrEnum):
 def reconcile_with(run: Run, status: BackendStatus | None, *, now: datetime) -> Reconciled:
     """Derive a run from its status (None: its workflow is gone), read after the record's
     version; write if it changed and nobody else wrote meanwhile. A write is applied to `run`
-    and its prefetched tasks too, so what follows in the tick works from them."""
+    and its prefetched tasks too, so what follows in the tick works from them. The row notes
+    which status it was derived from (`derived_from`); when only that changed, it is noted
+    without a new version (nothing a reader sees changed)."""
     tasks = list(run.tasks.all())
     observed = observe(run, tasks, status, now)
     if not observed.tasks and all(getattr(run, k) == v for k, v in observed.run.items()):
-        return Reconciled.UNCHANGED  # no write, no new version for the event streams
+        noted = derived_from(run.version, status)
+        if run.derived_from != noted:  # C22: only on the version read
+            Run.objects.filter(pk=run.pk, version=run.version).update(derived_from=noted)
+            run.derived_from = noted
+        return Reconciled.UNCHANGED  # no new version for the event streams
+    observed.run["derived_from"] = derived_from(run.version + 1, status)
     if not write_if_unchanged(run, observed):
         return Reconciled.CONFLICT
     for key, value in observed.run.items():

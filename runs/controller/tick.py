@@ -23,7 +23,7 @@ from cluster.backend import Backend, BackendStatus
 from runs.controller import rules
 from runs.controller.backoff import Backoff
 from runs.controller.reconcile import Followed, Reconciled, followed_rows, reconcile_with
-from runs.controller.seen import Derived, Seen
+from runs.controller.seen import Derived, Seen, derived_from
 from runs.controller.settle import keep_task_logs, settle
 from runs.models import Run, RunState, Task
 from runs.services.heartbeats import record_heartbeat
@@ -70,6 +70,7 @@ def tick(
         if row.workflow_name not in statuses:
             continue  # not read this tick (logged by the backend)
         status = statuses[row.workflow_name]
+        note_from_row(seen, row, status)
         noted = seen.derived(row.pk, version=row.version, state=row.state, status=status)
         if noted is None or rules.watches_store_or_clock(
             merge_pending=noted.merge_pending,
@@ -110,6 +111,16 @@ def wanted_runs(wanted: set[str]) -> list[Run]:
         return []
     tasks = Prefetch("tasks", queryset=Task.objects.defer(*TASK_UNUSED))
     return list(Run.objects.filter(pk__in=wanted).defer(*RUN_UNUSED).prefetch_related(tasks))
+
+
+def note_from_row(seen: Seen, row: Followed, status: BackendStatus | None) -> None:
+    """A run this process has not noted whose row says it was derived, at its version, from
+    a status equal to `status` (a restarted process): noted from the row, as if derived here."""
+    if seen.knows(row.pk, version=row.version, state=row.state) or not row.derived_from:
+        return
+    if row.derived_from == derived_from(row.version, status):
+        derived = Derived(row.version, row.state, status, row.merge_pending, row.oom_kills)
+        seen.note(row.pk, derived)
 
 
 def reusable(live: list[Followed], seen: Seen) -> dict[str, int]:

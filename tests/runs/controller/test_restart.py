@@ -1,7 +1,7 @@
-"""The first tick of a restarted controller (issue 21 item 1): it derives every live run, but
-in a constant number of queries, with no read of a run's status files when its loop read them
-after the record's last write, and with no read of the store where the status says nothing
-depends on it."""
+"""The first tick of a restarted controller (issue 21 item 1): in a constant number of
+queries, with no read of a run's status files when its loop read them after the record's last
+write; a run whose row says it was derived from the status read now is neither fetched nor
+derived, and one derived reads the store only where the status says something depends on it."""
 
 from __future__ import annotations
 
@@ -11,6 +11,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from django.db.models import F
 from django.utils import timezone
 
 from cluster.local.backend import LocalBackend
@@ -25,7 +26,8 @@ from tests.waiting import wait_for
 pytestmark = pytest.mark.django_db
 
 HUGE = shape(cores=64)  # more than the backend has: the pods wait and the statuses stay
-FIRST_TICK_QUERIES = 5  # stale submissions, followed runs, those runs, their tasks, heartbeat
+FIRST_TICK_QUERIES = 3  # stale submissions, followed runs, the heartbeat: no run fetched
+DERIVING_QUERIES = 5  # and the runs derived, with their tasks
 
 
 @pytest.fixture
@@ -71,16 +73,18 @@ def store_reads(monkeypatch: pytest.MonkeyPatch) -> list[str]:
     return made
 
 
-def restarted_first_tick(backend: LocalBackend, at_most: Any) -> tuple[int, int]:
+def restarted_first_tick(
+    backend: LocalBackend, at_most: Any, queries: int = FIRST_TICK_QUERIES
+) -> tuple[int, int]:
     """The runs derived by a process before (their records written), a pass of the loop,
     then the first tick of a new process (`at_most`: django_assert_max_num_queries): its
     queries and its reads of status files."""
     tick(backend, seen=Seen())
     passes_after(backend)()
     reads = backend._statuses.reads
-    with at_most(FIRST_TICK_QUERIES) as queries:
+    with at_most(queries) as made:
         tick(backend, seen=Seen())
-    return len(queries), backend._statuses.reads - reads
+    return len(made), backend._statuses.reads - reads
 
 
 def test_the_first_tick_after_a_restart_costs_the_same_queries_at_n_and_2n_runs(
@@ -113,10 +117,32 @@ def test_a_record_written_after_the_loops_last_pass_is_derived_from_its_files(
     # another process writes the record; a minute ahead, no pass of the loop (every 50 ms)
     # can begin after it before the tick
     later = timezone.now() + timedelta(minutes=1)
-    Run.objects.filter(pk=run.pk).update(pods={}, updated_at=later)
+    Run.objects.filter(pk=run.pk).update(pods={}, updated_at=later, version=F("version") + 1)
     reads = backend._statuses.reads
 
     tick(backend, seen=Seen())
 
     assert backend._statuses.reads - reads == 1
     assert Run.objects.get(pk=run.pk).pods["scan-w0"]["phase"] == "queued"
+
+
+def test_runs_whose_rows_note_no_status_are_derived_once_and_noted_without_a_new_version(
+    backend: LocalBackend, store_reads: list[str], django_assert_max_num_queries: Any
+) -> None:
+    """Rows of an older controller (no `derived_from`): every run derived, in a constant number
+    of queries plus one conditional update a run noting its status, no version bumped; the
+    next restart derives none."""
+    backend.subscribe(lambda: None)
+    waiting_runs(backend, 3)
+    tick(backend, seen=Seen())
+    Run.objects.update(derived_from="")
+    versions = dict(Run.objects.values_list("pk", "version"))
+    passes_after(backend)()
+
+    with django_assert_max_num_queries(DERIVING_QUERIES + 3):
+        tick(backend, seen=Seen())
+
+    assert dict(Run.objects.values_list("pk", "version")) == versions
+    assert all(Run.objects.values_list("derived_from", flat=True))
+    assert restarted_first_tick(backend, django_assert_max_num_queries) == (FIRST_TICK_QUERIES, 0)
+    assert store_reads == []
