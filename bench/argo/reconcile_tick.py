@@ -170,6 +170,9 @@ def run_shape(args: argparse.Namespace, backend: Any, sim: Any, per: int) -> lis
     with sim.paused("kueue", "scheduler"):  # the pods stay pending
         template, workflow = template_run(backend, sim, per)
         sim.pause("argo", "scheduler", "kubelet", "jobs", "taints")
+    size_b = len(json.dumps(workflow, separators=(",", ":")))
+    nodes = len(_pod_nodes(workflow))
+    print(f"{per} pods a run: the Workflow object is {size_b} bytes with {nodes} pod nodes")
     live = 1
     found = []
     for size in sizes_of(args, per):
