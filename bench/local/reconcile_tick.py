@@ -236,6 +236,19 @@ def measure_tick(backend: Any, seen: Any, *, profile: bool = False) -> dict[str,
     }
 
 
+def run_states() -> dict[str, Any]:
+    """How many runs and tasks are in each state (the live runs stay running)."""
+    from django.db.models import Count
+
+    from runs.models import Run, Task
+
+    runs = Run.objects.values_list("state").annotate(n=Count("pk"))
+    tasks = Task.objects.values_list("state").annotate(n=Count("pk"))
+    found = {f"run {s}": n for s, n in runs} | {f"task {s}": n for s, n in tasks}
+    failed = Run.objects.filter(state="failed").values_list("message", flat=True).first()
+    return found | ({"a failed run's message": failed} if failed else {})
+
+
 def _kind(sql: str) -> str:
     """A query's statement and first table: `SELECT runs_run`, `BEGIN` ..."""
     words = sql.split()
@@ -304,6 +317,7 @@ def run_sizes(
         seen = Seen()  # the process restarted: it has noted nothing
         first = measure_tick(backend, seen, profile=args.profile)
         steady = [measure_tick(backend, seen) for _ in range(args.ticks)]
+        print(f"{size:5d} runs: their states {run_states()}", flush=True)
         loop_pass = statistics.median(passes.each[passed:] or passes.each[-1:] or [0.0])
         tick = median_of(steady)
         results[size] = {"before": before, "first": first, "tick": tick, "loop_pass_s": loop_pass}
@@ -334,7 +348,7 @@ def report(args: argparse.Namespace, results: dict[int, dict[str, Any]]) -> None
         f"{a['queries']:.0f} → {b['queries']:.0f}"
     )
     print(
-        f"first tick after a restart (every run derived, nothing changed): "
+        f"first tick after a restart (nothing changed): "
         f"{fb['total'] / fa['total']:.1f}x (goal ≤ 10x; {fa['total'] * 1000:.0f} ms → "
         f"{fb['total'] * 1000:.0f} ms, goal ≤ 1 s at 1,000); queries "
         f"{fa['queries']:.0f} → {fb['queries']:.0f}"
