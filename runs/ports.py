@@ -191,7 +191,10 @@ class Backend(Protocol):
         cannot be read now (a broken record) is left out and logged. An error of the read as
         a whole (the API server gone) is raised. For names in `may_reuse` the backend may
         answer what it last observed itself (its own loop), never older than what it answered
-        this process before; the others are read now."""
+        this process before; the others are read now. A mapping as `may_reuse` gives per
+        name a time (ns since the epoch, 0 for none) the backend's observation must have
+        begun after: a process that has answered nothing yet may then reuse what its loop
+        observed after the record was last written (the first tick after a restart)."""
 
     def cancel(self, name: str) -> None:
         """Terminate a workflow and its pods now; KeyError when it does not exist."""

@@ -78,6 +78,7 @@ class ArgoBackend:
         self.batch = BatchV1Api(self.api)
         self.custom = CustomObjectsApi(self.api)
         self._closing = threading.Event()
+        self._parsed: dict[str, tuple[str, BackendStatus]] = {}  # name → (resourceVersion, it)
         self._watch = WorkflowWatch(
             lambda: ApiClient(self.api.configuration), config.namespace, config.watch_timeout_s
         )
@@ -117,20 +118,33 @@ class ArgoBackend:
     ) -> dict[str, BackendStatus | None]:
         """B1, B2: the status of many workflows from one list of the runs' workflows (by
         their label, a page per `LIST_PAGE`) instead of one read per workflow; None for a
-        workflow the list does not hold. Every name is read now (`may_reuse` is not needed)."""
+        workflow the list does not hold. Every name is read now (`may_reuse` is not needed);
+        a workflow whose resourceVersion is the one parsed last time keeps its status object
+        (no parse, and the tick compares it by identity)."""
         wanted = set(names)
         found: dict[str, BackendStatus | None] = dict.fromkeys(wanted)
         if not wanted:
             return found
+        parsed: dict[str, tuple[str, BackendStatus]] = {}
         for workflow in self._listed_workflows():
-            name = (workflow.get("metadata") or {}).get("name")
+            metadata = workflow.get("metadata") or {}
+            name, version = metadata.get("name"), str(metadata.get("resourceVersion") or "")
             if name not in wanted:
                 continue
+            known = self._parsed.get(name)
+            if known is not None and version and known[0] == version:
+                found[name] = known[1]  # the same object version: the same status, not parsed
+                parsed[name] = known
+                continue
             try:
-                found[name] = workflow_status(workflow)
+                status = workflow_status(workflow)
             except (KeyError, TypeError, ValueError, AttributeError):
                 log.exception("argo backend: cannot read the status of %s", name)
                 del found[name]
+                continue
+            found[name] = status
+            parsed[name] = (version, status)
+        self._parsed = parsed  # only the workflows of this read: the others ended or went
         return found
 
     def _listed_workflows(self) -> Iterator[dict[str, Any]]:

@@ -34,7 +34,7 @@ import logging
 import os
 import threading
 import time
-from collections.abc import Callable, Collection, Sequence
+from collections.abc import Callable, Collection, Mapping, Sequence
 from dataclasses import dataclass, replace
 
 from cluster.backend import ENDED_PHASES, BackendStatus, RunLaunch
@@ -149,6 +149,11 @@ def _unchanged(entry: _Entry | None, node: Node) -> BackendStatus | None:
     return entry.status if entry.trusted and entry.signature.holds() else None
 
 
+def _trusted_since() -> int:
+    """The time (ns) a pass's read must have begun after to be answered."""
+    return time.time_ns() - int(PASS_TRUST_S * 1e9)
+
+
 class RunStatuses:
     """The newest status read of each run: checked by its signature, or what the backend's
     loop read in its last pass.
@@ -177,13 +182,19 @@ class RunStatuses:
         since_ns: int | None = None,
     ) -> dict[str, BackendStatus | None]:
         """The status of each workflow (`latest` for those in `may_reuse`, else `one`); None
-        for one that does not exist; a run whose files cannot be read is left out (logged)."""
+        for one that does not exist; a run whose files cannot be read is left out (logged).
+        `may_reuse` as a mapping gives per name a time (ns since the epoch) the pass's read
+        must have begun after, besides `since_ns`."""
+        after = may_reuse if isinstance(may_reuse, Mapping) else {}
         reuse = set(may_reuse)
         found: dict[str, BackendStatus | None] = {}
         for name in names:
             try:
                 if name in reuse:
-                    found[name] = self.latest(name, node, since_ns=since_ns)
+                    since = since_ns
+                    if after.get(name):
+                        since = max(since or _trusted_since(), after[name])
+                    found[name] = self.latest(name, node, since_ns=since)
                 else:
                     found[name] = self.one(name, node)
             except KeyError:
@@ -197,7 +208,7 @@ class RunStatuses:
         `PASS_TRUST_S` ago), else what its files say now."""
         with self._lock:
             entry = self._entries.get(name)
-        since = time.time_ns() - int(PASS_TRUST_S * 1e9) if since_ns is None else since_ns
+        since = _trusted_since() if since_ns is None else since_ns
         if entry is None or entry.views is None or entry.read_ns < since:
             return self.one(name, node)
         if entry.status is not None and entry.node == node:

@@ -10,7 +10,7 @@ overwrites what that process derived.
 from __future__ import annotations
 
 import logging
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from datetime import datetime, timedelta
 from enum import StrEnum
 from typing import Any, NamedTuple
@@ -20,10 +20,11 @@ from django.db import transaction
 from django.db.models import Exists, F, OuterRef, Q
 from django.utils import timezone
 
-from runs.controller import rules
+from runs.controller import records, rules
+from runs.controller.seen import derived_from
 from runs.models import Run, RunState, StoredPod, Task
 from runs.plans import TaskPlan
-from runs.ports import Backend, BackendStatus, PodPhase, WorkflowPhase
+from runs.ports import Backend, BackendStatus
 from runs.store import has_merge_marker, reports, task_paths
 from simrun_harness.report import read_report
 
@@ -56,6 +57,10 @@ class Followed(NamedTuple):
     state: str
     workflow_name: str
     final_work: bool  # a final task's observations or logs are still to be kept
+    updated_at: datetime  # when a reconcile last wrote the record
+    derived_from: str  # `<version>:<digest>` of the status it was derived from (seen.py)
+    merge_pending: dict[str, str]
+    oom_kills: dict[str, list[int]]
 
 
 def followed_rows() -> list[Followed]:
@@ -86,165 +91,152 @@ def write_if_unchanged(run: Run, observed: Observed) -> bool:
 
 
 def observe(run: Run, tasks: list[Task], status: BackendStatus | None, now: datetime) -> Observed:
-    """Derive the run's new state from the backend's status and the store (no writes)."""
-    grace = timedelta(seconds=settings.SIMRUN_MERGE_MARKER_GRACE_S)
-    merge_pending = dict(run.merge_pending)
+    """Derive the run's new state from the backend's status and the store (no writes).
+
+    Facts first, then rules: the store is read only where the status says the derivation
+    depends on it (`rules.wants_marker`, `rules.wants_reported_kills`; the reports of a task
+    that ends, of a pod whose failure fails it), so a run whose status did not change costs
+    no file access."""
+    task_records = [_record(task, status) for task in tasks]
+    markers = {
+        t.task_id: has_merge_marker(task_paths(run.id, t.task_id))
+        for t in task_records
+        if rules.wants_marker(t, status)
+    }
     oom_kills = {k: list(v) for k, v in run.oom_kills.items()}
-    states: dict[str, str] = {}
+    merge_pending = dict(run.merge_pending)
+    derived: dict[str, rules.TaskDerived] = {}
     messages: list[str] = []
-    awaiting: dict[str, bool] = {}
-    markers: dict[str, bool] = {}
-    for task in tasks:
-        plan = TaskPlan.from_json(task.plan) if task.plan else None
-        merges_self = bool(plan and plan.coordinator_merges)
-        paths = task_paths(run.id, task.task_id)
-        if task.splittable:
-            markers[task.task_id] = has_merge_marker(paths)
-        if status is None:
-            continue
-        kills = _reported_kills(task)
-        names = rules.pod_names(
-            task.task_id,
-            splittable=task.splittable,
-            pods=plan.pods if plan else 1,
-            coordinator_merges=merges_self,
-        )
-        for name in names:
-            found = rules.oom_attempts(status.failures.get(name, []), kills.get(name, {}))
-            if found:
-                oom_kills[name] = sorted(set(oom_kills.get(name, [])) | found)
-        pods = {n: p for n, p in status.pods.items() if n in names}
-        if task.splittable:
-            w0 = pods.get(f"{task.task_id}-w0")
-            waiting_marker = bool(
-                merges_self and w0 and w0.phase == PodPhase.SUCCEEDED and not markers[task.task_id]
+    if status is not None:
+        for task in task_records:
+            derived[task.task_id] = found = rules.derive_task(
+                task,
+                status,
+                marker=markers.get(task.task_id, False),
+                reported_kills=_reported_kills(run.id, task, status),
+                oom_kills=oom_kills,
+                merge_since=merge_pending.get(task.task_id),
+                now=now,
+                grace=timedelta(seconds=settings.SIMRUN_MERGE_MARKER_GRACE_S),
             )
-            if waiting_marker:
-                merge_pending.setdefault(task.task_id, now.isoformat())
-            since = merge_pending.get(task.task_id)
-            over = bool(since and now - datetime.fromisoformat(since) > grace)
-            awaiting[task.task_id] = waiting_marker and not over
-            state = rules.split_task_state(
-                task.task_id,
-                pods,
-                coordinator_merges=merges_self,
-                marker=markers[task.task_id],
-                marker_wait_over=over,
-            )
-            if state == rules.FAILED and over and waiting_marker:
-                messages.append(
-                    f"task '{task.task_id}': the coordinator ended but no merge marker appeared"
-                )
-        else:
-            state = rules.unsplit_task_state(pods.get(task.task_id))
-        for name in rules.base_pods(
-            task.task_id, splittable=task.splittable, coordinator_merges=merges_self
-        ):
-            shape = plan.shape_of_pod(task_id=task.task_id, pod=name) if plan else None
-            retry_gb = shape.retry_memory_gb if shape else 0.0
-            verdict = rules.fatal_failure(
-                name,
-                status.failures.get(name, []),
-                oom_attempts=frozenset(oom_kills.get(name, [])),
-                retry_memory_gb=retry_gb,
-            )
-            if verdict and state not in (rules.DONE,):
-                state = rules.FAILED
-                cause = _cause(task, verdict)
-                said = f"{verdict.message}: {cause}" if cause else verdict.message
-                messages.append(f"task '{task.task_id}': {said}")
-        if state == rules.FAILED and not any(
-            m.startswith(f"task '{task.task_id}'") for m in messages
-        ):
-            messages.append(f"task '{task.task_id}': {_failure_text(task.task_id, status)}")
-        states[task.task_id] = state
-    if status is None:
-        stored = {t.task_id: t.state for t in tasks}
-        states = rules.resolve_gone(stored, markers=markers, awaiting_marker=awaiting)
-        for task_id, state in states.items():
-            if state == rules.FAILED and stored[task_id] != rules.FAILED:
-                messages.append(f"task '{task_id}': its workflow is gone and its end was not seen")
-    elif status.phase in (WorkflowPhase.SUCCEEDED, WorkflowPhase.FAILED, WorkflowPhase.STOPPED):
-        for task_id, state in states.items():
-            if state not in rules.FINAL and not awaiting.get(task_id):
-                states[task_id] = rules.FAILED  # C6: only a task awaiting its marker keeps it open
-                messages.append(f"task '{task_id}': the workflow ended before the task did")
-    outcome = rules.run_outcome(states)
-    if outcome is not None:  # the workflow is stopped: what is still open will not go on
+            oom_kills.update(found.oom_kills)
+            if found.merge_since is not None:
+                merge_pending[task.task_id] = found.merge_since
+            causes = _causes(run.id, task.task_id, found.reasons)
+            messages += records.task_messages(task.task_id, found, causes=causes, status=status)
+    states, ended = records.workflow_end(
+        {t: d.state for t, d in derived.items()},
+        stored={t.task_id: t.state for t in tasks},
+        status=status,
+        markers=markers,
+        awaiting={t: d.awaiting for t, d in derived.items()},
+    )
+    messages += ended
+    observed = Observed(outcome=rules.run_outcome(states))
+    if observed.outcome is not None:  # the workflow is stopped: what is still open will not go on
         states = {t: s if s in rules.FINAL else rules.CANCELLED for t, s in states.items()}
-    observed = Observed(outcome=outcome)
     observed.run = {"oom_kills": oom_kills, "merge_pending": merge_pending}
     if status is not None:
-        observed.run["pods"] = {
-            name: StoredPod(
-                phase=str(pod.phase),
-                attempts=pod.attempts,
-                node=pod.node,
-                exit_code=pod.exit_code,
-            )
-            for name, pod in status.pods.items()
-        }
-    why = {t.task_id: m.partition(": ")[2] for t in tasks for m in messages if _about(m, t)}
-    observed.tasks = {
-        t.pk: c for t in tasks if (c := _task_change(t, states, now, why)) is not None
-    }
-    if outcome is not None:
-        began, ended = _span(tasks, observed, now)
-        if began is not None and (run.started_at is None or began < run.started_at):
-            observed.run["started_at"] = began
-        observed.run.update(
-            state=outcome,
-            message="; ".join(messages),
-            ended_at=ended,
-            pending_cancel=status is not None,
-            pending_logs=status is not None,
-            pending_release=run.reserved,
-        )
-    else:
-        live = rules.live_run_state(states)
-        observed.run["state"] = live
-        if live == RunState.RUNNING and run.started_at is None:
-            observed.run["started_at"] = now
+        observed.run["pods"] = _pods(status)
+    observed.tasks = _task_changes(run.id, tasks, states, messages, now)
+    observed.run.update(_run_change(run, tasks, states, observed, "; ".join(messages), status, now))
     return observed
+
+
+def _record(task: Task, status: BackendStatus | None) -> rules.TaskRecord:
+    """The plain values the rules need of a task's row; the retry memory of its base pods
+    (its plan decoded) only when one of them failed."""
+    plan = task.plan or {}
+    if plan and not isinstance(plan.get("shape"), dict):
+        raise ValueError(f"task {task.task_id!r}: its plan has no shape: {plan!r}")
+    record = rules.TaskRecord(
+        task.task_id,
+        task.state,
+        task.splittable,
+        int(plan["pods"]) if plan else 1,
+        bool(plan.get("coordinator_merges", False)),
+    )
+    if not plan or status is None or not any(p in status.failures for p in record.base_pods):
+        return record
+    shapes = TaskPlan.from_json(task.plan)
+    retry = {
+        pod: shapes.shape_of_pod(task_id=task.task_id, pod=pod).retry_memory_gb
+        for pod in record.base_pods
+    }
+    return replace(record, retry_memory_gb=retry)
+
+
+def _pods(status: BackendStatus) -> dict[str, StoredPod]:
+    return {
+        name: StoredPod(
+            phase=str(pod.phase), attempts=pod.attempts, node=pod.node, exit_code=pod.exit_code
+        )
+        for name, pod in status.pods.items()
+    }
+
+
+def _task_changes(
+    run_id: str, tasks: list[Task], states: dict[str, str], messages: list[str], now: datetime
+) -> dict[int, dict[str, Any]]:
+    """The changes of the tasks whose state changed; the reports of those that end done or
+    failed give their times."""
+    why = {t.task_id: m.partition(": ")[2] for t in tasks for m in messages if _about(m, t)}
+    changes = {}
+    for task in tasks:
+        new = states.get(task.task_id, task.state)
+        reported = (
+            _reported_span(run_id, task.task_id)
+            if records.ends_task_with_reports(task.state, new)
+            else (None, None)
+        )
+        change = records.task_change(
+            state=task.state,
+            started_at=task.started_at,
+            new=new,
+            now=now,
+            why=why.get(task.task_id),
+            reported=reported,
+        )
+        if change is not None:
+            changes[task.pk] = change
+    return changes
+
+
+def _run_change(
+    run: Run,
+    tasks: list[Task],
+    states: dict[str, str],
+    observed: Observed,
+    message: str,
+    status: BackendStatus | None,
+    now: datetime,
+) -> dict[str, Any]:
+    """The run's fields for its outcome (the terminal record, C12), or its live state."""
+    if observed.outcome is None:
+        live = rules.live_run_state(states)
+        started = {"started_at": now} if live == RunState.RUNNING and run.started_at is None else {}
+        return {"state": live, **started}
+    began, ended = _span(tasks, observed, now)
+    change: dict[str, Any] = {}
+    if began is not None and (run.started_at is None or began < run.started_at):
+        change["started_at"] = began
+    return change | {
+        "state": observed.outcome,
+        "message": message,
+        "ended_at": ended,
+        "pending_cancel": status is not None,
+        "pending_logs": status is not None,
+        "pending_release": run.reserved,
+    }
 
 
 def _about(message: str, task: Task) -> bool:
     return message.startswith(f"task '{task.task_id}': ")
 
 
-def _task_change(
-    task: Task, states: dict[str, str], now: datetime, why: dict[str, str]
-) -> dict[str, Any] | None:
-    """The fields of a task to write for its new state; None if its state did not change.
-
-    A task that ends done or failed takes its times from its pods' reports (the first start,
-    the last end), so a run whose controller was away while its pods ran (its services
-    killed and restarted, its submission resumed by another worker) records when the work
-    happened rather than when the controller next looked."""
-    new = states.get(task.task_id, task.state)
-    if new == task.state:
-        return None
-    change: dict[str, Any] = {"state": new}
-    if new not in (rules.WAITING, rules.QUEUED) and task.started_at is None:
-        change["started_at"] = now
-    if new in rules.FINAL:
-        change["ended_at"] = now
-    if new in (rules.DONE, rules.FAILED):
-        began, ended = _reported_span(task)
-        if began is not None and began < change.get("started_at", task.started_at or now):
-            change["started_at"] = began
-        if ended is not None and ended < now:
-            change["ended_at"] = ended
-    if new == rules.CANCELLED:
-        change["message"] = "stopped: the run failed"
-    if new == rules.FAILED and task.task_id in why:
-        change["message"] = why[task.task_id]
-    return change
-
-
-def _reported_span(task: Task) -> tuple[datetime | None, datetime | None]:
+def _reported_span(run_id: str, task_id: str) -> tuple[datetime | None, datetime | None]:
     """The first start and the last end among the reports of a task's pods."""
-    found = [report for _, report in reports(task_paths(task.run_id, task.task_id))]
+    found = [report for _, report in reports(task_paths(run_id, task_id))]
     if not found:
         return None, None
     return min(r.started_at for r in found), max(r.ended_at for r in found)
@@ -264,9 +256,19 @@ def _span(tasks: list[Task], observed: Observed, now: datetime) -> tuple[datetim
     return (min(starts) if starts else None), (max(ends) if ends else now)
 
 
-def _cause(task: Task, verdict: rules.Verdict) -> str:
+def _causes(run_id: str, task_id: str, reasons: tuple[rules.Verdict | str, ...]) -> dict[str, str]:
+    """Why each attempt that failed the task failed (by pod): from its report, or its exit
+    code; read only for verdicts that name an attempt."""
+    causes = {}
+    for verdict in reasons:
+        if isinstance(verdict, rules.Verdict) and verdict.attempt is not None:
+            causes[verdict.pod] = _cause(run_id, task_id, verdict)
+    return causes
+
+
+def _cause(run_id: str, task_id: str, verdict: rules.Verdict) -> str:
     """Why the attempt that failed a task failed: from its report, or its exit code."""
-    paths = task_paths(task.run_id, task.task_id)
+    paths = task_paths(run_id, task_id)
     report = None
     if verdict.attempt is not None:
         try:
@@ -282,22 +284,18 @@ def _cause(task: Task, verdict: rules.Verdict) -> str:
     )
 
 
-def _reported_kills(task: Task) -> dict[str, dict[int, int]]:
-    """Kills of the OOM killer counted in reports, per pod and attempt (C8)."""
+def _reported_kills(
+    run_id: str, task: rules.TaskRecord, status: BackendStatus
+) -> dict[str, dict[int, int]]:
+    """Kills of the OOM killer counted in reports, per pod and attempt (C8); read only when
+    an attempt's exit 137 is not explained by the backend."""
     found: dict[str, dict[int, int]] = {}
-    for _, report in reports(task_paths(task.run_id, task.task_id)):
+    if not rules.wants_reported_kills(task, status):
+        return found
+    for _, report in reports(task_paths(run_id, task.task_id)):
         if report.oom_kills:
             found.setdefault(report.worker, {})[report.attempt] = report.oom_kills
     return found
-
-
-def _failure_text(task_id: str, status: BackendStatus) -> str:
-    for name, failures in sorted(status.failures.items()):
-        if name == task_id or name.startswith(f"{task_id}-"):
-            last = failures[-1]
-            code = "no exit code" if last.exit_code is None else f"exit code {last.exit_code}"
-            return f"pod {name} failed ({code}){': ' + last.message if last.message else ''}"
-    return "failed"
 
 
 class Reconciled(StrEnum):
@@ -309,11 +307,18 @@ class Reconciled(StrEnum):
 def reconcile_with(run: Run, status: BackendStatus | None, *, now: datetime) -> Reconciled:
     """Derive a run from its status (None: its workflow is gone), read after the record's
     version; write if it changed and nobody else wrote meanwhile. A write is applied to `run`
-    and its prefetched tasks too, so what follows in the tick works from them."""
+    and its prefetched tasks too, so what follows in the tick works from them. The row notes
+    which status it was derived from (`derived_from`); when only that changed, it is noted
+    without a new version (nothing a reader sees changed)."""
     tasks = list(run.tasks.all())
     observed = observe(run, tasks, status, now)
     if not observed.tasks and all(getattr(run, k) == v for k, v in observed.run.items()):
-        return Reconciled.UNCHANGED  # no write, no new version for the event streams
+        noted = derived_from(run.version, status)
+        if run.derived_from != noted:  # C22: only on the version read
+            Run.objects.filter(pk=run.pk, version=run.version).update(derived_from=noted)
+            run.derived_from = noted
+        return Reconciled.UNCHANGED  # no new version for the event streams
+    observed.run["derived_from"] = derived_from(run.version + 1, status)
     if not write_if_unchanged(run, observed):
         return Reconciled.CONFLICT
     for key, value in observed.run.items():

@@ -3,9 +3,10 @@
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
+from datetime import datetime, timedelta
 
-from runs.ports import AttemptFailure, PodPhase, PodStatus
+from runs.ports import AttemptFailure, BackendStatus, PodPhase, PodStatus
 from runs.states import RunState, TaskState
 from simrun_harness.exits import EXIT_POOL_BROKEN, EXIT_STORE, EXIT_TERMINATED
 
@@ -232,3 +233,127 @@ def watches_store_or_clock(
             if unexplained and failure.attempt not in counted:
                 return True
     return False
+
+
+# The derivation of a run, in steps that take the facts gathered before them (reconcile.py).
+
+
+@dataclass(frozen=True)
+class TaskRecord:
+    """What the derivation needs of a task's record: its state, its pods and the retry
+    memory of each base pod (from its plan)."""
+
+    task_id: str
+    state: str
+    splittable: bool
+    pods: int = 1
+    coordinator_merges: bool = False
+    retry_memory_gb: Mapping[str, float] = field(default_factory=dict)
+
+    @property
+    def pod_names(self) -> list[str]:
+        return pod_names(
+            self.task_id,
+            splittable=self.splittable,
+            pods=self.pods,
+            coordinator_merges=self.coordinator_merges,
+        )
+
+    @property
+    def base_pods(self) -> list[str]:
+        return base_pods(
+            self.task_id, splittable=self.splittable, coordinator_merges=self.coordinator_merges
+        )
+
+
+def wants_marker(task: TaskRecord, status: BackendStatus | None) -> bool:
+    """Whether the task's state depends on its merge marker now (C6, C10): a split task whose
+    coordinator merges and succeeded, or, its workflow gone, a split task not final."""
+    if not task.splittable:
+        return False
+    if status is None:
+        return task.state not in FINAL
+    w0 = status.pods.get(f"{task.task_id}-w0")
+    return task.coordinator_merges and w0 is not None and w0.phase == PodPhase.SUCCEEDED
+
+
+def wants_reported_kills(task: TaskRecord, status: BackendStatus | None) -> bool:
+    """Whether the reports' counts of kills matter (C8): an attempt of one of its pods exited
+    137 without the backend's evidence of a kill for memory."""
+    if status is None:
+        return False
+    return any(
+        f.exit_code == EXIT_POOL_BROKEN and not f.oom_killed
+        for pod in task.pod_names
+        for f in status.failures.get(pod, ())
+    )
+
+
+@dataclass(frozen=True)
+class TaskDerived:
+    """A task's state from its status and store facts, with what the record keeps of it:
+    its pods' attempts killed for memory, since when it awaits its marker (ISO time), and
+    why it failed (`MARKER_LOST` or the verdicts, in order)."""
+
+    state: str
+    oom_kills: Mapping[str, list[int]]
+    merge_since: str | None
+    awaiting: bool
+    reasons: tuple[Verdict | str, ...] = ()
+
+
+MARKER_LOST = "the coordinator ended but no merge marker appeared"
+
+
+def derive_task(
+    task: TaskRecord,
+    status: BackendStatus,
+    *,
+    marker: bool,
+    reported_kills: Mapping[str, Mapping[int, int]],
+    oom_kills: Mapping[str, Sequence[int]],
+    merge_since: str | None,
+    now: datetime,
+    grace: timedelta,
+) -> TaskDerived:
+    """C1-C4, C6-C8, C18: one task's state from its pods' status, its merge marker and the
+    kills its reports counted; the kills counted so far and `merge_since` are the record's."""
+    names = task.pod_names
+    kills = {}
+    for name in names:
+        found = oom_attempts(status.failures.get(name, []), reported_kills.get(name, {}))
+        if found:
+            kills[name] = sorted(set(oom_kills.get(name, [])) | found)
+    pods = {n: p for n, p in status.pods.items() if n in names}
+    reasons: list[Verdict | str] = []
+    awaiting = False
+    if task.splittable:
+        w0 = pods.get(f"{task.task_id}-w0")
+        succeeded = w0 is not None and w0.phase == PodPhase.SUCCEEDED
+        waiting_marker = task.coordinator_merges and succeeded and not marker
+        if waiting_marker and merge_since is None:
+            merge_since = now.isoformat()
+        over = bool(merge_since and now - datetime.fromisoformat(merge_since) > grace)
+        awaiting = waiting_marker and not over
+        state = split_task_state(
+            task.task_id,
+            pods,
+            coordinator_merges=task.coordinator_merges,
+            marker=marker,
+            marker_wait_over=over,
+        )
+        if state == FAILED and over and waiting_marker:
+            reasons.append(MARKER_LOST)
+    else:
+        state = unsplit_task_state(pods.get(task.task_id))
+    for name in task.base_pods:
+        verdict = fatal_failure(
+            name,
+            status.failures.get(name, []),
+            oom_attempts=frozenset(kills.get(name, oom_kills.get(name, []))),
+            retry_memory_gb=task.retry_memory_gb.get(name, 0.0),
+        )
+        if verdict and state != DONE:
+            state = FAILED
+            reasons.append(verdict)
+    return TaskDerived(state, kills, merge_since, awaiting, tuple(reasons))

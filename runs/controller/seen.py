@@ -6,14 +6,18 @@ it, with the record's fields the skip depends on at that version. A tick reads e
 run's version and state from the database; a run whose version, state and status are the ones
 noted (and whose derivation depends on nothing but its status, `rules.watches_store_or_clock`)
 would derive to itself, so it is neither derived nor written. Any write of the record by
-anyone bumps its version, which ends the skip; a process that starts (or another process) has
-noted nothing and derives every run once.
+anyone bumps its version, which ends the skip. A process that starts (or another process) has
+noted nothing: the row's `derived_from` (`derived_from()`: its version and a digest of the
+status it was derived from) tells it which runs would derive to themselves, and it notes
+those from their row without fetching or deriving them.
 """
 
 from __future__ import annotations
 
+import hashlib
+import json
 from collections.abc import Collection, Mapping, Sequence
-from dataclasses import dataclass, field
+from dataclasses import asdict, dataclass, field
 
 from runs.ports import BackendStatus
 
@@ -66,3 +70,13 @@ class Seen:
         kept = set(run_ids)
         for run_id in [r for r in self._runs if r not in kept]:
             del self._runs[run_id]
+
+
+def derived_from(version: int, status: BackendStatus | None) -> str:
+    """What a record at `version` derived from `status` notes in its row, so that a process
+    that noted nothing (a restart) can tell it would derive to itself: `<version>:<digest>`,
+    the digest equal exactly when the statuses are equal; empty for a workflow gone."""
+    if status is None:
+        return ""
+    text = json.dumps(asdict(status), sort_keys=True, separators=(",", ":"), default=str)
+    return f"{version}:{hashlib.blake2b(text.encode(), digest_size=16).hexdigest()}"

@@ -13,15 +13,16 @@ fetched with their tasks in one more query; a run that did not change costs no q
 from __future__ import annotations
 
 import logging
-from datetime import datetime
+from datetime import UTC, datetime, timedelta
 
 from django.conf import settings
+from django.db.models import Prefetch
 from django.utils import timezone
 
 from runs.controller import rules
 from runs.controller.backoff import Backoff
 from runs.controller.reconcile import Followed, Reconciled, followed_rows, reconcile_with
-from runs.controller.seen import Derived, Seen
+from runs.controller.seen import Derived, Seen, derived_from
 from runs.models import Run, RunState, Task
 from runs.ports import Backend, BackendStatus
 from runs.services import background
@@ -35,6 +36,7 @@ log = logging.getLogger(__name__)
 
 SEEN = Seen()  # this process's notes; every tick of the process shares them
 BACKOFF = Backoff()  # this process's failing runs and when each is tried again
+EPOCH = datetime(1970, 1, 1, tzinfo=UTC)
 LIVE = frozenset(RunState.live())
 DERIVED = LIVE - {RunState.SUBMITTING}  # a run still submitting has no workflow to ask about
 
@@ -58,10 +60,9 @@ def tick(
     statuses: dict[str, BackendStatus | None] = {}
     if live:
         try:
-            known = [
-                r.workflow_name for r in live if seen.knows(r.pk, version=r.version, state=r.state)
-            ]
-            statuses = backend.statuses([r.workflow_name for r in live], may_reuse=known)
+            statuses = backend.statuses(
+                [r.workflow_name for r in live], may_reuse=reusable(live, seen)
+            )
         except Exception:  # the API server gone, say: settle what can be, derive next tick
             log.exception("reading the statuses of %d runs failed; retried later", len(live))
     due: dict[str, Followed] = {}
@@ -69,6 +70,7 @@ def tick(
         if row.workflow_name not in statuses:
             continue  # not read this tick (logged by the backend)
         status = statuses[row.workflow_name]
+        note_from_row(seen, row, status)
         noted = seen.derived(row.pk, version=row.version, state=row.state, status=status)
         if noted is None or rules.watches_store_or_clock(
             merge_pending=noted.merge_pending,
@@ -80,7 +82,7 @@ def tick(
     wanted = set(due) | {r.pk for r in rows if r.final_work or r.state not in LIVE}
     wanted = {pk for pk in wanted if backoff.due(pk)}
     now = timezone.now()
-    for run in Run.objects.filter(pk__in=wanted).prefetch_related("tasks") if wanted else []:
+    for run in wanted_runs(wanted):
         try:
             if run.pk in due:
                 row = due[run.pk]
@@ -96,6 +98,46 @@ def tick(
     backoff.keep_only({r.pk for r in rows})
     record_heartbeat(source=source, at=timezone.now())
     return len(rows)
+
+
+RUN_UNUSED = ("workflow", "environment")  # fields a tick never reads: not fetched
+TASK_UNUSED = ("settings", "inputs", "dependencies", "resources")
+
+
+def wanted_runs(wanted: set[str]) -> list[Run]:
+    """The runs a tick derives or settles, with their tasks, in two queries; without the
+    JSON fields it never reads (their decoding was most of a first tick's cost)."""
+    if not wanted:
+        return []
+    tasks = Prefetch("tasks", queryset=Task.objects.defer(*TASK_UNUSED))
+    return list(Run.objects.filter(pk__in=wanted).defer(*RUN_UNUSED).prefetch_related(tasks))
+
+
+def note_from_row(seen: Seen, row: Followed, status: BackendStatus | None) -> None:
+    """A run this process has not noted whose row says it was derived, at its version, from
+    a status equal to `status` (a restarted process): noted from the row, as if derived here."""
+    if seen.knows(row.pk, version=row.version, state=row.state) or not row.derived_from:
+        return
+    if row.derived_from == derived_from(row.version, status):
+        derived = Derived(row.version, row.state, status, row.merge_pending, row.oom_kills)
+        seen.note(row.pk, derived)
+
+
+def reusable(live: list[Followed], seen: Seen) -> dict[str, int]:
+    """What the backend may answer from what it observed itself, by workflow: a run whose
+    record this process derived, anything (0: the backend's own limit); any other, what it
+    observed after the record was last written (it is then newer than the status that record
+    was derived from, by whichever process), so a restarted process needs no read per run."""
+    return {
+        r.workflow_name: 0
+        if seen.knows(r.pk, version=r.version, state=r.state)
+        else _ns(r.updated_at) + 1000  # its microsecond's end
+        for r in live
+    }
+
+
+def _ns(at: datetime) -> int:
+    return (at - EPOCH) // timedelta(microseconds=1) * 1000
 
 
 def _reconcile(

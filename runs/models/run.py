@@ -90,6 +90,13 @@ class Run(models.Model):
     )
     idempotency_key = models.CharField(max_length=128, null=True, blank=True)  # noqa: DJ001
     version = models.PositiveIntegerField(default=0, help_text="Bumped by every write.")
+    derived_from = models.CharField(
+        max_length=48,
+        blank=True,
+        default="",
+        help_text="`<version>:<digest>`: the backend status the record at that version was "
+        "derived from (runs/controller/seen.py), so a restarted controller skips unchanged runs.",
+    )
     created_at = models.DateTimeField(auto_now_add=True)
     submitted_at = models.DateTimeField(null=True, blank=True)
     started_at = models.DateTimeField(null=True, blank=True)

@@ -119,7 +119,9 @@ def test_the_dockerfile_installs_as_the_local_backend_does(
     env = {**os.environ, "PATH": f"{bin_dir}:{os.environ['PATH']}", "CALLS": str(calls)}
     subprocess.run(["sh", "-c", dockerfile_script()], cwd=work, env=env, check=True)
     install = calls.read_text().splitlines()[-1]
-    assert install.startswith("uv pip install --compile-bytecode --python /opt/simrun/env/bin/python")
+    assert install.startswith(
+        "uv pip install --compile-bytecode --python /opt/simrun/env/bin/python"
+    )
     assert installs in install
     unpacked = f"tar -xzf {LOCAL_ARCHIVE} -C /" in calls.read_text()
     assert unpacked == (LOCAL_ARCHIVE in files)
