@@ -163,15 +163,21 @@ class ApiLab:
         reserve: str | None = None,
         idempotency_key: str | None = None,
         on_event: Callable[[ServerEvent], None] | None = None,
+        reuse: bool = True,
+        resume_from: str | None = None,
     ) -> dict[str, Any]:
         """Snapshot the sources (the model first), submit, and return the run; with `follow`
         wait for its end (passing each event to `on_event`) and return it ended."""
         digests = [self.upload_snapshot(source) for source in sources]
-        body = {"workflow": workflow_text, "sources": digests, "group": group}
+        body: dict[str, Any] = {"workflow": workflow_text, "sources": digests, "group": group}
         if split is not None:
             body["split"] = str(split)
         if reserve:
             body["reserve"] = reserve
+        if not reuse:
+            body["reuse"] = False
+        if resume_from:
+            body["resume_from"] = resume_from
         headers = {"Idempotency-Key": idempotency_key} if idempotency_key else {}
         run = _with_task_totals(self._call("POST", "runs/", json=body, headers=headers))
         if follow:

@@ -23,6 +23,7 @@ from runs.pages.access import HtmxHttpRequest, forbidden, with_identity
 from runs.pages.dag import DagNode, draw
 from runs.pages.run_files import log_tail, run_or_404
 from runs.selectors.outputs import run_outputs
+from runs.selectors.reuse import run_reuse
 from runs.selectors.runs_list import run_item
 from runs.selectors.tasks import TaskView, run_tasks
 from runs.selectors.workers import WorkerView, task_workers
@@ -93,6 +94,7 @@ def run_context(
         "outputs": _outputs(run),
         "may_cancel": not run.ended and may_change(identity, run),
         "live": not run.ended,
+        "reuse": run_reuse(run),
     }
     if selected is not None:
         row = next(t for t in run.tasks.all() if t.task_id == selected.task_id)

@@ -30,6 +30,7 @@ from runs.models import Identity, Run, RunState, Snapshot, Task
 from runs.planner import plan_task
 from runs.plans import Node, TaskPlan
 from runs.priorities import tier_of
+from runs.services.reuse import plan_reuse
 from runs.store import store
 from runs.task_types import COMMAND, origin, registry
 from runs.validation import load_data
@@ -82,15 +83,20 @@ def create_run(
     split: SplitMode | None = None,
     reserve: str | None = None,
     idempotency_key: str | None = None,
+    reuse: bool = True,
+    resume_from: str | None = None,
 ) -> Run:
     """Validate, resolve and plan a workflow and record the run `submitting` (S3).
 
+    `reuse`: units done in earlier runs with the same key are linked, not computed;
+    `resume_from`: the run whose done units are taken first (docs/reuse.md).
     Raises WorkflowInvalid (every error), SubmissionRefused (sources, plan) or PlanRefused.
     """
     if idempotency_key:
         existing = Run.objects.filter(owner=identity, idempotency_key=idempotency_key).first()
         if existing is not None:
             return existing
+    check_resume(reuse=reuse, resume_from=resume_from)
     spec = workflow if isinstance(workflow, Workflow) else load_data(workflow)
     tier = tier_of(identity.kind)
     refuse_commands(spec, tier)
@@ -119,6 +125,8 @@ def create_run(
         sources=sources,
         reserve=reserve or "",
         idempotency_key=idempotency_key or None,
+        reuse=reuse,
+        resume_from=resume_from or "",
     )
     run.workflow_name = f"simrun-{run.id}"
     _write_files(run, spec, rows, model)
@@ -132,6 +140,18 @@ def create_run(
             return Run.objects.get(owner=identity, idempotency_key=idempotency_key)
         raise
     return run
+
+
+def check_resume(*, reuse: bool, resume_from: str | None) -> None:
+    """SubmissionRefused unless `resume_from` (if given) names a run and reuse is on."""
+    if not resume_from:
+        return
+    if not reuse:
+        raise SubmissionRefused(
+            "resume_from: a resumed run reuses done units; it cannot be combined with no reuse"
+        )
+    if not Run.objects.filter(pk=resume_from).exists():
+        raise SubmissionRefused(f"resume_from: no run {resume_from!r}")
 
 
 def _enqueue(run_id: str) -> None:
@@ -284,6 +304,7 @@ def submit_run(*, run_id: str, backend: Backend) -> None:
         with _lease_kept(run_id):
             run = Run.objects.get(pk=run_id)
             environment = _environment(run, backend)
+            plan_reuse(run_id=run.id, environment=environment["ref"])
             if run.reserve and not run.reserved:
                 backend.reserve(run.reserve, run.id)
                 Run.objects.filter(pk=run_id).update(reserved=True)
