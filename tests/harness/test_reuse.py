@@ -5,7 +5,6 @@ from __future__ import annotations
 
 import json
 import os
-from pathlib import Path
 
 from simrun_harness.exits import EXIT_OK
 from simrun_harness.layout import TaskPaths
@@ -43,14 +42,16 @@ def test_listed_units_are_linked_done_before_any_claim_and_the_rest_computed(
 
     assert run_store.report("t-w0").units_done == 3  # only the others were computed
     assert sorted(run_store.done_units()) == ["u000001", "u000004", "u000005"]
+    before = earlier.task()
     for name in reused:  # hard links of the earlier outputs, not copies
         mine = paths.unit_dir(name) / "unit.json"
-        assert os.stat(mine).st_ino == os.stat(earlier.task().unit_dir(name) / "unit.json").st_ino
-    assert counts(paths) is not None and counts(paths).done == 6  # type: ignore[union-attr]
-    assert (paths.out / "units.json").read_bytes() == (earlier.task().out / "units.json").read_bytes()
+        assert os.stat(mine).st_ino == os.stat(before.unit_dir(name) / "unit.json").st_ino
+    found = counts(paths)
+    assert found is not None and found.done == 6
+    assert (paths.out / "units.json").read_bytes() == (before.out / "units.json").read_bytes()
 
 
-def test_a_listed_unit_whose_source_is_gone_is_computed(run_store: Store, tmp_path: Path) -> None:
+def test_a_listed_unit_whose_source_is_gone_is_computed(run_store: Store) -> None:
     paths = run_store.write_task("sleep", SLEEP)
     _plan(paths, {"u000001": "runs/gone/tasks/t/units/u000001"})
 
