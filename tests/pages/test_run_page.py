@@ -150,3 +150,14 @@ def test_cancelling_an_ended_run_says_why(paul: Client) -> None:
     run = scan_run(state="succeeded")
     response = paul.post(f"/runs/{run.id}/cancel/", follow=True)
     assert "has ended" in response.content.decode()
+
+
+def test_the_run_page_says_how_many_units_were_reused_and_from_which_run(paul: Client) -> None:
+    earlier = scan_run(state="cancelled")
+    run = scan_run()
+    run.tasks.filter(task_id="scan").update(reused={earlier.id: ["u000000", "u000001"]})
+    html = page(paul, run)
+    assert "reused 2 of 7 units (2 from" in html
+    assert f'<a href="/runs/{earlier.id}/">{earlier.id}</a>' in html
+    off = scan_run(reuse=False)
+    assert "off (every unit computed)" in page(paul, off)
