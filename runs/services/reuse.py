@@ -12,11 +12,13 @@ from __future__ import annotations
 
 import json
 import os
+from importlib.metadata import PackageNotFoundError, distribution
 from pathlib import Path
 from typing import Any
 
 from django.db import transaction
 
+from runs.local_packages import tree_digest
 from runs.models import Run, Task
 from runs.reuse import KeyedTask, task_keys
 from runs.store import has_merge_marker, store, task_paths
@@ -31,17 +33,30 @@ MAX_CANDIDATES = 20
 
 
 def _version(type_name: str) -> str:
+    """The type's plugin version; for a plugin installed from a directory (editable or local,
+    PEP 610), also a digest of its files: its code may change without a new version."""
     if type_name == COMMAND:
         return "built-in"
     found = plugins().get(type_name)
-    return found[0].version if found else "?"
+    if not found:
+        return "?"
+    plugin = found[0]
+    try:
+        direct = json.loads(distribution(plugin.package).read_text("direct_url.json") or "null")
+    except (PackageNotFoundError, OSError, ValueError):
+        direct = None
+    if isinstance(direct, dict) and str(direct.get("url", "")).startswith("file://"):
+        project = Path(plugin.source)
+        if project.is_dir():
+            return f"{plugin.version}+{tree_digest(project)}"
+    return plugin.version
 
 
-def _keyed(run: Run, task: Task) -> KeyedTask:
+def _keyed(run: Run, task: Task, version: str) -> KeyedTask:
     return KeyedTask(
         task_id=task.task_id,
         type=task.type,
-        version=_version(task.type),
+        version=version,
         settings=task.settings,
         inputs=task.inputs,
         unique=run.id if task.type == COMMAND else "",
@@ -120,10 +135,11 @@ def plan_reuse(*, run_id: str, environment: str) -> None:
     tasks = list(run.tasks.order_by("position"))
     if any(task.key for task in tasks):
         return
+    versions = {name: _version(name) for name in {task.type for task in tasks}}
     keys = task_keys(
         environment=environment,
         sources=list(run.sources),
-        tasks=[_keyed(run, task) for task in tasks],
+        tasks=[_keyed(run, task, versions[task.type]) for task in tasks],
     )
     updates: dict[int, dict[str, Any]] = {}
     for task in tasks:

@@ -3,10 +3,13 @@ task after it, and nothing else; resources are not part of a key (docs/reuse.md)
 
 from __future__ import annotations
 
+import json
 from dataclasses import replace
+from pathlib import Path
 
 from runs.reuse import KeyedTask, task_keys
 from simrun_harness.reuse import unit_keys
+from tests.plugins import on_path, write_plugin
 
 CHAIN = [
     KeyedTask("scan", "ode_scan", "0.1", {"t_end": 50}, {}),
@@ -57,3 +60,35 @@ def test_unit_keys_follow_their_task_key_place_and_value() -> None:
     assert first[0] != unit_keys("k2", [{"a": 1}])[0]
     assert first[1] != unit_keys("k1", [{"a": 1}, {"a": 3}])[1]
     assert unit_keys("k1", [{"b": 1, "a": 2}]) == unit_keys("k1", [{"a": 2, "b": 1}])
+
+
+def test_a_plugin_installed_from_a_directory_is_versioned_by_its_files(tmp_path: Path) -> None:
+    """Its code may change without a new version: an edit gives its types a new key."""
+    from runs.services.reuse import _version
+
+    project = tmp_path / "edited"
+    root = write_plugin(
+        project,
+        package="edited-plugin",
+        version="1.0",
+        modules={"edited_types": SLEEPY},
+        types={"edited_sleep": "edited_types:Sleepy"},
+    )
+    info = next(root.glob("*.dist-info"))
+    (info / "direct_url.json").write_text(
+        json.dumps({"url": f"file://{project}", "dir_info": {"editable": True}})
+    )
+    with on_path(root):
+        before = _version("edited_sleep")
+        (project / "edited_types.py").write_text(SLEEPY + "\n# edited\n")
+        after = _version("edited_sleep")
+    assert before.startswith("1.0+") and after.startswith("1.0+") and before != after
+
+
+SLEEPY = """
+from simrun_harness.plugin import UnsplitTaskType
+
+
+class Sleepy(UnsplitTaskType):
+    name = "edited_sleep"
+"""
