@@ -1,204 +1,38 @@
-"""The one protocol both backends implement, and the plain values it speaks.
+"""The port as the adapters name it: the `Backend` protocol and the values it speaks live
+beside the domain, in `runs/ports.py`; the backends here implement it."""
 
-The controller and the submission only ever see these types. A run is launched as a
-`RunLaunch` (its tasks in topological order, each with its plan); its progress is read back
-as a `BackendStatus` keyed by pod names relative to the run:
+from runs.ports import (
+    ENDED_PHASES,
+    LOG_LIMIT_BYTES,
+    AttemptFailure,
+    Backend,
+    BackendStatus,
+    Placement,
+    PodLog,
+    PodPhase,
+    PodStatus,
+    RunLaunch,
+    StoreLocation,
+    TaskLaunch,
+    WorkflowPhase,
+    read_log,
+    tell_subscribers,
+)
 
-- an unsplit task `<task>`;
-- a split task: the coordinator `<task>-w0`, extra workers `<task>-w1`…, the merge
-  `<task>-merge` (absent when the coordinator merges).
-"""
-
-from __future__ import annotations
-
-import logging
-from collections.abc import Callable, Collection, Iterable, Mapping
-from dataclasses import dataclass, field
-from enum import StrEnum
-from pathlib import Path
-from typing import Protocol, runtime_checkable
-
-from runs.plans import Node, TaskPlan
-
-
-class PodPhase(StrEnum):
-    """Where one pod (all attempts of one worker, merge or unsplit task) stands."""
-
-    WAITING = "waiting"  # not created yet: its dependencies have not finished
-    QUEUED = "queued"  # created, waiting for admission or resources
-    RUNNING = "running"
-    PREEMPTED = "preempted"  # an evicted attempt waits for its retry
-    RETRYING = "retrying"  # an attempt that failed otherwise waits for its retry
-    SUCCEEDED = "succeeded"
-    FAILED = "failed"  # failed after the retries the backend makes
-    SKIPPED = "skipped"  # never ran (its workflow stopped or a dependency failed)
-
-
-ENDED_PHASES = frozenset({PodPhase.SUCCEEDED, PodPhase.FAILED, PodPhase.SKIPPED})
-
-
-class WorkflowPhase(StrEnum):
-    PENDING = "pending"
-    RUNNING = "running"
-    SUCCEEDED = "succeeded"
-    FAILED = "failed"
-    STOPPED = "stopped"  # stopped or cancelled
-
-
-@dataclass(frozen=True)
-class AttemptFailure:
-    """One failed attempt of a pod: its exit code (None when it has none) and OOM evidence."""
-
-    attempt: int
-    exit_code: int | None
-    oom_killed: bool = False
-    message: str = ""
-
-
-@dataclass(frozen=True)
-class PodStatus:
-    name: str
-    phase: PodPhase
-    attempts: int = 0
-    node: str | None = None
-    exit_code: int | None = None
-    message: str = ""
-
-
-@dataclass(frozen=True)
-class BackendStatus:
-    """A workflow as the backend sees it."""
-
-    phase: WorkflowPhase
-    pods: Mapping[str, PodStatus] = field(default_factory=dict)
-    failures: Mapping[str, list[AttemptFailure]] = field(default_factory=dict)
-    message: str = ""
-
-
-@dataclass(frozen=True)
-class TaskLaunch:
-    """One task of a run as a backend starts it."""
-
-    task_id: str
-    type: str
-    splittable: bool
-    dependencies: tuple[str, ...]
-    plan: TaskPlan
-    command: tuple[str, ...] | None = None  # the built-in `command` type: its args
-    image: str | None = None  # the image of a `command` task (cluster)
-    env: Mapping[str, str] = field(default_factory=dict)  # extra environment
-
-
-@dataclass(frozen=True)
-class RunLaunch:
-    """Everything a backend needs to create a run's workflow."""
-
-    run_id: str
-    workflow_name: str
-    tasks: tuple[TaskLaunch, ...]
-    environment: str  # image reference (cluster) or environment digest (local)
-    group: str = ""
-    reserve: str | None = None
-    grace_s: int = 30
-
-    def task(self, task_id: str) -> TaskLaunch:
-        return next(t for t in self.tasks if t.task_id == task_id)
-
-
-@dataclass(frozen=True)
-class Placement:
-    """A live pod of a run, on a node, with what it requests."""
-
-    run_id: str | None
-    task_id: str
-    pod: str
-    node: str | None
-    phase: str
-    cores: float
-    memory_gb: float
-
-
-@dataclass(frozen=True)
-class PodLog:
-    """The log of one attempt of one pod, or why it cannot be read."""
-
-    pod: str
-    attempt: int
-    text: str = ""
-    ended: bool = False
-    error: str | None = None
-    truncated: bool = False
-
-
-LOG_LIMIT_BYTES = 4 * 1024 * 1024
-
-
-@runtime_checkable
-class Backend(Protocol):
-    """Where runs execute. Every method may block on I/O; none is called under a row lock."""
-
-    def submit(self, launch: RunLaunch) -> str:
-        """Create the run's workflow; returns its name. An existing one counts as submitted."""
-
-    def status(self, name: str) -> BackendStatus:
-        """The workflow's status; KeyError when it does not exist."""
-
-    def statuses(
-        self, names: Collection[str], *, may_reuse: Collection[str] = ()
-    ) -> dict[str, BackendStatus | None]:
-        """The status of many workflows in one read (what a reconcile tick asks): each name
-        read maps to its status, or to None when the workflow does not exist; a name that
-        cannot be read now (a broken record) is left out and logged. An error of the read as
-        a whole (the API server gone) is raised. For names in `may_reuse` the backend may
-        answer what it last observed itself (its own loop), never older than what it answered
-        this process before; the others are read now."""
-
-    def cancel(self, name: str) -> None:
-        """Terminate a workflow and its pods now; KeyError when it does not exist."""
-
-    def stop(self, name: str) -> None:
-        """Stop a decided workflow: pods still waiting go away; KeyError when gone."""
-
-    def logs(self, name: str, task_id: str, tail_lines: int | None = None) -> list[PodLog]:
-        """The logs of a task's pods, every attempt, oldest first."""
-
-    def nodes(self) -> list[Node]:
-        """The nodes runs can use, with their capacity for runs and reservations."""
-
-    def placements(self) -> list[Placement]:
-        """The live pods of runs."""
-
-    def reserve(self, node: str, run_id: str) -> None:
-        """Reserve a node for a run; KeyError for an unknown node."""
-
-    def unreserve(self, node: str, run_id: str) -> None:
-        """Release the run's reservation of a node; KeyError for an unknown node."""
-
-    def build_image(self, context: Mapping[str, bytes], ref: str) -> None:
-        """Build an environment from a flat context of files; RuntimeError with its log tail."""
-
-    def has_image(self, ref: str) -> bool:
-        """Whether the environment `ref` exists."""
-
-    def subscribe(self, callback: Callable[[], None]) -> None:
-        """Call `callback` (from another thread) whenever a workflow changes."""
-
-    def close(self) -> None:
-        """Stop background threads."""
-
-
-@dataclass(frozen=True)
-class StoreLocation:
-    """Where the run store is as the service sees it, and as the pods see it."""
-
-    service_root: Path
-    pod_root: Path
-
-
-def tell_subscribers(callbacks: Iterable[Callable[[], None]], *, what: str) -> None:
-    """Call every subscriber of a backend; one that raises is logged, the others still run."""
-    for callback in list(callbacks):
-        try:
-            callback()
-        except Exception:
-            logging.getLogger(__name__).exception("a subscriber of %s failed", what)
+__all__ = [
+    "ENDED_PHASES",
+    "LOG_LIMIT_BYTES",
+    "AttemptFailure",
+    "Backend",
+    "BackendStatus",
+    "Placement",
+    "PodLog",
+    "PodPhase",
+    "PodStatus",
+    "RunLaunch",
+    "StoreLocation",
+    "TaskLaunch",
+    "WorkflowPhase",
+    "read_log",
+    "tell_subscribers",
+]

@@ -77,7 +77,7 @@ class RunAdmin(ReadOnlyMixin, admin.ModelAdmin):
         cancelled = []
         for run in queryset:
             try:
-                cancel_run(run_id=run.pk, identity=identity, backend=backend())
+                cancel_run(run_id=run.pk, identity=identity)
                 cancelled.append(run.pk)
             except (RunConflict, RunNotFound, NotAllowed) as exc:
                 self.message_user(request, str(exc), messages.WARNING)
@@ -86,7 +86,7 @@ class RunAdmin(ReadOnlyMixin, admin.ModelAdmin):
 
     @admin.action(description="Retry pending logs, cancel and release")
     def retry_pending(self, request: HttpRequest, queryset: QuerySet[Run]) -> None:
-        from runs.controller.settle import settle
+        from runs.services.settle import settle
 
         for run in queryset:
             settle(run.pk, backend())

@@ -6,7 +6,7 @@ from functools import cache
 
 from django.conf import settings
 
-from cluster.backend import Backend
+from runs.ports import Backend
 
 
 @cache

@@ -16,6 +16,7 @@ import hashlib
 import json
 import os
 import tomllib
+from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -39,10 +40,27 @@ class LocalPackage:
     name: str
     path: Path
     digest: str
+    written: str = ""  # how the pyproject.toml names it: a file:// URL or a path
+
+    @property
+    def relative(self) -> bool:
+        """Named by a path relative to the model directory (else by an absolute one)."""
+        return not (self.written.startswith("file:") or Path(self.written).is_absolute())
 
     def identity(self) -> dict[str, str]:
         """What names this package in an environment's identity (not where it lies)."""
         return {"name": self.name, "digest": self.digest}
+
+
+def package_files(path: Path) -> Iterator[Path]:
+    """The files of a package directory in a stable order, without caches, version-control
+    and build directories, and without symbolic links."""
+    for folder, dirs, files in os.walk(path):
+        dirs[:] = sorted(d for d in dirs if d not in _SKIPPED and not d.endswith(".egg-info"))
+        for name in sorted(files):
+            file = Path(folder) / name
+            if not file.is_symlink() and file.is_file():
+                yield file
 
 
 def tree_digest(path: Path) -> str:
@@ -52,16 +70,11 @@ def tree_digest(path: Path) -> str:
     if path.is_file():
         digest.update(path.read_bytes())
         return digest.hexdigest()
-    for folder, dirs, files in os.walk(path):
-        dirs[:] = sorted(d for d in dirs if d not in _SKIPPED and not d.endswith(".egg-info"))
-        for name in sorted(files):
-            file = Path(folder) / name
-            if file.is_symlink() or not file.is_file():
-                continue
-            rel = file.relative_to(path).as_posix().encode()
-            content = hashlib.sha256(file.read_bytes()).digest()
-            executable = b"x" if os.access(file, os.X_OK) else b"-"
-            digest.update(len(rel).to_bytes(8, "big") + rel + executable + content)
+    for file in package_files(path):
+        rel = file.relative_to(path).as_posix().encode()
+        content = hashlib.sha256(file.read_bytes()).digest()
+        executable = b"x" if os.access(file, os.X_OK) else b"-"
+        digest.update(len(rel).to_bytes(8, "big") + rel + executable + content)
     return digest.hexdigest()
 
 
@@ -114,7 +127,9 @@ def local_packages(model_dir: Path) -> list[LocalPackage]:
             raise LocalPackageRefused(
                 f"{PROJECT_FILE}: the local package {name} ({written}) does not exist"
             )
-        packages.append(LocalPackage(name=name, path=path.resolve(), digest=tree_digest(path)))
+        packages.append(
+            LocalPackage(name=name, path=path.resolve(), digest=tree_digest(path), written=written)
+        )
     return packages
 
 

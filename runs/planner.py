@@ -166,14 +166,9 @@ def plan_task(
     if not any(need.max_processes(c) >= least for c in capacities):
         raise PlanRefused(_refusal(need, resources, least, usable, nodes, reserve))
     busy = None if units is None else max(1, units)  # units a pod's processes can work on
-    uniform = False
-    if not splittable or split == "none":
-        pods = _one_pod(need, capacities, fixed, busy)
-    elif split == "auto":
-        pods = _pod_per_node(need, capacities, fixed, busy)
-    else:
-        pods, uniform = _fixed_pods(need, capacities, fixed, busy, int(split)), True
-    shapes = _shapes(need, resources, pods, uniform=uniform)
+    mode: SplitMode = split if splittable else "none"
+    pods = _worker_pods(need, capacities, fixed, busy, mode)
+    shapes = _shapes(need, resources, pods, uniform=mode not in ("none", "auto"))
     merges = splittable and (len(pods) == 1 if coordinator_merges is None else coordinator_merges)
     merge = None if merges or not splittable else _merge_pod(need, resources, capacities)
     return TaskPlan(
@@ -187,6 +182,17 @@ def plan_task(
         merge_shape=None if merge is None else merge[0],
         merge_node=None if merge is None else merge[1],
     )
+
+
+def _worker_pods(
+    need: _Need, capacities: list[_Capacity], fixed: int | None, busy: int | None, split: SplitMode
+) -> Pods:
+    """The worker pods of a split mode: one, one per node ("auto"), or a fixed number."""
+    if split == "none":
+        return _one_pod(need, capacities, fixed, busy)
+    if split == "auto":
+        return _pod_per_node(need, capacities, fixed, busy)
+    return _fixed_pods(need, capacities, fixed, busy, int(split))
 
 
 def _usable(nodes: list[Node], reserve: str | None) -> list[Node]:

@@ -8,7 +8,50 @@ from __future__ import annotations
 
 import math
 from dataclasses import asdict, dataclass, field
-from typing import Any
+from typing import Any, NotRequired, TypedDict, cast
+
+
+class PodShapeJson(TypedDict):
+    """A `PodShape` as stored; a field added later is absent from older records."""
+
+    cores: float
+    memory_gb: float
+    processes: NotRequired[int]
+    gpus: NotRequired[int]
+    scratch_gb: NotRequired[float]
+    per_worker_gb: NotRequired[float]
+    retry_memory_gb: NotRequired[float]
+    retry_per_worker_gb: NotRequired[float]
+    memory_base_gb: NotRequired[float]
+
+
+class TaskPlanJson(TypedDict):
+    """A `TaskPlan` as stored in `Task.plan`; older records lack the later fields."""
+
+    pods: int
+    shape: PodShapeJson
+    base_priority: str
+    extra_priority: str
+    coordinator_merges: NotRequired[bool]
+    nodes: NotRequired[list[str]]
+    extra_shapes: NotRequired[list[PodShapeJson]]
+    merge_shape: NotRequired[PodShapeJson | None]
+    merge_node: NotRequired[str | None]
+
+
+class ResourcesJson(TypedDict):
+    """`ResolvedResources` as stored in `Task.resources`."""
+
+    cores_per_process: float
+    memory_base_gb: float
+    memory_per_worker_gb: float
+    scratch_gb: NotRequired[float]
+    gpus: NotRequired[int]
+    processes: NotRequired[int | None]
+    retry_memory_per_worker_gb: NotRequired[float | None]
+    source: NotRequired[dict[str, str]]  # field → where its value came from
+    merge_memory_gb: NotRequired[float | None]
+    merge_retry_memory_gb: NotRequired[float | None]
 
 
 @dataclass(frozen=True)
@@ -49,11 +92,11 @@ class ResolvedResources:
     merge_retry_memory_gb: float | None = None
     """The merge pod's memory after a kill for memory; None: the first plus a step."""
 
-    def to_json(self) -> dict[str, Any]:
-        return asdict(self)
+    def to_json(self) -> ResourcesJson:
+        return cast(ResourcesJson, asdict(self))
 
     @classmethod
-    def from_json(cls, data: dict[str, Any]) -> ResolvedResources:
+    def from_json(cls, data: ResourcesJson) -> ResolvedResources:
         return cls(**data)
 
 
@@ -71,11 +114,11 @@ class PodShape:
     retry_per_worker_gb: float = 0.0
     memory_base_gb: float = 0.0
 
-    def to_json(self) -> dict[str, Any]:
-        return asdict(self)
+    def to_json(self) -> PodShapeJson:
+        return cast(PodShapeJson, asdict(self))
 
     @classmethod
-    def from_json(cls, data: dict[str, Any]) -> PodShape:
+    def from_json(cls, data: PodShapeJson) -> PodShape:
         return cls(**data)
 
     @property
@@ -148,27 +191,29 @@ class TaskPlan:
         index = pod.removeprefix(f"{task_id}-w")
         return self.shape_of(int(index)) if index != pod and index.isdigit() else self.shape
 
-    def to_json(self) -> dict[str, Any]:
+    def to_json(self) -> TaskPlanJson:
         data = asdict(self)
         data["nodes"] = list(self.nodes)
         data["extra_shapes"] = [shape.to_json() for shape in self.extra_shapes]
-        return data
+        return cast(TaskPlanJson, data)
 
     @classmethod
-    def from_json(cls, data: dict[str, Any]) -> TaskPlan:
+    def from_json(cls, data: TaskPlanJson) -> TaskPlan:
         """A plan of its JSON form; a plan stored before pods had shapes of their own reads
         as every worker (and the merge) in the one shape, as it ran."""
-        values = dict(data)
-        shape = PodShape.from_json(values["shape"])
-        values["shape"] = shape
-        values["nodes"] = tuple(values.get("nodes", ()))
-        values.setdefault("coordinator_merges", False)
-        values["extra_shapes"] = tuple(
-            PodShape.from_json(e) for e in values.get("extra_shapes") or ()
+        shape = PodShape.from_json(data["shape"])
+        merge = data.get("merge_shape", data["shape"])
+        return cls(
+            pods=data["pods"],
+            shape=shape,
+            base_priority=data["base_priority"],
+            extra_priority=data["extra_priority"],
+            coordinator_merges=data.get("coordinator_merges", False),
+            nodes=tuple(data.get("nodes", ())),
+            extra_shapes=tuple(PodShape.from_json(e) for e in data.get("extra_shapes") or ()),
+            merge_shape=None if merge is None else PodShape.from_json(merge),
+            merge_node=data.get("merge_node"),
         )
-        merge = values.get("merge_shape", shape.to_json())
-        values["merge_shape"] = None if merge is None else PodShape.from_json(merge)
-        return cls(**values)
 
 
 @dataclass(frozen=True)

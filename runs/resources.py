@@ -275,21 +275,7 @@ def resolve(
             "pod" matches the harness, "process" is kept for comparison (bench/sizing).
         merges: Observations of earlier merge pods of the same type (and model).
     """
-    source: dict[str, str] = {}
-    base = _layered(
-        "memory_base_gb", source, hint.memory_base_gb, workflow=overrides.memory_base_gb
-    )
-    base = round_up_gb(base) if base > 0 else 0.0
-    learned = learned_memory_per_worker_gb(history, base, rule=memory_rule)
-    per_worker = round_up_gb(
-        _layered(
-            "memory_per_worker_gb",
-            source,
-            hint.memory_per_worker_gb,
-            history=learned,
-            workflow=overrides.memory_per_worker_gb,
-        )
-    )
+    base, per_worker, source = _worker_memory(hint, history, overrides, memory_rule)
     retry, source["retry_memory_per_worker_gb"] = retry_memory_per_worker_gb(
         first_gb=per_worker, history=history, memory_base_gb=base, node_memory_gb=node_memory_gb
     )
@@ -318,3 +304,26 @@ def resolve(
         merge_memory_gb=merge,
         merge_retry_memory_gb=merge_retry,
     )
+
+
+def _worker_memory(
+    hint: ResourceHint,
+    history: Sequence[ObservationValue],
+    overrides: ResourceOverrides,
+    rule: MemoryRule,
+) -> tuple[float, float, dict[str, str]]:
+    """The base memory and the memory per worker, each rounded up, and where each came from."""
+    source: dict[str, str] = {}
+    base = _layered(
+        "memory_base_gb", source, hint.memory_base_gb, workflow=overrides.memory_base_gb
+    )
+    base = round_up_gb(base) if base > 0 else 0.0
+    learned = learned_memory_per_worker_gb(history, base, rule=rule)
+    per_worker = _layered(
+        "memory_per_worker_gb",
+        source,
+        hint.memory_per_worker_gb,
+        history=learned,
+        workflow=overrides.memory_per_worker_gb,
+    )
+    return base, round_up_gb(per_worker), source

@@ -34,7 +34,19 @@ def reconcile() -> int:
 @shared_task(acks_late=True, ignore_result=True)
 def settle_run(run_id: str) -> None:
     """Retry an ended run's pending logs, stop and release."""
-    from runs.controller.settle import settle
+    from runs.services.settle import settle
 
     for failure in settle(run_id, backend()):
         log.warning("settling run %s: %s failed; retried by the controller", run_id, failure)
+
+
+@shared_task(acks_late=True, ignore_result=True)
+def delete_run(run_id: str) -> None:
+    """Settle what a deleting run still has pending, then remove its record and files."""
+    from runs.services.runs import finish_deletion
+    from runs.services.settle import settle
+
+    for failure in settle(run_id, backend()):
+        log.warning("deleting run %s: %s failed; retried by the controller", run_id, failure)
+    if finish_deletion(run_id=run_id) is None:
+        log.info("run %s is deleted once its workflow and node are released", run_id)

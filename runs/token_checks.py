@@ -24,6 +24,8 @@ class TokenChecks:
     """Per token hash: when it was last found active, and its identity."""
 
     def __init__(self) -> None:
+        # Request threads read, note and forget at once: without it a note racing the clear at
+        # MAX_ENTRIES, or a forget (a revocation) racing a note, could leave the dict torn.
         self._lock = threading.Lock()
         self._checked: dict[str, tuple[float, Identity]] = {}
 

@@ -2,20 +2,25 @@
 
     .venv/bin/python bench/cli/startup.py [--rounds 7]
 
-Each round runs, as separate processes and in this order so all see the same machine:
+The embedded default under a temporary data directory (SQLite), with `simrun serve` running in
+it. Each round runs, as separate processes and in this order so all see the same machine:
 `python -c "import django"` (the baseline), `simrun validate` of the example ODE workflow,
-`simrun submit` of it (the process ends once the run is recorded: run created), and
-`simrun show` of that run. The embedded default under a temporary data directory (SQLite,
-migrated once before the rounds); nothing runs the submitted runs. Reports the median wall
-time of each and its ratio to the baseline. Goals (issue 18, idle machine): validate ≤ 0.5 s,
-submit → run created ≤ 1 s, show ≤ 0.5 s.
+`simrun submit` of it (the process ends once the run is recorded: run created) and `simrun show`
+of that run, both over HTTP to the running service (no Django in the command), then the same
+two the direct way (SIMRUN_IDENTITY set: Django set up, the database read in the command, as
+when no service runs). Each run is cancelled right after (not timed), so the service's worker
+computes little meanwhile. Reports the median wall and CPU time of each and its ratio to the
+baseline. Goals (issue 18, idle machine): validate <= 0.5 s, submit -> run created <= 1 s,
+show <= 0.5 s.
 """
 
 from __future__ import annotations
 
 import argparse
+import getpass
 import os
 import resource
+import socket
 import statistics
 import subprocess
 import sys
@@ -28,6 +33,7 @@ PYTHON = Path(sys.executable)
 SIMRUN = PYTHON.parent / "simrun"
 WORKFLOW = ROOT / "examples" / "workflows" / "repressilator-ode.yaml"
 GOALS = {"validate": 0.5, "submit": 1.0, "show": 0.5}
+DIRECT = ("submit, direct", "show, direct")
 
 
 CPU: dict[str, list[float]] = {}
@@ -48,6 +54,43 @@ def timed(args: list[str], env: dict[str, str], name: str = "") -> tuple[float, 
     return seconds, done.stdout
 
 
+def serve(env: dict[str, str], data: Path) -> subprocess.Popen[bytes]:
+    """`simrun serve` on a free port of this data directory, once it serves."""
+    log = (data / "serve.log").open("wb")
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        port = str(s.getsockname()[1])
+    proc = subprocess.Popen(
+        [str(SIMRUN), "serve", "--port", port], env=env, cwd=ROOT, stdout=log, stderr=log
+    )
+    deadline = time.monotonic() + 180
+    while "serving on" not in (data / "serve.log").read_text():
+        if proc.poll() is not None or time.monotonic() > deadline:
+            raise SystemExit(f"simrun serve did not start:\n{(data / 'serve.log').read_text()}")
+        time.sleep(0.2)
+    return proc
+
+
+def rounds_of(rounds: int, env: dict[str, str], direct: dict[str, str]) -> dict[str, list[float]]:
+    times: dict[str, list[float]] = {"import django": [], **{k: [] for k in GOALS}}
+    times.update({k: [] for k in DIRECT})
+    for _ in range(rounds):
+        django = timed([str(PYTHON), "-c", "import django"], env, "import django")
+        times["import django"].append(django[0])
+        times["validate"].append(
+            timed([str(SIMRUN), "validate", str(WORKFLOW)], env, "validate")[0]
+        )
+        for suffix, how in (("", env), (", direct", direct)):
+            seconds, out = timed([str(SIMRUN), "submit", str(WORKFLOW)], how, f"submit{suffix}")
+            times[f"submit{suffix}"].append(seconds)
+            run_id = out.split()[2]  # "submitted run <id> (<name>)"
+            times[f"show{suffix}"].append(
+                timed([str(SIMRUN), "show", run_id], how, f"show{suffix}")[0]
+            )
+            timed([str(SIMRUN), "cancel", run_id], env, "cancel")
+    return times
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     parser.add_argument("--rounds", type=int, default=7)
@@ -56,28 +99,27 @@ def main() -> None:
         prefixes = ("SIMRUN_", "DATABASE_", "CELERY_", "DJANGO_")
         env = {k: v for k, v in os.environ.items() if not k.startswith(prefixes)}
         env["SIMRUN_DATA_DIR"] = data
-        timed([str(PYTHON), "manage.py", "migrate", "-v", "0"], env)
-        times: dict[str, list[float]] = {"import django": [], **{k: [] for k in GOALS}}
-        for _ in range(rounds):
-            django = timed([str(PYTHON), "-c", "import django"], env, "import django")
-            times["import django"].append(django[0])
-            validate = timed([str(SIMRUN), "validate", str(WORKFLOW)], env, "validate")
-            times["validate"].append(validate[0])
-            seconds, out = timed([str(SIMRUN), "submit", str(WORKFLOW)], env, "submit")
-            times["submit"].append(seconds)
-            run_id = out.split()[2]  # "submitted run <id> (<name>)"
-            times["show"].append(timed([str(SIMRUN), "show", run_id], env, "show")[0])
+        served = serve(env, Path(data))
+        try:
+            times = rounds_of(rounds, env, {**env, "SIMRUN_IDENTITY": getpass.getuser()})
+        finally:
+            served.terminate()
+            served.wait(timeout=120)
+    report(rounds, times)
+
+
+def report(rounds: int, times: dict[str, list[float]]) -> None:
     base = statistics.median(times["import django"])
     cpu_base = statistics.median(CPU["import django"])
     print(f"{rounds} rounds, medians; load average {os.getloadavg()[0]:.1f}")
     heads = ("wall s", "÷ django", "cpu s", "÷ django", "goal s")
-    print(f"{'command':14} " + " ".join(f"{h:>9}" for h in heads))
+    print(f"{'command':16} " + " ".join(f"{h:>9}" for h in heads))
     for name, values in times.items():
         median, cpu = statistics.median(values), statistics.median(CPU[name])
         goal = f"{GOALS[name]:.1f}" if name in GOALS else ""
         verdict = "" if name not in GOALS else ("  met" if median <= GOALS[name] else "  missed")
         print(
-            f"{name:14} {median:9.3f} {median / base:9.1f} {cpu:9.3f} {cpu / cpu_base:9.1f}"
+            f"{name:16} {median:9.3f} {median / base:9.1f} {cpu:9.3f} {cpu / cpu_base:9.1f}"
             f" {goal:>9}{verdict}"
         )
 

@@ -19,6 +19,7 @@ from typing import Any
 from kubernetes.client import BatchV1Api, CoreV1Api
 from kubernetes.client.rest import ApiException
 
+from cluster.argo.build_context import with_local_packages
 from cluster.argo.config import ClusterConfig
 from cluster.argo.images import (
     BUILD_LABEL,
@@ -89,9 +90,11 @@ def run_build(
 ) -> None:
     """B6: build `image` from a flat context and push it; see the module docstring.
 
+    The model's local packages go into the context (`build_context.with_local_packages`).
     Raises ValueError (a context with a directory or too large), RuntimeError (the build
     failed), TimeoutError (it took longer than `config.build_timeout_s`).
     """
+    context = with_local_packages(context)
     check_context(context)
     job = _create_job(batch, image, config)
     name = job["metadata"]["name"]

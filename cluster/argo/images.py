@@ -46,21 +46,31 @@ DOCKERFILE = """\
 # syntax=docker/dockerfile:1
 # The environment of a model, built by simrun (cluster/argo/images.py): its dependencies from
 # its uv.lock, or resolved under the harness's constraints, and the harness, in /opt/simrun/env.
+# Local packages (cluster/argo/build_context.py) are unpacked where the model's pyproject.toml
+# names them (relative paths under the model directory), as the local backend installs them.
 ARG BASE
 FROM ${BASE}
 USER root
 WORKDIR /opt/simrun/model
-COPY pyproject.toml uv.lock* constraints.txt* ./
-RUN if [ -f uv.lock ]; then \\
+COPY pyproject.toml uv.lock* constraints.txt* local-packages.tar.gz* ./
+RUN set -e; \\
+    requirements=requirements.txt; pins=requirements.txt; local=""; \\
+    if [ -f local-packages.tar.gz ]; then \\
+      tar -xzf local-packages.tar.gz -C / && rm local-packages.tar.gz; local=1; \\
+    fi; \\
+    if [ -f uv.lock ]; then \\
       uv export --frozen --no-dev --no-emit-project --no-hashes --no-header --no-annotate \\
         --output-file requirements.txt; \\
+      if [ -n "$local" ]; then pins=""; fi; \\
+    elif [ -n "$local" ]; then \\
+      requirements=pyproject.toml; pins=constraints.txt; \\
     else \\
       uv pip compile pyproject.toml --find-links /opt/simrun/wheels \\
         --constraints constraints.txt --no-header --output-file requirements.txt; \\
-    fi \\
- && uv venv /opt/simrun/env --python "$(command -v python3)" \\
- && uv pip install --python /opt/simrun/env/bin/python --find-links /opt/simrun/wheels \\
-      -r requirements.txt --constraints requirements.txt simrun-harness
+    fi; \\
+    uv venv /opt/simrun/env --python "$(command -v python3)"; \\
+    uv pip install --python /opt/simrun/env/bin/python --find-links /opt/simrun/wheels \\
+      -r "$requirements" ${pins:+--constraints "$pins"} simrun-harness
 ENV PATH=/opt/simrun/env/bin:$PATH VIRTUAL_ENV=/opt/simrun/env
 USER 1000:1000
 """
@@ -204,10 +214,9 @@ def context_data(context: Mapping[str, bytes]) -> tuple[dict[str, str], dict[str
     return text, binary
 
 
-def build_job(image: str, config: ClusterConfig) -> dict[str, Any]:
-    """The Job of buildctl that builds and pushes `image` from the context's ConfigMap."""
-    name = build_name(image)
-    buildctl = [
+def _buildctl(image: str, config: ClusterConfig) -> list[str]:
+    """The command that builds `image` from the context directory and pushes it."""
+    return [
         "buildctl",
         "--addr",
         config.buildkit_addr,
@@ -223,21 +232,71 @@ def build_job(image: str, config: ClusterConfig) -> dict[str, Any]:
         "--output",
         f"type=image,name={image},push=true",
     ]
-    labels = {BUILD_LABEL: name, "app.kubernetes.io/part-of": "simrun"}
-    off_workers = {
-        "nodeAffinity": {
-            "requiredDuringSchedulingIgnoredDuringExecution": {
-                "nodeSelectorTerms": [
-                    {
-                        "matchExpressions": [
-                            {"key": "simrun/worker", "operator": "NotIn", "values": ["true"]}
-                        ]
-                    }
-                ]
-            }
+
+
+OFF_WORKERS = {
+    "nodeAffinity": {
+        "requiredDuringSchedulingIgnoredDuringExecution": {
+            "nodeSelectorTerms": [
+                {
+                    "matchExpressions": [
+                        {"key": "simrun/worker", "operator": "NotIn", "values": ["true"]}
+                    ]
+                }
+            ]
         }
     }
+}
+"""The infrastructure's affinity: a build never runs on a worker node."""
+
+
+def _pod_spec(name: str, image: str, config: ClusterConfig) -> dict[str, Any]:
+    """The build's pod: an init container copies the ConfigMap's files (symlinks in its
+    volume) into a plain directory, then buildctl builds and pushes from there."""
     mounts = [{"name": "context", "mountPath": CONTEXT_DIR}]
+    auth = {
+        "secretName": config.registry_secret,
+        "optional": True,
+        "items": [{"key": ".dockerconfigjson", "path": "config.json"}],
+    }
+    return {
+        "restartPolicy": "Never",
+        "affinity": OFF_WORKERS,
+        "initContainers": [
+            {
+                "name": "context",
+                "image": config.buildctl_image,
+                "command": ["sh", "-c", f"cp -L {SOURCE_DIR}/* {CONTEXT_DIR}/"],
+                "volumeMounts": [
+                    {"name": "source", "mountPath": SOURCE_DIR, "readOnly": True},
+                    *mounts,
+                ],
+            }
+        ],
+        "containers": [
+            {
+                "name": "buildctl",
+                "image": config.buildctl_image,
+                "command": _buildctl(image, config),
+                "env": [{"name": "DOCKER_CONFIG", "value": DOCKER_CONFIG_DIR}],
+                "volumeMounts": [
+                    *mounts,
+                    {"name": "auth", "mountPath": DOCKER_CONFIG_DIR, "readOnly": True},
+                ],
+            }
+        ],
+        "volumes": [
+            {"name": "source", "configMap": {"name": name}},
+            {"name": "context", "emptyDir": {}},
+            {"name": "auth", "secret": auth},
+        ],
+    }
+
+
+def build_job(image: str, config: ClusterConfig) -> dict[str, Any]:
+    """The Job of buildctl that builds and pushes `image` from the context's ConfigMap."""
+    name = build_name(image)
+    labels = {BUILD_LABEL: name, "app.kubernetes.io/part-of": "simrun"}
     return {
         "apiVersion": "batch/v1",
         "kind": "Job",
@@ -247,48 +306,7 @@ def build_job(image: str, config: ClusterConfig) -> dict[str, Any]:
             # a backstop for a build whose waiting service died; the service times out first
             "activeDeadlineSeconds": int(config.build_timeout_s) + BACKSTOP_S,
             "ttlSecondsAfterFinished": 3600,
-            "template": {
-                "metadata": {"labels": labels},
-                "spec": {
-                    "restartPolicy": "Never",
-                    "affinity": off_workers,
-                    "initContainers": [
-                        {
-                            "name": "context",
-                            "image": config.buildctl_image,
-                            "command": ["sh", "-c", f"cp -L {SOURCE_DIR}/* {CONTEXT_DIR}/"],
-                            "volumeMounts": [
-                                {"name": "source", "mountPath": SOURCE_DIR, "readOnly": True},
-                                *mounts,
-                            ],
-                        }
-                    ],
-                    "containers": [
-                        {
-                            "name": "buildctl",
-                            "image": config.buildctl_image,
-                            "command": buildctl,
-                            "env": [{"name": "DOCKER_CONFIG", "value": DOCKER_CONFIG_DIR}],
-                            "volumeMounts": [
-                                *mounts,
-                                {"name": "auth", "mountPath": DOCKER_CONFIG_DIR, "readOnly": True},
-                            ],
-                        }
-                    ],
-                    "volumes": [
-                        {"name": "source", "configMap": {"name": name}},
-                        {"name": "context", "emptyDir": {}},
-                        {
-                            "name": "auth",
-                            "secret": {
-                                "secretName": config.registry_secret,
-                                "optional": True,
-                                "items": [{"key": ".dockerconfigjson", "path": "config.json"}],
-                            },
-                        },
-                    ],
-                },
-            },
+            "template": {"metadata": {"labels": labels}, "spec": _pod_spec(name, image, config)},
         },
     }
 

@@ -37,6 +37,8 @@ class WorkflowWatch:
         self.namespace = namespace
         self.timeout_s = timeout_s
         self._callbacks: list[Callable[[], None]] = []
+        # Subscribers (the watcher, the backend's callers) come from several threads: without
+        # it two of them, both seeing no live thread, would each start a watch thread.
         self._lock = threading.Lock()
         self._closing = threading.Event()
         self._thread: threading.Thread | None = None

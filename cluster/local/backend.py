@@ -35,6 +35,7 @@ from cluster.backend import (
     Placement,
     PodLog,
     RunLaunch,
+    read_log,
 )
 from cluster.local import launcher, venvs
 from cluster.local.admission import Decision, Demand, Holding, Key, admit, priority_lookup
@@ -45,7 +46,6 @@ from cluster.local.doorbell import BELL_FILE, ring
 from cluster.local.launches import pod_shape
 from cluster.local.loop import Loop
 from cluster.local.machine import default_cores, default_memory_gb, free_scratch_gb, machine_name
-from cluster.local.pod_logs import read_log
 from cluster.local.run_files import CANCELLED, ENDED, STOPPED, RunFiles
 from cluster.local.statuses import RunStatuses
 from runs.plans import Node
@@ -194,9 +194,13 @@ class LocalBackend:
         demands: list[Demand] = []
         holdings: list[Holding] = []
         running: dict[Key, Attempt] = {}
+        # The node's lock: passes of several processes (worker, watcher, web) admit one at a
+        # time, else two would each see the same free cores and both start pods on them.
         with locked(self.state / "node.lock"):
             for run in self._live_runs():
                 try:
+                    # The run's lock: a cancel or stop (`_signal_run`) marks the run between
+                    # this pass's read of it and its start of a pod, which would then run on.
                     with locked(run.lock):
                         launch, submitted = self._launch(run)
                         advanced, views, read_ns = self._advance(run, launch)
@@ -242,6 +246,8 @@ class LocalBackend:
             by_run.setdefault(run_id, []).append(pod)
         for run_id, pods in by_run.items():
             run = RunFiles(self.store.run(run_id))
+            # The run's lock: a cancel marked after `halted` was read would not stop the pod
+            # started here; under it, the mark comes before the check or after the start.
             with locked(run.lock):
                 launch, _ = self._launch(run)
                 if run.halted:
@@ -300,6 +306,8 @@ class LocalBackend:
         if index.exists():
             return launch.workflow_name
         run = RunFiles(self.store.run(launch.run_id))
+        # The run's lock, which a pass holds while it reads and advances a run: the launch is
+        # recorded before, never during, another process's pass over the run's pods.
         with locked(run.lock):
             run.create(launch)
         create_json(index, {"run_id": launch.run_id})
@@ -340,6 +348,8 @@ class LocalBackend:
 
     def _signal_run(self, name: str, marker: str, reason: str, extras_only: bool) -> None:
         run = self._run(name)
+        # The run's lock: a pass that read the run unmarked would start a pod after the
+        # evictions below, which then runs on in a cancelled or stopped run.
         with locked(run.lock):
             launch, _ = run.launch()
             run.mark(marker)
@@ -405,13 +415,19 @@ class LocalBackend:
     def reserve(self, node: str, run_id: str) -> None:
         """Reserve the node for a run (replacing any reservation); evicts others' pods."""
         self._check_node(node)
-        write_json(self.state / "reservation.json", {"node": node, "run_id": run_id})
+        # The node's lock, which `unreserve` holds from its read to its unlink: without it a
+        # reservation written between the two is deleted with the one released (the node
+        # free while its run believes it reserved; tests/cluster/local/test_reservation_race.py).
+        with locked(self.state / "node.lock"):
+            write_json(self.state / "reservation.json", {"node": node, "run_id": run_id})
         self.tick()
 
     def unreserve(self, node: str, run_id: str) -> None:
         """Release the run's reservation; another run's reservation stays."""
         self._check_node(node)
         path = self.state / "reservation.json"
+        # The node's lock: the reservation read here is the one unlinked, not one a `reserve`
+        # of another run wrote meanwhile (that one would be lost).
         with locked(self.state / "node.lock"):
             current = read_json(path)
             if current is not None and current.get("run_id") == run_id:

@@ -34,6 +34,8 @@ COMMANDS = {
 }
 
 _children: dict[int, subprocess.Popen[bytes]] = {}
+# The loop's thread reaps while a caller's thread starts attempts: without it `reap` could
+# iterate `_children` while `start_attempt` adds to it ("dict changed size during iteration").
 _children_lock = threading.Lock()
 
 

@@ -163,6 +163,8 @@ class RunStatuses:
         self._find = find
         self.racy_s = racy_s
         self._entries: dict[str, _Entry] = {}
+        # The backend's loop writes entries while callers read them: without it a caller could
+        # read an entry half replaced, or a forget racing a saw could drop a fresher entry.
         self._lock = threading.Lock()
         self.reads = 0  # statuses read from the files by a caller (not from a signature)
 

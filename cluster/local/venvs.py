@@ -83,6 +83,8 @@ def ensure_wheels(wheels: Path, sources: Sequence[Path] = WHEEL_SOURCES) -> Path
     here and no wheel of their version is); the wheel directory."""
     wheels.mkdir(parents=True, exist_ok=True)
     uv_bin = uv.find_uv_bin()
+    # Processes (worker, watcher) that build environments at once: without it two of them
+    # find no wheel and both build into the same directory, one reading the other's half.
     with locked(wheels / ".lock"):
         for source in sources:
             if not (source / PROJECT_FILE).is_file():

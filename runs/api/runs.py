@@ -31,7 +31,6 @@ from runs.api.log_follow import follow_logs
 from runs.api.renderers import AnyMediaRenderer, EventStreamRenderer, PlainTextRenderer
 from runs.api.schema import PagedListSchema
 from runs.api.serializers import (
-    CleanupResultSerializer,
     ErrorSerializer,
     LogEntrySerializer,
     OutputListingSerializer,
@@ -44,7 +43,6 @@ from runs.api.serializers import (
     WorkerSerializer,
 )
 from runs.api.workflows import parse_workflow
-from runs.backends import backend
 from runs.models import Identity, Run
 from runs.selectors.heartbeat import controller_idle_s, late_after_s
 from runs.selectors.logs import task_logs
@@ -54,8 +52,7 @@ from runs.selectors.runs_list import get_run, list_runs, run_item
 from runs.selectors.servers import schedulable_nodes
 from runs.selectors.tasks import run_tasks
 from runs.selectors.workers import task_workers
-from runs.services.cleanup import delete_one
-from runs.services.runs import cancel_run, may_change
+from runs.services.runs import cancel_run, may_change, request_deletion
 from runs.services.submission import create_run
 from runs.workflow import TASK_ID
 
@@ -198,20 +195,23 @@ class RunViewSet(ApiViewSet):
         detail = run_detail(get_run(pk), identity_of(request))
         return Response(RunDetailSerializer(detail).data)
 
-    @extend_schema(responses={200: CleanupResultSerializer, 403: E, 409: E, **READ_ERRORS})
+    @extend_schema(responses={202: RunDetailSerializer, 403: E, 409: E, **READ_ERRORS})
     def destroy(self, request: Request, pk: str) -> Response:
-        """Delete an ended run: its record and its files; says what was removed."""
-        result = delete_one(run_id=pk, identity=identity_of(request))
-        return Response(CleanupResultSerializer(result).data)
+        """Delete an ended run, its record and its files: answered at once with the run
+        `pending: "deleting"`; a worker removes it (its event stream then says `deleted`)."""
+        identity = identity_of(request)
+        request_deletion(run_id=pk, identity=identity)
+        return Response(RunDetailSerializer(run_detail(get_run(pk), identity)).data, status=202)
 
     @extend_schema(
         request=None, responses={200: RunDetailSerializer, 403: E, 409: E, **READ_ERRORS}
     )
     @action(detail=True, methods=["post"])
     def cancel(self, request: Request, pk: str) -> Response:
-        """Cancel a live run (C16): written cancelled, then its workflow stopped."""
+        """Cancel a live run (C16): written cancelled at once, with `pending: "cancelling"`
+        until a worker has cancelled its workflow, released its node and kept its logs."""
         identity = identity_of(request)
-        cancel_run(run_id=pk, identity=identity, backend=backend())
+        cancel_run(run_id=pk, identity=identity)
         return Response(RunDetailSerializer(run_detail(get_run(pk), identity)).data)
 
     @extend_schema(responses={200: TaskSerializer(many=True), **READ_ERRORS})

@@ -17,7 +17,7 @@ from runs.selectors.runs_list import CURSOR, MAX_LIMIT
 
 RUN_ID = r"^[a-z0-9]{1,24}$"
 DIGEST = r"^[A-Za-z0-9][A-Za-z0-9_.-]{0,127}$"
-_STATE = "|".join([*RunState.values, "live", "ended"])
+_STATE = "|".join([*RunState, "live", "ended"])
 STATES = rf"^(({_STATE})(,({_STATE}))*)?$"
 
 
@@ -125,7 +125,7 @@ class WhoAmISerializer(serializers.Serializer):
 class RunItemSerializer(serializers.Serializer):
     id = serializers.CharField()
     name = serializers.CharField(help_text="The workflow's name.")
-    state = serializers.ChoiceField(choices=RunState.choices)
+    state = serializers.ChoiceField(choices=RunState.choices())
     message = serializers.CharField(allow_blank=True)
     owner = serializers.CharField(help_text="Whose run it counts as (an agent's person).")
     submitted_by = serializers.CharField()
@@ -138,6 +138,11 @@ class RunItemSerializer(serializers.Serializer):
     submitted_at = serializers.DateTimeField(allow_null=True)
     started_at = serializers.DateTimeField(allow_null=True)
     ended_at = serializers.DateTimeField(allow_null=True)
+    pending = serializers.ChoiceField(
+        choices=["", "cancelling", "deleting"],
+        help_text="What a worker still does after a cancel (its workflow, node and logs) or a "
+        "delete (its record and files), answered at once; empty otherwise.",
+    )
 
 
 class RunPageSerializer(serializers.Serializer):

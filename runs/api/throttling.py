@@ -54,6 +54,8 @@ class LocalCounter:
     """A process-local counter of hits per key and window (the fallback without Redis)."""
 
     def __init__(self) -> None:
+        # Request threads hit at once: without it two hits read the same count and one is
+        # lost, or a new window's clear lands between another thread's read and its write.
         self._lock = threading.Lock()
         self._counts: dict[str, int] = {}
         self._window = -1
@@ -71,6 +73,8 @@ class Leases:
     """The grants this process holds, per key, for the current window."""
 
     def __init__(self) -> None:
+        # Request threads take at once: without it two threads both see the last grant left
+        # and both use it (one request more than the limit allows).
         self._lock = threading.Lock()
         self._left: dict[str, int] = {}
         self._window = -1

@@ -22,6 +22,7 @@ from typing import Any
 
 import httpx
 
+from runs.cli.service_http import with_task_totals as _with_task_totals
 from runs.snapshots import SKIPPED_DIRS, git_provenance, snapshot_directory
 from simrun_harness.layout import StorePaths
 
@@ -169,7 +170,34 @@ class ApiLab:
         """Snapshot the sources (the model first), submit, and return the run; with `follow`
         wait for its end (passing each event to `on_event`) and return it ended."""
         digests = [self.upload_snapshot(source) for source in sources]
-        body: dict[str, Any] = {"workflow": workflow_text, "sources": digests, "group": group}
+        run = self.create_run(
+            workflow_text,
+            digests,
+            group,
+            split=split,
+            reserve=reserve,
+            idempotency_key=idempotency_key,
+            reuse=reuse,
+            resume_from=resume_from,
+        )
+        if follow:
+            return self.wait(run["id"], on_event=on_event)
+        return run
+
+    def create_run(
+        self,
+        workflow_text: str,
+        digests: Sequence[str],
+        group: str = "",
+        *,
+        split: str | int | None = None,
+        reserve: str | None = None,
+        idempotency_key: str | None = None,
+        reuse: bool = True,
+        resume_from: str | None = None,
+    ) -> dict[str, Any]:
+        """Submit a run of snapshots the service has already (their digests)."""
+        body: dict[str, Any] = {"workflow": workflow_text, "sources": list(digests), "group": group}
         if split is not None:
             body["split"] = str(split)
         if reserve:
@@ -179,10 +207,7 @@ class ApiLab:
         if resume_from:
             body["resume_from"] = resume_from
         headers = {"Idempotency-Key": idempotency_key} if idempotency_key else {}
-        run = _with_task_totals(self._call("POST", "runs/", json=body, headers=headers))
-        if follow:
-            return self.wait(run["id"], on_event=on_event)
-        return run
+        return _with_task_totals(self._call("POST", "runs/", json=body, headers=headers))
 
     def validate(self, workflow_text: str) -> dict[str, Any]:
         result: dict[str, Any] = self._call("POST", "validate/", json={"workflow": workflow_text})
@@ -348,7 +373,7 @@ class ApiLab:
         if self.store is not None:
             info = snapshot_directory(self.store, directory)
             registered = {**meta, "digest": info.digest, "git_dirty": provenance.git_dirty}
-            self._call("POST", "snapshots/register/", json=registered)
+            self.register_snapshot(registered)
             return info.digest
         with tempfile.TemporaryFile() as archive:
             _write_tar_gz(directory, archive)
@@ -363,16 +388,9 @@ class ApiLab:
         digest: str = snapshot["digest"]
         return digest
 
-
-def _with_task_totals(run: dict[str, Any]) -> dict[str, Any]:
-    """Add to each task `id`, `done` and `total` (units; 1 for a task without a ledger), the
-    shape the command's progress bars read for the API and this machine alike."""
-    for task in run.get("tasks", []):
-        counts = task.get("counts")
-        task["id"] = task["task_id"]
-        task["done"] = counts["done"] if counts else int(task["state"] == "done")
-        task["total"] = counts["total"] if counts else 1
-    return run
+    def register_snapshot(self, meta: Mapping[str, Any]) -> None:
+        """Record a snapshot written into the mounted store (its digest and provenance)."""
+        self._call("POST", "snapshots/register/", json=dict(meta))
 
 
 def _write_tar_gz(directory: Path, out: Any) -> None:

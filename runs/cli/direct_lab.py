@@ -7,14 +7,23 @@ from pathlib import Path
 from typing import Any
 
 from runs.cli.main import CommandError
+from runs.states import RunState, TaskState
+
+
+def owner_identity() -> Any:
+    """The lab's owner, made for you (named for this user) if there is none yet."""
+    from runs.models import Identity, IdentityKind
+    from runs.services.identities import create_identity
+
+    owner = Identity.objects.filter(kind=IdentityKind.OWNER).first()
+    return owner or create_identity(name=getpass.getuser(), kind=IdentityKind.OWNER)
 
 
 def _identity() -> Any:
     """Who acts on this machine: SIMRUN_IDENTITY, else the owner (made for you if none)."""
     import os
 
-    from runs.models import Identity, IdentityKind
-    from runs.services.identities import create_identity
+    from runs.models import Identity
 
     name = os.environ.get("SIMRUN_IDENTITY")
     if name:
@@ -22,8 +31,7 @@ def _identity() -> Any:
         if found is None:
             raise CommandError(f"SIMRUN_IDENTITY={name!r}: no such identity")
         return found
-    owner = Identity.objects.filter(kind=IdentityKind.OWNER).first()
-    return owner or create_identity(name=getpass.getuser(), kind=IdentityKind.OWNER)
+    return owner_identity()
 
 
 def _iso(moment: Any) -> str | None:
@@ -58,12 +66,12 @@ def run_view(run: Any) -> dict[str, Any]:
         "controller_late_s": late_after_s(),
         "environment": run.environment,
         "reuse": _reuse(run),
-        "progress": 1.0 if run.state == "succeeded" else run_progress(progress),
+        "progress": 1.0 if run.state == RunState.SUCCEEDED else run_progress(progress),
         "tasks": [
             {
                 "id": p.task_id,
                 "state": p.state,
-                "done": p.counts.done if p.counts else (1 if p.state == "done" else 0),
+                "done": p.counts.done if p.counts else (1 if p.state == TaskState.DONE else 0),
                 "total": p.counts.total if p.counts else 1,
                 "message": tasks[p.task_id].message,
                 "started_at": _iso(tasks[p.task_id].started_at),
@@ -146,11 +154,10 @@ class DirectLab:
         return run_view(self._run(run_id))
 
     def cancel(self, run_id: str) -> dict[str, Any]:
-        from runs.backends import backend
         from runs.services.runs import NotAllowed, RunConflict, RunNotFound, cancel_run
 
         try:
-            run = cancel_run(run_id=run_id, identity=_identity(), backend=backend())
+            run = cancel_run(run_id=run_id, identity=_identity())
         except (RunNotFound, RunConflict, NotAllowed) as exc:
             raise CommandError(str(exc)) from None
         return run_view(run)

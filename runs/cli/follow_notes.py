@@ -13,7 +13,9 @@ from dataclasses import dataclass
 from datetime import datetime
 from typing import Any
 
-ENDED = frozenset({"succeeded", "failed", "cancelled"})
+from runs.states import RunState
+
+ENDED = frozenset(RunState.ended())
 START_COMMAND = "simrun serve"
 
 

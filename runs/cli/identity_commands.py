@@ -8,8 +8,6 @@ import os
 from pathlib import Path
 from typing import Any
 
-import yaml
-
 from runs.cli.main import CommandError, setup_django
 
 
@@ -114,6 +112,8 @@ def revoke_token(args: argparse.Namespace) -> int:
 
 
 def import_tokens(args: argparse.Namespace) -> int:
+    import yaml
+
     setup_django()
     from runs.services.identities import IdentityError
     from runs.services.identities import import_tokens as load

@@ -29,6 +29,13 @@ def setup_django() -> None:
         django.setup()
 
 
+def django_ready() -> bool:
+    """Whether Django is set up in this process already (by manage.py, a test), looked up
+    without importing it."""
+    apps = sys.modules.get("django.apps")
+    return apps is not None and bool(apps.apps.ready)
+
+
 def build_parser() -> argparse.ArgumentParser:
     from runs.cli import (
         identity_commands,
@@ -61,11 +68,9 @@ def require_installation(command: str) -> None:
     nearest `.simrun/` above here, or one it may make itself; never an empty new database."""
     if command in INSTALLS | NEEDS_NONE:
         return  # before any import of Django or the site: these commands must start fast
-    from django.apps import apps
-
     from simrun_site import installation
 
-    if apps.ready or installation.configured():
+    if django_ready() or installation.configured():
         return  # apps ready: Django was set up by whoever called us (manage.py, a test)
     if command in OVER_API and os.environ.get("SIMRUN_URL"):
         return

@@ -12,7 +12,9 @@ from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from typing import Any, Protocol
 
-ENDED = frozenset({"succeeded", "failed", "cancelled"})
+from runs.states import RunState
+
+ENDED = frozenset(RunState.ended())
 PLAIN_EVERY_S = 5.0
 
 

@@ -11,9 +11,10 @@ from pathlib import Path
 from typing import Any, Protocol
 
 from runs.cli.follow_notes import run_seconds, task_times, watched
-from runs.cli.main import setup_django
+from runs.cli.main import django_ready, setup_django
 from runs.cli.progress import ENDED, follow_bars, follow_plain, polls
 from runs.cli.workflow_commands import read_workflow
+from runs.states import RunState
 
 
 class Lab(Protocol):
@@ -33,12 +34,21 @@ class Lab(Protocol):
     def outputs(self, run_id: str) -> list[str]: ...
 
 
-def lab() -> Lab:
-    """The API when SIMRUN_URL is set, else this machine's simrun directly."""
+def lab(*, over_service: bool = True) -> Lab:
+    """The API when SIMRUN_URL is set; else this machine's running service over HTTP when
+    there is one (and Django is not set up already); else this machine's simrun directly."""
     if os.environ.get("SIMRUN_URL"):
         from runs.cli.api_client import ApiLab
 
         return ApiLab.from_environment()
+    if over_service and not django_ready():
+        from runs.cli.local_service import running_service
+
+        service = running_service()
+        if service is not None:
+            from runs.cli.service_lab import ServiceLab
+
+            return ServiceLab(service)
     setup_django()
     from runs.cli.direct_lab import DirectLab
 
@@ -110,7 +120,8 @@ def submit(args: argparse.Namespace) -> int:
 def list_runs(args: argparse.Namespace) -> int:
     print(f"{'RUN':16} {'NAME':24} {'STATE':11} {'PROGRESS':>8}  {'OWNER':12} CREATED")
     for run in lab().runs(limit=args.limit):
-        progress = f"{run['progress'] * 100:.0f}%" if run.get("progress") is not None else ""
+        live = run.get("progress") is not None and run["state"] not in ENDED
+        progress = f"{run['progress'] * 100:.0f}%" if live else ""  # the API's: none once ended
         print(
             f"{run['id']:16} {run['name'][:24]:24} {run['state']:11} {progress:>8}  "
             f"{run['owner'][:12]:12} {run['created_at'][:19]}"
@@ -173,7 +184,7 @@ def follow_run(
     console.print(f"run {run['id']} {run['state']}{took}")
     if run["message"]:
         console.print(f"  {run['message']}")
-    return 0 if run["state"] == "succeeded" else 1
+    return 0 if run["state"] == RunState.SUCCEEDED else 1
 
 
 def cancel(args: argparse.Namespace) -> int:
@@ -183,13 +194,13 @@ def cancel(args: argparse.Namespace) -> int:
 
 
 def outputs(args: argparse.Namespace) -> int:
-    for path in lab().outputs(args.run):
+    for path in lab(over_service=False).outputs(args.run):
         print(path)
     return 0
 
 
 def logs(args: argparse.Namespace) -> int:
-    the_lab = lab()
+    the_lab = lab(over_service=False)
     printed = 0
     while True:
         text = the_lab.logs(args.run, args.task, tail=args.tail)

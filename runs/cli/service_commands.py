@@ -161,14 +161,24 @@ def serve(args: argparse.Namespace) -> int:
     from django.conf import settings
     from django.core.management import call_command
 
+    from runs.cli.direct_lab import owner_identity
+    from runs.cli.local_service import read_token, write_token
     from runs.cli.restarts import RestartPolicy
     from runs.cli.serving import serve_supervised
+    from runs.services.identities import machine_token
 
     call_command("migrate", verbosity=0)
+    data_dir = Path(settings.DATA_DIR)
+    # the commands of this machine reach the service with it, without setting Django up
+    kept = read_token(data_dir)
+    secret = machine_token(identity=owner_identity(), secret=kept)
+    if secret != kept:
+        write_token(data_dir, secret)
     return serve_supervised(
-        data_dir=Path(settings.DATA_DIR),
+        data_dir=data_dir,
+        store=Path(settings.SIMRUN_STORE),
         port=_free_port(args.port),
-        commands=lambda port: service_commands(port=port, data_dir=Path(settings.DATA_DIR)),
+        commands=lambda port: service_commands(port=port, data_dir=data_dir),
         pods_grace_s=float(settings.SIMRUN_GRACE_S) + POD_STOP_MARGIN_S,
         policy=RestartPolicy(
             burst=settings.SIMRUN_RESTART_BURST, window_s=settings.SIMRUN_RESTART_WINDOW_S

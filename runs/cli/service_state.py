@@ -14,8 +14,6 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
 
-import psutil
-
 STATE_FILE = "services.json"
 
 
@@ -39,9 +37,12 @@ class ServeRecord:
     started: float  # the process's create_time, to tell it from a later one with its pid
     url: str
     services: list[ServiceRecord] = field(default_factory=list)
+    store: str = ""  # the run store of the services (the CLI writes snapshots into it)
 
     def alive(self) -> bool:
         """True while this very serve process runs."""
+        import psutil  # here: a command that finds no state file need not load it
+
         try:
             process = psutil.Process(self.pid)
             running = process.status() != psutil.STATUS_ZOMBIE

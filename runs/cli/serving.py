@@ -30,6 +30,7 @@ def serve_supervised(
     commands: Callable[[int], dict[str, list[str]]],
     pods_grace_s: float,
     policy: RestartPolicy,
+    store: Path | None = None,
 ) -> int:
     """Start the services, keep them up until SIGTERM/SIGINT, then stop them and their pods."""
     earlier = read_state(data_dir)
@@ -45,7 +46,13 @@ def serve_supervised(
     url = f"http://127.0.0.1:{port}/"
     env = {**os.environ, "SIMRUN_DATA_DIR": str(data_dir), "PYTHONUNBUFFERED": "1"}
     supervisor = Supervisor(
-        commands=commands(port), env=env, cwd=ROOT, data_dir=data_dir, url=url, policy=policy
+        commands=commands(port),
+        env=env,
+        cwd=ROOT,
+        data_dir=data_dir,
+        url=url,
+        store=str(store) if store is not None else "",
+        policy=policy,
     )
     try:
         supervisor.start()

@@ -75,6 +75,7 @@ class Supervisor:
     cwd: Path
     data_dir: Path
     url: str = ""
+    store: str = ""
     policy: RestartPolicy = field(default_factory=RestartPolicy)
     say: Callable[[str], None] = lambda line: print(f"simrun: {line}", file=sys.stderr, flush=True)
     services: dict[str, Service] = field(default_factory=dict)
@@ -143,6 +144,7 @@ class Supervisor:
             pid=os.getpid(),
             started=psutil.Process().create_time(),
             url=self.url,
+            store=self.store,
             services=[s.record() for s in self.services.values()],
         )
         write_state(self.data_dir, record)

@@ -20,10 +20,10 @@ from django.db import transaction
 from django.db.models import Exists, F, OuterRef, Q
 from django.utils import timezone
 
-from cluster.backend import Backend, BackendStatus, PodPhase, WorkflowPhase
 from runs.controller import rules
-from runs.models import Run, RunState, Task
+from runs.models import Run, RunState, StoredPod, Task
 from runs.plans import TaskPlan
+from runs.ports import Backend, BackendStatus, PodPhase, WorkflowPhase
 from runs.store import has_merge_marker, reports, task_paths
 from simrun_harness.report import read_report
 
@@ -44,6 +44,7 @@ FOLLOWED = (  # the runs the controller follows: live ones and ended ones with w
     | Q(pending_release=True)
     | Q(pending_cancel=True)
     | Q(pending_logs=True)
+    | Q(deleting=True)
 )
 
 
@@ -175,12 +176,12 @@ def observe(run: Run, tasks: list[Task], status: BackendStatus | None, now: date
     observed.run = {"oom_kills": oom_kills, "merge_pending": merge_pending}
     if status is not None:
         observed.run["pods"] = {
-            name: {
-                "phase": str(pod.phase),
-                "attempts": pod.attempts,
-                "node": pod.node,
-                "exit_code": pod.exit_code,
-            }
+            name: StoredPod(
+                phase=str(pod.phase),
+                attempts=pod.attempts,
+                node=pod.node,
+                exit_code=pod.exit_code,
+            )
             for name, pod in status.pods.items()
         }
     why = {t.task_id: m.partition(": ")[2] for t in tasks for m in messages if _about(m, t)}

@@ -5,23 +5,27 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 
-from cluster.backend import AttemptFailure, PodPhase, PodStatus
+from runs.ports import AttemptFailure, PodPhase, PodStatus
+from runs.states import RunState, TaskState
 from simrun_harness.exits import EXIT_POOL_BROKEN, EXIT_STORE, EXIT_TERMINATED
 
 STOPPED_EXITS = frozenset({None, EXIT_POOL_BROKEN, EXIT_TERMINATED})
 
-WAITING, QUEUED, RUNNING, PREEMPTED, RETRYING, DONE, FAILED, SKIPPED, CANCELLED = (
-    "waiting",
-    "queued",
-    "running",
-    "preempted",
-    "retrying",
-    "done",
-    "failed",
-    "skipped",
-    "cancelled",  # still open when its run ended (cancelled, or failed by another task)
+# the task states by their short names, as the rules below read them
+WAITING, QUEUED, RUNNING, PREEMPTED, RETRYING = (
+    TaskState.WAITING,
+    TaskState.QUEUED,
+    TaskState.RUNNING,
+    TaskState.PREEMPTED,
+    TaskState.RETRYING,
 )
-FINAL = frozenset({DONE, FAILED, SKIPPED, CANCELLED})
+DONE, FAILED, SKIPPED, CANCELLED = (
+    TaskState.DONE,
+    TaskState.FAILED,
+    TaskState.SKIPPED,
+    TaskState.CANCELLED,
+)
+FINAL = frozenset(TaskState.final())
 
 
 def pod_names(task_id: str, *, splittable: bool, pods: int, coordinator_merges: bool) -> list[str]:
@@ -166,22 +170,22 @@ def _live_state(pods: Sequence[PodStatus], *, coordinator_done: bool) -> str:
     return WAITING
 
 
-def run_outcome(task_states: Mapping[str, str]) -> str | None:
-    """C5: 'failed' when a task failed, 'succeeded' when every task is over, else None."""
+def run_outcome(task_states: Mapping[str, str]) -> RunState | None:
+    """C5: failed when a task failed, succeeded when every task is over, else None."""
     states = set(task_states.values())
     if FAILED in states:
-        return "failed"
+        return RunState.FAILED
     if states and states <= {DONE, SKIPPED}:
-        return "succeeded"
+        return RunState.SUCCEEDED
     return None
 
 
-def live_run_state(task_states: Mapping[str, str]) -> str:
+def live_run_state(task_states: Mapping[str, str]) -> RunState:
     """The state of a run still going: running once any task runs or has run, else queued."""
     states = set(task_states.values())
     if states & {RUNNING, PREEMPTED, RETRYING, DONE}:
-        return "running"
-    return "queued"
+        return RunState.RUNNING
+    return RunState.QUEUED
 
 
 def resolve_gone(

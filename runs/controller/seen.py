@@ -15,7 +15,7 @@ from __future__ import annotations
 from collections.abc import Collection, Mapping, Sequence
 from dataclasses import dataclass, field
 
-from cluster.backend import BackendStatus
+from runs.ports import BackendStatus
 
 
 @dataclass(frozen=True)

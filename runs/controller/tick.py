@@ -18,14 +18,16 @@ from datetime import datetime
 from django.conf import settings
 from django.utils import timezone
 
-from cluster.backend import Backend, BackendStatus
 from runs.controller import rules
 from runs.controller.backoff import Backoff
 from runs.controller.reconcile import Followed, Reconciled, followed_rows, reconcile_with
 from runs.controller.seen import Derived, Seen
-from runs.controller.settle import keep_task_logs, settle
 from runs.models import Run, RunState, Task
+from runs.ports import Backend, BackendStatus
+from runs.services import background
 from runs.services.heartbeats import record_heartbeat
+from runs.services.runs import finish_deletion
+from runs.services.settle import keep_task_logs, settle
 from runs.services.submission import stale_submissions
 from runs.store import task_paths
 
@@ -49,9 +51,7 @@ def tick(
     Ends by recording the heartbeat of `source` (the watcher, or `worker` for beat's pass),
     which `follow` and `simrun status` read to tell whether the controller runs at all."""
     for run_id in stale_submissions():
-        from runs.tasks import submit_run
-
-        submit_run.delay(run_id)
+        background.enqueue(background.SUBMIT_RUN, run_id=run_id)
     seen = SEEN if seen is None else seen
     rows = followed_rows()
     live = [r for r in rows if r.state in DERIVED]
@@ -125,13 +125,15 @@ def after_reconcile(run: Run, backend: Backend) -> None:
             record_task(task=task, paths=task_paths(run.pk, task.task_id), kills=kills)
             Task.objects.filter(pk=task.pk).update(observed=True)
             task.observed = True
-        if not task.logs_kept and keep_task_logs(run, task, backend):
+        if not task.logs_kept and not run.deleting and keep_task_logs(run, task, backend):
             Task.objects.filter(pk=task.pk).update(logs_kept=True)
             task.logs_kept = True
     if run.ended:
         failed = settle(run.pk, backend)
         if failed:  # the tick backs off and logs it once a step, like a failing reconcile
             raise SettlingFailed("; ".join(failed))
+        if run.deleting:  # its `delete_run` task was lost, or came before the release
+            finish_deletion(run_id=run.pk)
 
 
 class SettlingFailed(Exception):

@@ -3,17 +3,30 @@
 from runs.models.heartbeat import Heartbeat
 from runs.models.identity import Identity, IdentityKind, Token
 from runs.models.observation import ResourceObservation
-from runs.models.run import Run, RunState, Task, TaskState
+from runs.models.run import (
+    MergePending,
+    OomKills,
+    Run,
+    RunEnvironment,
+    RunState,
+    StoredPod,
+    Task,
+    TaskState,
+)
 from runs.models.snapshot import Snapshot
 
 __all__ = [
     "Heartbeat",
     "Identity",
     "IdentityKind",
+    "MergePending",
+    "OomKills",
     "ResourceObservation",
     "Run",
+    "RunEnvironment",
     "RunState",
     "Snapshot",
+    "StoredPod",
     "Task",
     "TaskState",
     "Token",

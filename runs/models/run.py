@@ -4,11 +4,13 @@ from __future__ import annotations
 
 import secrets
 import time
+from typing import NotRequired, TypedDict
 
 from django.db import models
 from django.db.models import Q
 
 from runs.models.identity import Identity
+from runs.states import RunState, TaskState
 
 _ALPHABET = "0123456789abcdefghijklmnopqrstuvwxyz"
 
@@ -23,37 +25,26 @@ def new_run_id() -> str:
     return stamp + "".join(secrets.choice(_ALPHABET) for _ in range(4))
 
 
-class RunState(models.TextChoices):
-    SUBMITTING = "submitting"
-    QUEUED = "queued"
-    RUNNING = "running"
-    SUCCEEDED = "succeeded"
-    FAILED = "failed"
-    CANCELLED = "cancelled"
+class StoredPod(TypedDict):
+    """One pod of `Run.pods` (pod name → this), as the controller stores it at every poll."""
 
-    @classmethod
-    def live(cls) -> tuple[str, ...]:
-        return (cls.SUBMITTING, cls.QUEUED, cls.RUNNING)
-
-    @classmethod
-    def ended(cls) -> tuple[str, ...]:
-        return (cls.SUCCEEDED, cls.FAILED, cls.CANCELLED)
+    phase: str  # a runs.ports.PodPhase
+    attempts: int
+    node: str | None
+    exit_code: int | None
 
 
-class TaskState(models.TextChoices):
-    WAITING = "waiting"
-    QUEUED = "queued"
-    RUNNING = "running"
-    PREEMPTED = "preempted"
-    RETRYING = "retrying"
-    DONE = "done"
-    FAILED = "failed"
-    SKIPPED = "skipped"
-    CANCELLED = "cancelled"  # open when its run was cancelled or failed: it will not go on
+class RunEnvironment(TypedDict):
+    """`Run.environment`: the environment the run's pods used, once submitted."""
 
-    @classmethod
-    def final(cls) -> tuple[str, ...]:
-        return (cls.DONE, cls.FAILED, cls.SKIPPED, cls.CANCELLED)
+    ref: str  # its digest (or `service`: the service's own)
+    local_packages: NotRequired[list[dict[str, str]]]  # name and digest of each it installs
+
+
+# `Run.oom_kills`: worker → the attempts killed for memory; `Run.merge_pending`: task → when
+# (ISO 8601) its merge marker began to be awaited
+OomKills = dict[str, list[int]]
+MergePending = dict[str, str]
 
 
 class Run(models.Model):
@@ -70,19 +61,18 @@ class Run(models.Model):
     )
     tier = models.CharField(max_length=8, help_text="Priority tier: owner, person or agent.")
     group = models.CharField(max_length=128, blank=True, default="")
-    state = models.CharField(max_length=12, choices=RunState.choices, default=RunState.SUBMITTING)
+    state = models.CharField(max_length=12, choices=RunState.choices(), default=RunState.SUBMITTING)
     message = models.TextField(blank=True, default="")
     workflow = models.JSONField(help_text="The workflow as validated (normalised JSON).")
     workflow_name = models.CharField(max_length=64, unique=True)
     sources = models.JSONField(default=list, help_text="Snapshot digests, the model first.")
-    environment = models.JSONField(default=dict, blank=True)
-    plans = models.JSONField(default=dict, blank=True, help_text="Task id → TaskPlan JSON.")
+    environment = models.JSONField(default=dict, blank=True)  # a RunEnvironment
     reserve = models.CharField(max_length=253, blank=True, default="")
     reserved = models.BooleanField(default=False, help_text="The node reservation was made.")
     oom_kills = models.JSONField(
         default=dict, blank=True, help_text="Worker → attempts killed for memory."
     )
-    pods = models.JSONField(
+    pods = models.JSONField(  # pod → StoredPod
         default=dict, blank=True, help_text="Pod → phase, attempts, node: stored at every poll."
     )
     merge_pending = models.JSONField(
@@ -91,6 +81,9 @@ class Run(models.Model):
     pending_release = models.BooleanField(default=False)
     pending_cancel = models.BooleanField(default=False)
     pending_logs = models.BooleanField(default=False)
+    deleting = models.BooleanField(
+        default=False, help_text="Deletion asked: its records and files go once nothing is pending."
+    )
     # NULL, not "": runs without a key must not collide in the unique constraint below.
     submit_lease_until = models.DateTimeField(
         null=True, blank=True, help_text="A worker is submitting the run until then."
@@ -118,7 +111,8 @@ class Run(models.Model):
                 condition=Q(state__in=RunState.live())
                 | Q(pending_release=True)
                 | Q(pending_cancel=True)
-                | Q(pending_logs=True),
+                | Q(pending_logs=True)
+                | Q(deleting=True),
             ),
             models.Index(fields=["-created_at", "-id"], name="run_newest"),
             models.Index(fields=["owner", "-created_at"], name="run_owner_newest"),
@@ -141,6 +135,17 @@ class Run(models.Model):
     def ended(self) -> bool:
         return self.state in RunState.ended()
 
+    @property
+    def pending(self) -> str:
+        """What the run is still doing after a cancel or a delete: "deleting", "cancelling"
+        (its workflow, node or logs not settled yet), else ""."""
+        if self.deleting:
+            return "deleting"
+        settling = self.pending_cancel or self.pending_release or self.pending_logs
+        if self.state == RunState.CANCELLED and settling:
+            return "cancelling"
+        return ""
+
 
 class Task(models.Model):
     """One task of a run: its settings, plan and the state the controller last derived."""
@@ -155,7 +160,7 @@ class Task(models.Model):
     dependencies = models.JSONField(default=list)
     resources = models.JSONField(default=dict, blank=True)
     plan = models.JSONField(default=dict, blank=True)
-    state = models.CharField(max_length=12, choices=TaskState.choices, default=TaskState.WAITING)
+    state = models.CharField(max_length=12, choices=TaskState.choices(), default=TaskState.WAITING)
     message = models.TextField(blank=True, default="")
     units_total = models.PositiveIntegerField(null=True, blank=True)
     observed = models.BooleanField(default=False, help_text="Reports recorded as observations.")

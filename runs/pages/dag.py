@@ -13,20 +13,22 @@ from dataclasses import dataclass
 from django.utils.html import escape
 from django.utils.safestring import SafeString, mark_safe
 
+from runs.states import TaskState
+
 NODE_W, NODE_H, GAP_X, GAP_Y, PAD = 176, 58, 64, 22, 12
 INK = "#1b1f24"
 EDGE = "#6b7480"
 # (fill, border) per state: light fills keep dark text above 7:1; borders tell states apart.
 STATE_COLOURS: dict[str, tuple[str, str]] = {
-    "waiting": ("#f3f5f7", "#8a939e"),
-    "queued": ("#e4e7eb", "#5f6873"),
-    "running": ("#d3e5fb", "#1f5fa8"),
-    "preempted": ("#ffe3bf", "#a35a00"),
-    "retrying": ("#ffe3bf", "#a35a00"),
-    "done": ("#d4eed8", "#2e7d32"),
-    "failed": ("#fbd5d2", "#b3261e"),
-    "skipped": ("#eceef1", "#8a939e"),
-    "cancelled": ("#eceef1", "#5f6873"),
+    TaskState.WAITING: ("#f3f5f7", "#8a939e"),
+    TaskState.QUEUED: ("#e4e7eb", "#5f6873"),
+    TaskState.RUNNING: ("#d3e5fb", "#1f5fa8"),
+    TaskState.PREEMPTED: ("#ffe3bf", "#a35a00"),
+    TaskState.RETRYING: ("#ffe3bf", "#a35a00"),
+    TaskState.DONE: ("#d4eed8", "#2e7d32"),
+    TaskState.FAILED: ("#fbd5d2", "#b3261e"),
+    TaskState.SKIPPED: ("#eceef1", "#8a939e"),
+    TaskState.CANCELLED: ("#eceef1", "#5f6873"),
 }
 PROGRESS_FILL = "#1f5fa8"
 
@@ -96,7 +98,7 @@ def draw(nodes: Sequence[DagNode], *, title: str) -> SafeString:
     described = []
     for node in nodes:
         x, y = at[node.task_id]
-        fill, border = STATE_COLOURS.get(node.state, STATE_COLOURS["waiting"])
+        fill, border = STATE_COLOURS.get(node.state, STATE_COLOURS[TaskState.WAITING])
         percent = round(100 * node.fraction)
         text = f"{node.task_id}: {node.state}, {percent}%"
         described.append(text)

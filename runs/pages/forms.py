@@ -19,7 +19,7 @@ class RunFilterForm(forms.Form):
         label="Search", required=False, help_text="Id, workflow name, group or message."
     )
     state = forms.ChoiceField(
-        label="State", required=False, choices=[("", "any"), ("live", "live"), *RunState.choices]
+        label="State", required=False, choices=[("", "any"), ("live", "live"), *RunState.choices()]
     )
     owner = forms.ChoiceField(label="Owner", required=False)
     group = forms.CharField(label="Group", required=False)

@@ -16,7 +16,6 @@ from django.shortcuts import redirect, render
 from django.urls import reverse
 from django_htmx.http import HttpResponseClientRedirect
 
-from runs.backends import backend
 from runs.models import Identity, Run, Task
 from runs.pages import plots
 from runs.pages.access import HtmxHttpRequest, forbidden, with_identity
@@ -28,11 +27,12 @@ from runs.selectors.runs_list import run_item
 from runs.selectors.tasks import TaskView, run_tasks
 from runs.selectors.workers import WorkerView, task_workers
 from runs.services.runs import NotAllowed, RunConflict, RunNotFound, cancel_run, may_change
+from runs.states import TaskState
 from runs.store import task_paths
 from simrun_harness.progress import UNIT_DONE, read_progress
 
 TEMPLATE = "runs/run_detail.html"
-LIVE_TASK_STATES = ("running", "preempted", "retrying", "queued")
+LIVE_TASK_STATES = TaskState.live()
 
 
 def chosen_task(tasks: list[TaskView], wanted: str | None) -> TaskView | None:
@@ -93,7 +93,7 @@ def run_context(
         "selected": selected,
         "outputs": _outputs(run),
         "may_cancel": not run.ended and may_change(identity, run),
-        "live": not run.ended,
+        "live": not run.ended or bool(run.pending),  # polled until "cancelling" is over
         "reuse": run_reuse(run),
     }
     if selected is not None:
@@ -162,8 +162,8 @@ def cancel(request: HtmxHttpRequest, identity: Identity, run_id: str) -> HttpRes
     if request.method != "POST":
         return render(request, "runs/cancel_confirm.html", {"run": the_run})
     try:
-        cancel_run(run_id=the_run.id, identity=identity, backend=backend())
-        messages.success(request, f"Run {the_run.id} was cancelled.")
+        cancel_run(run_id=the_run.id, identity=identity)
+        messages.success(request, f"Run {the_run.id} was cancelled; its pods are being stopped.")
     except (RunConflict, RunNotFound, NotAllowed) as exc:
         messages.error(request, str(exc))
     target = reverse("pages:run", args=[the_run.id])

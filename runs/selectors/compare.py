@@ -13,8 +13,8 @@ from typing import Any
 from django.db.models import Avg, Count, Max, Q
 
 from runs.models import ResourceObservation, Run, Snapshot
+from runs.refusals import RunNotFound
 from runs.selectors.runs_list import RunItem, run_item, runs_with_details
-from runs.services.runs import RunNotFound
 
 MAX_RUNS = 20
 SECTIONS = ("run", "settings", "sources", "environment", "durations", "resources")

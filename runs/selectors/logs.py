@@ -9,10 +9,9 @@ from __future__ import annotations
 import os
 from dataclasses import dataclass
 
-from cluster.backend import LOG_LIMIT_BYTES
-from cluster.local.pod_logs import read_log
 from runs.backends import backend
-from runs.models import Run, Task
+from runs.models import Run, RunState, Task
+from runs.ports import LOG_LIMIT_BYTES, read_log
 from runs.store import task_paths
 
 
@@ -51,7 +50,7 @@ def _kept(task: Task, tail_lines: int | None) -> list[LogEntry]:
 def task_logs(run: Run, task: Task, tail_lines: int | None = None) -> list[LogEntry]:
     """Every attempt's log of a task's pods, oldest first (the last lines when `tail_lines`)."""
     kept = _kept(task, tail_lines)
-    if kept or task.logs_kept or run.state == "submitting":
+    if kept or task.logs_kept or run.state == RunState.SUBMITTING:
         return kept
     try:
         live = backend().logs(run.workflow_name, task.task_id, tail_lines)

@@ -8,12 +8,13 @@ from dataclasses import dataclass
 from typing import Any
 
 from runs.models import Run, Task
+from runs.states import TaskState
 from runs.store import task_paths
 from simrun_harness.layout import TaskPaths
 from simrun_harness.ledger import LedgerCounts, counts
 
 UNFINISHED_TASK_MAX = 0.99
-OVER = frozenset({"done", "skipped"})
+OVER = frozenset({TaskState.DONE, TaskState.SKIPPED})
 
 
 @dataclass(frozen=True)

@@ -15,8 +15,8 @@ from datetime import UTC, datetime, timedelta
 from django.db.models import Prefetch, Q, QuerySet
 
 from runs.models import Identity, Run, RunState, Task
+from runs.refusals import RunNotFound
 from runs.selectors.progress import TaskProgress, progress_of, run_progress
-from runs.services.runs import RunNotFound
 from runs.store import task_paths
 from simrun_harness.ledger import counts
 
@@ -31,6 +31,10 @@ LISTED_FIELDS = (
     "submitted_at",
     "started_at",
     "ended_at",
+    "pending_cancel",
+    "pending_release",
+    "pending_logs",
+    "deleting",
     "owner__name",
     "principal__name",
 )
@@ -65,6 +69,8 @@ class RunItem:
     submitted_at: datetime | None
     started_at: datetime | None
     ended_at: datetime | None
+    pending: str = ""
+    """"cancelling" or "deleting" while a worker does what the request left it (`Run.pending`)."""
 
 
 @dataclass(frozen=True)
@@ -93,6 +99,7 @@ def _item(run: Run, progress: float | None) -> RunItem:
         submitted_at=run.submitted_at,
         started_at=run.started_at,
         ended_at=run.ended_at,
+        pending=run.pending,
     )
 
 
@@ -121,10 +128,10 @@ def states_of(value: str | None) -> list[str] | None:
             states.extend(RunState.live())
         elif part == ENDED:
             states.extend(RunState.ended())
-        elif part in RunState.values:
+        elif part in set(RunState):
             states.append(part)
         else:
-            allowed = ", ".join([*RunState.values, LIVE, ENDED])
+            allowed = ", ".join([*RunState, LIVE, ENDED])
             raise BadFilter(f"state: unknown state {part!r} (allowed: {allowed})")
     return states
 

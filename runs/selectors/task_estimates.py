@@ -7,14 +7,14 @@ nodes as they are now, plus the expected seconds of each split task from its his
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Any
 
 from runs.estimates import estimate
 from runs.models import Identity, Snapshot
 from runs.observations import history
-from runs.plans import Node, TaskPlan
+from runs.planned_tasks import plan_tasks
+from runs.plans import Node, ResourcesJson, TaskPlan, TaskPlanJson
 from runs.priorities import tier_of
-from runs.services.submission import SubmissionRefused, plan_tasks
+from runs.refusals import SubmissionRefused
 from runs.workflow import SplitMode, Workflow
 
 
@@ -23,8 +23,8 @@ class TaskEstimateView:
     task_id: str
     type: str
     units: int | None
-    resources: dict[str, Any]
-    plan: dict[str, Any]
+    resources: ResourcesJson
+    plan: TaskPlanJson
     seconds: float | None
 
 

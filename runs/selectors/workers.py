@@ -16,16 +16,21 @@ from __future__ import annotations
 
 import re
 from dataclasses import dataclass
-from typing import Any
 
-from runs.models import Run, Task
+from runs.models import Run, StoredPod, Task
+from runs.ports import PodPhase
+from runs.states import TaskState
 from runs.store import reports, task_paths
 from simrun_harness.ledger import claims_by_worker
 from simrun_harness.progress import UNIT_DONE, read_progress
 from simrun_harness.report import WorkerReport
 
-LIVE_PHASES = frozenset({"queued", "running", "preempted", "retrying"})
-_ENDED_WITHOUT_REPORT = {"succeeded": "done", "failed": "failed", "skipped": "skipped"}
+LIVE_PHASES = frozenset({PodPhase.QUEUED, PodPhase.RUNNING, PodPhase.PREEMPTED, PodPhase.RETRYING})
+_ENDED_WITHOUT_REPORT: dict[str, TaskState] = {
+    PodPhase.SUCCEEDED: TaskState.DONE,
+    PodPhase.FAILED: TaskState.FAILED,
+    PodPhase.SKIPPED: TaskState.SKIPPED,
+}
 
 
 @dataclass(frozen=True)
@@ -84,7 +89,7 @@ def task_workers(run: Run, task: Task) -> list[WorkerView]:
     by_worker: dict[str, list[WorkerReport]] = {}
     for _, report in reports(paths):
         by_worker.setdefault(report.worker, []).append(report)
-    pods: dict[str, dict[str, Any]] = {
+    pods: dict[str, StoredPod] = {
         name: pod for name, pod in (run.pods or {}).items() if _belongs(task, name)
     }
     claims = claims_by_worker(paths) if task.splittable else {}
@@ -107,7 +112,7 @@ def _view(
     task: Task,
     name: str,
     worker_reports: list[WorkerReport],
-    pod: dict[str, Any] | None,
+    pod: StoredPod | None,
     *,
     units_done: int,
     units_claimed: int,
@@ -120,12 +125,14 @@ def _view(
     live = phase in LIVE_PHASES and live_attempt not in reported
     attempts = max(pod_attempts, (last.attempt + 1) if last else 0)
     if live:
-        state, node = phase, (pod or {}).get("node")
+        state, node = phase, pod.get("node") if pod else None
     elif last is not None:
-        state = "failed" if last.oom_kills > 0 or last.exit_code != 0 else "done"
+        failed = last.oom_kills > 0 or last.exit_code != 0
+        state = TaskState.FAILED if failed else TaskState.DONE
         node = last.node
     else:
-        state, node = _ENDED_WITHOUT_REPORT.get(phase, "waiting"), (pod or {}).get("node")
+        state = _ENDED_WITHOUT_REPORT.get(phase, TaskState.WAITING)
+        node = pod.get("node") if pod else None
     return WorkerView(
         worker=name,
         role=role_of(task, name),
@@ -138,7 +145,7 @@ def _view(
         peak_memory_gb=last.peak_memory_gb if last else None,
         memory_limit_gb=last.memory_limit_gb if last else None,
         oom_killed=bool(last and last.oom_kills > 0),
-        exit_code=last.exit_code if last else (pod or {}).get("exit_code"),
+        exit_code=last.exit_code if last else pod.get("exit_code") if pod else None,
         error=last.error.message if last and last.error else None,
     )
 

@@ -87,12 +87,3 @@ def cleanup_runs(
             continue
         removed_runs.append(run_id)
     return CleanupResult(False, removed_runs, paths, bytes_freed, skipped)
-
-
-def delete_one(*, run_id: str, identity: Identity) -> CleanupResult:
-    """Delete one ended run (see `delete_run`) and say what it removed and freed."""
-    if not Run.objects.filter(pk=run_id).exists():
-        raise RunNotFound(f"no run {run_id!r}")
-    freed = freed_bytes([run_paths(run_id).root])
-    paths = delete_run(run_id=run_id, identity=identity)
-    return CleanupResult(False, [run_id], paths, freed)

@@ -79,6 +79,34 @@ def create_token(*, identity: Identity, label: str = "") -> NewToken:
     return NewToken(token=token, secret=secret)
 
 
+MACHINE_LABEL = "simrun commands on this machine"
+
+
+def machine_token(*, identity: Identity, secret: str | None) -> str:
+    """The secret of the token this machine's `simrun` commands use to reach its service:
+    `secret` while it is an active token of `identity`, else a new one (earlier ones of this
+    label revoked, so at most one is active)."""
+    if secret:
+        found = Token.objects.filter(
+            hash=hash_token(secret), identity=identity, revoked_at__isnull=True
+        )
+        if found.exists():
+            return secret
+    with transaction.atomic():
+        stale = Token.objects.filter(
+            identity=identity, label=MACHINE_LABEL, revoked_at__isnull=True
+        )
+        hashes = list(stale.values_list("hash", flat=True))
+        stale.update(revoked_at=timezone.now())
+        transaction.on_commit(lambda: _forget_all(hashes))
+        return create_token(identity=identity, label=MACHINE_LABEL).secret
+
+
+def _forget_all(hashes: list[str]) -> None:
+    for digest in hashes:
+        token_checks.forget(digest)
+
+
 def revoke_token(*, prefix_or_id: str) -> Token:
     """Revoke one token, named by its id or its shown prefix (which must be unambiguous)."""
     tokens = Token.objects.filter(revoked_at__isnull=True)

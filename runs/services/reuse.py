@@ -20,6 +20,7 @@ from django.db import transaction
 
 from runs.local_packages import tree_digest
 from runs.models import Run, Task
+from runs.refusals import SubmissionRefused
 from runs.reuse import KeyedTask, task_keys
 from runs.store import has_merge_marker, store, task_paths
 from runs.task_types import COMMAND, plugins, registry
@@ -30,6 +31,18 @@ from simrun_harness.reuse import KEYS_FILE, REUSE_FILE, unit_keys
 
 MAX_CANDIDATES = 20
 """Earlier tasks with the same key looked at, newest first (the resumed run before them)."""
+
+
+def check_resume(*, reuse: bool, resume_from: str | None) -> None:
+    """SubmissionRefused unless `resume_from` (if given) names a run and reuse is on."""
+    if not resume_from:
+        return
+    if not reuse:
+        raise SubmissionRefused(
+            "resume_from: a resumed run reuses done units; it cannot be combined with no reuse"
+        )
+    if not Run.objects.filter(pk=resume_from).exists():
+        raise SubmissionRefused(f"resume_from: no run {resume_from!r}")
 
 
 def _version(type_name: str) -> str:

@@ -1,4 +1,6 @@
-"""Cancel and delete runs: who may, and in which order things happen."""
+"""Cancel and delete runs: who may, and in which order things happen.
+
+The refusals are those of `runs.refusals` (imported here too, where the surfaces find them)."""
 
 from __future__ import annotations
 
@@ -8,21 +10,10 @@ from django.db import transaction
 from django.db.models import F
 from django.utils import timezone
 
-from cluster.backend import Backend
 from runs.models import Identity, IdentityKind, Run, RunState, Task, TaskState
+from runs.refusals import NotAllowed, RunConflict, RunNotFound
+from runs.services import background
 from runs.store import run_paths
-
-
-class RunNotFound(LookupError):
-    """No such run (or not one this identity may see)."""
-
-
-class RunConflict(ValueError):
-    """The run is in a state that does not allow this."""
-
-
-class NotAllowed(PermissionError):
-    """The identity may read the run but not change it."""
 
 
 def may_change(identity: Identity, run: Run) -> bool:
@@ -32,15 +23,11 @@ def may_change(identity: Identity, run: Run) -> bool:
     return run.principal_id == identity.principal.pk
 
 
-def cancel_run(*, run_id: str, identity: Identity, backend: Backend) -> Run:
-    """C16: write the run cancelled, then cancel its workflow and release its node."""
-    run = Run.objects.filter(pk=run_id).first()
-    if run is None:
-        raise RunNotFound(f"no run {run_id!r}")
-    if not may_change(identity, run):
-        raise NotAllowed(
-            f"run {run_id} belongs to {run.principal.name}; only they or the owner may cancel it"
-        )
+def cancel_run(*, run_id: str, identity: Identity) -> Run:
+    """C16: write the run cancelled and its open tasks with it; its workflow's cancel, the
+    node's release and the logs are left pending in the row for `settle_run`, enqueued once
+    this commits (and for the controller's tick, should that task be lost)."""
+    run = _changeable(run_id, identity, "cancel")
     if run.ended:
         raise RunConflict(f"run {run_id} has ended ({run.state}); there is nothing to cancel")
     now = timezone.now()
@@ -58,31 +45,71 @@ def cancel_run(*, run_id: str, identity: Identity, backend: Backend) -> Run:
             Task.objects.filter(run=run).exclude(state__in=TaskState.final()).update(
                 state=TaskState.CANCELLED, ended_at=now, message=f"cancelled by {identity.name}"
             )
-    if not updated:
-        run.refresh_from_db()
-        raise RunConflict(f"run {run_id} ended meanwhile ({run.state})")
-    from runs.controller.settle import settle
-
-    settle(run.pk, backend)
+            background.enqueue_on_commit(background.SETTLE_RUN, run_id=run.pk)
     run.refresh_from_db()
+    if not updated:
+        raise RunConflict(f"run {run_id} ended meanwhile ({run.state})")
     return run
 
 
+def request_deletion(*, run_id: str, identity: Identity) -> Run:
+    """Mark an ended run deleting; `delete_run`, enqueued once this commits, settles what it
+    still has pending and removes its record and files (the tick does it should that task be
+    lost). Asking again for a run already deleting changes nothing."""
+    run = _changeable(run_id, identity, "delete")
+    if not run.ended:
+        raise RunConflict(f"run {run_id} is {run.state}; cancel it before deleting it")
+    with transaction.atomic():
+        updated = Run.objects.filter(pk=run.pk, state__in=RunState.ended(), deleting=False).update(
+            deleting=True, pending_logs=False, version=F("version") + 1
+        )
+        if updated:
+            background.enqueue_on_commit(background.DELETE_RUN, run_id=run.pk)
+    found = Run.objects.filter(pk=run.pk).first()
+    if found is None:  # asked twice and the first deletion finished meanwhile
+        raise RunNotFound(f"no run {run_id!r}")
+    return found
+
+
+def finish_deletion(*, run_id: str) -> list[str] | None:
+    """Remove a deleting run's files, then its record; the paths removed (relative to the
+    store), or None while its workflow or node is still to be released (C19: a run deleted
+    meanwhile is no error)."""
+    run = Run.objects.filter(pk=run_id, deleting=True).first()
+    if run is None:
+        return []
+    if run.pending_cancel or run.pending_release:
+        return None
+    return _remove(run)
+
+
 def delete_run(*, run_id: str, identity: Identity) -> list[str]:
-    """Delete an ended run's record and its files; the paths removed, relative to the store."""
+    """Delete an ended run's record and its files now; the paths removed, relative to the
+    store (the cleanup's way: `request_deletion` is the request's)."""
+    run = _changeable(run_id, identity, "delete")
+    if not run.ended:
+        raise RunConflict(f"run {run_id} is {run.state}; cancel it before deleting it")
+    if run.pending_cancel or run.pending_release:
+        raise RunConflict(f"run {run_id} still has its workflow or node to release; try again soon")
+    return _remove(run)
+
+
+def _remove(run: Run) -> list[str]:
+    """The run's files, then its record: a failure between the two leaves a record to find."""
+    paths = run_paths(run.pk)
+    removed = [f"runs/{run.pk}"] if paths.root.exists() else []
+    shutil.rmtree(paths.root, ignore_errors=True)
+    Run.objects.filter(pk=run.pk).delete()
+    return removed
+
+
+def _changeable(run_id: str, identity: Identity, verb: str) -> Run:
+    """The run, if it exists and `identity` may change it."""
     run = Run.objects.filter(pk=run_id).first()
     if run is None:
         raise RunNotFound(f"no run {run_id!r}")
     if not may_change(identity, run):
         raise NotAllowed(
-            f"run {run_id} belongs to {run.principal.name}; only they or the owner may delete it"
+            f"run {run_id} belongs to {run.principal.name}; only they or the owner may {verb} it"
         )
-    if not run.ended:
-        raise RunConflict(f"run {run_id} is {run.state}; cancel it before deleting it")
-    if run.pending_cancel or run.pending_release:
-        raise RunConflict(f"run {run_id} still has its workflow or node to release; try again soon")
-    paths = run_paths(run.pk)
-    removed = [f"runs/{run.pk}"] if paths.root.exists() else []
-    run.delete()
-    shutil.rmtree(paths.root, ignore_errors=True)
-    return removed
+    return run

@@ -22,27 +22,26 @@ from django.db import IntegrityError, connection, transaction
 from django.db.models import F, Q
 from django.utils import timezone
 
-from cluster.backend import Backend, RunLaunch, TaskLaunch
-from runs import environments, resources
+from runs import environments
 from runs.environments import SERVICE_ENVIRONMENT
 from runs.local_packages import LocalPackageRefused, local_packages
-from runs.models import Identity, Run, RunState, Snapshot, Task
-from runs.planner import plan_task
+from runs.models import Identity, Run, RunEnvironment, RunState, Snapshot, Task
+from runs.planned_tasks import PlannedTask, plan_tasks
 from runs.plans import Node, TaskPlan
+from runs.ports import Backend, RunLaunch, TaskLaunch
 from runs.priorities import tier_of
-from runs.services.reuse import plan_reuse
+from runs.refusals import SubmissionRefused
+from runs.services import background
+from runs.services.reuse import check_resume, plan_reuse
 from runs.store import store
-from runs.task_types import COMMAND, origin, registry
+from runs.task_types import COMMAND
 from runs.validation import load_data
 from runs.workflow import (
     SplitMode,
     Workflow,
-    WorkflowError,
-    WorkflowInvalid,
     input_path,
     input_task,
 )
-from simrun_harness.plugin import SettingsError, TaskContext
 
 log = logging.getLogger(__name__)
 
@@ -51,10 +50,6 @@ def _lease() -> timedelta:
     from django.conf import settings
 
     return timedelta(seconds=settings.SIMRUN_SUBMIT_LEASE_S)
-
-
-class SubmissionRefused(ValueError):
-    """A submission that cannot be accepted; the message says what to change."""
 
 
 def refuse_commands(spec: Workflow, tier: str) -> None:
@@ -134,7 +129,7 @@ def create_run(
         with transaction.atomic():
             run.save(force_insert=True)
             Task.objects.bulk_create(Task(run=run, **row) for row in rows)
-            transaction.on_commit(lambda: _enqueue(run.id))
+            background.enqueue_on_commit(background.SUBMIT_RUN, run_id=run.id)
     except IntegrityError:
         if idempotency_key:  # a concurrent retry with the same key won the race
             return Run.objects.get(owner=identity, idempotency_key=idempotency_key)
@@ -142,98 +137,7 @@ def create_run(
     return run
 
 
-def check_resume(*, reuse: bool, resume_from: str | None) -> None:
-    """SubmissionRefused unless `resume_from` (if given) names a run and reuse is on."""
-    if not resume_from:
-        return
-    if not reuse:
-        raise SubmissionRefused(
-            "resume_from: a resumed run reuses done units; it cannot be combined with no reuse"
-        )
-    if not Run.objects.filter(pk=resume_from).exists():
-        raise SubmissionRefused(f"resume_from: no run {resume_from!r}")
-
-
-def _enqueue(run_id: str) -> None:
-    from runs.tasks import submit_run
-
-    submit_run.delay(run_id)
-
-
-def plan_tasks(
-    spec: Workflow,
-    *,
-    nodes: list[Node],
-    model: str | None,
-    split: SplitMode | None,
-    tier: str,
-    reserve: str | None,
-) -> list[dict[str, Any]]:
-    from runs.models.observation import MERGE
-    from runs.observations import history
-
-    types = registry()
-    model_dir = store().snapshot(model) if model else None
-    largest = max((n.memory_gb for n in nodes), default=None)
-    rows = []
-    for position, task in enumerate(spec.order()):
-        cls = types[task.type]
-        task_type = cls()
-        settings = task_type.parse_settings(task.settings)
-        units = None
-        if cls.splittable:
-            units = _count_units(task.id, task.type, task_type, settings, model_dir)
-        resolved = resources.resolve(
-            hint=cls.hint,
-            history=history(task_type=task.type, model_digest=model or ""),
-            overrides=task.resources,
-            node_memory_gb=largest,
-            merges=history(task_type=task.type, model_digest=model or "", role=MERGE)
-            if cls.splittable
-            else (),
-        )
-        plan = plan_task(
-            units=units,
-            resources=resolved,
-            nodes=nodes,
-            split=split or spec.split_of(task),
-            tier=tier,
-            reserve=reserve,
-            coordinator_merges=task.coordinator_merges,
-            splittable=cls.splittable,
-        )
-        rows.append(
-            {
-                "task_id": task.id,
-                "position": position,
-                "type": task.type,
-                "splittable": cls.splittable,
-                "settings": task.settings,
-                "inputs": dict(task.inputs),
-                "dependencies": task.dependencies(),
-                "resources": resolved.to_json(),
-                "plan": plan.to_json(),
-                "units_total": units,
-            }
-        )
-    return rows
-
-
-def _count_units(
-    task_id: str, type_name: str, task_type: Any, settings: Any, model_dir: Any
-) -> int:
-    """The number of units the plugin lists for a task; WorkflowInvalid naming the task and
-    the plugin when its `units()` raises (a SettingsError, or any bug of the plugin)."""
-    ctx = TaskContext(task_id=task_id, settings=settings, model_dir=model_dir)
-    try:
-        return len(task_type.units(ctx))
-    except Exception as exc:  # plugin code may raise anything: a message, never a traceback
-        kind = "" if isinstance(exc, SettingsError) else f"{type(exc).__name__}: "
-        message = f"units(): {kind}{exc} (raised by {origin(type_name)})"
-        raise WorkflowInvalid([WorkflowError("settings", message, task_id)]) from exc
-
-
-def _write_files(run: Run, spec: Workflow, rows: list[dict[str, Any]], model: str | None) -> None:
+def _write_files(run: Run, spec: Workflow, rows: list[PlannedTask], model: str | None) -> None:
     """run.json and every task's task.json, before any pod can start."""
     store().snapshots.mkdir(parents=True, exist_ok=True)
     paths = store().run(run.id)
@@ -339,18 +243,20 @@ def fail_submission(*, run_id: str, message: str, created: bool) -> None:
     )
 
 
-def _environment(run: Run, backend: Backend) -> dict[str, Any]:
+def _environment(run: Run, backend: Backend) -> RunEnvironment:
     """The run's environment, built once: its digest (`service` for a model without one) and
     the digest of every local package it installs (which plugin code the run used)."""
     if not run.sources:
-        return {"ref": SERVICE_ENVIRONMENT}
+        return RunEnvironment(ref=SERVICE_ENVIRONMENT)
     ref, context = environments.model_environment(store().snapshot(run.sources[0]))
     if ref == SERVICE_ENVIRONMENT:
-        return {"ref": ref}
+        return RunEnvironment(ref=ref)
     if not backend.has_image(ref):
         backend.build_image(context, ref)
     packages = environments.local_packages_of(context)
-    return {"ref": ref, "local_packages": packages} if packages else {"ref": ref}
+    if packages:
+        return RunEnvironment(ref=ref, local_packages=packages)
+    return RunEnvironment(ref=ref)
 
 
 def run_launch(run: Run, *, environment: str) -> RunLaunch:

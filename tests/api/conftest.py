@@ -9,6 +9,7 @@ from pathlib import Path
 
 import pytest
 from asgiref.sync import async_to_sync
+from pytest_django import Settings
 from rest_framework.test import APIClient
 
 from runs.backends import backend
@@ -19,16 +20,16 @@ REDIS_URL = os.environ.get("SIMRUN_TEST_REDIS_URL", "redis://127.0.0.1:6379/15")
 
 
 @pytest.fixture(autouse=True)
-def api_settings(settings: object, store: Path) -> Iterator[None]:
+def api_settings(settings: Settings, store: Path) -> Iterator[None]:
     """Real Redis for rate limits, quick event polls, a local backend of a known size."""
-    settings.SIMRUN_REDIS_URL = REDIS_URL  # type: ignore[attr-defined]
-    settings.SIMRUN_EVENTS_POLL_S = 0.05  # type: ignore[attr-defined]
-    settings.SIMRUN_EVENTS_MAX_S = 5.0  # type: ignore[attr-defined]
-    settings.SIMRUN_LOCAL_CORES = 4.0  # type: ignore[attr-defined]
-    settings.SIMRUN_LOCAL_MEMORY_GB = 8.0  # type: ignore[attr-defined]
-    settings.SIMRUN_BACKEND = "local"  # type: ignore[attr-defined]
+    settings.SIMRUN_REDIS_URL = REDIS_URL
+    settings.SIMRUN_EVENTS_POLL_S = 0.05
+    settings.SIMRUN_EVENTS_MAX_S = 5.0
+    settings.SIMRUN_LOCAL_CORES = 4.0
+    settings.SIMRUN_LOCAL_MEMORY_GB = 8.0
+    settings.SIMRUN_BACKEND = "local"
     # the people of the lab get passwords; a fast hasher keeps their creation cheap
-    settings.PASSWORD_HASHERS = ["django.contrib.auth.hashers.MD5PasswordHasher"]  # type: ignore[attr-defined]
+    settings.PASSWORD_HASHERS = ["django.contrib.auth.hashers.MD5PasswordHasher"]
     backend.cache_clear()
     yield
     backend.cache_clear()

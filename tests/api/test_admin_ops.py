@@ -185,6 +185,6 @@ def test_freed_bytes_count_only_files_with_no_link_left(lab: Lab) -> None:
     with_file(gone, "own.bin", 20)
     (run_paths(kept.id).root / "tasks").mkdir(parents=True)
     os.link(shared, run_paths(kept.id).root / "tasks" / "linked.bin")
-    response = lab.person.client.delete(f"/api/runs/{gone.id}/")
-    assert response.json()["bytes_freed"] == 20
+    response = lab.person.client.post("/api/cleanup/", {"older_than_days": 7}, format="json")
+    assert (response.json()["runs"], response.json()["bytes_freed"]) == ([gone.id], 20)
     assert (run_paths(kept.id).root / "tasks" / "linked.bin").read_bytes() == b"x" * 500

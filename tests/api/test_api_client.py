@@ -7,6 +7,7 @@ from pathlib import Path
 
 import httpx
 import pytest
+from pytest_django import Settings
 
 from runs.cli.api_client import ApiError, ApiLab
 from runs.models import Run, Snapshot
@@ -104,10 +105,10 @@ def test_an_invalid_workflow_raises_with_every_error(lab: Lab, base_url: str) ->
 
 
 def test_an_announced_oversized_upload_is_413_before_its_body_is_read(
-    lab: Lab, base_url: str, store: Path, settings: object
+    lab: Lab, base_url: str, store: Path, settings: Settings
 ) -> None:
     """S15: the ASGI edge refuses by Content-Length before Django reads the body."""
-    settings.SIMRUN_MAX_UPLOAD_BYTES = 1000  # type: ignore[attr-defined]
+    settings.SIMRUN_MAX_UPLOAD_BYTES = 1000
     headers = {"Authorization": f"Bearer {lab.person.secret}", "Content-Type": "application/x-tar"}
     response = httpx.post(f"{base_url}/api/snapshots/", content=bytes(1001), headers=headers)
     assert response.status_code == 413
@@ -116,10 +117,10 @@ def test_an_announced_oversized_upload_is_413_before_its_body_is_read(
 
 
 def test_a_chunked_upload_is_cut_once_it_passes_the_limit(
-    lab: Lab, base_url: str, store: Path, settings: object
+    lab: Lab, base_url: str, store: Path, settings: Settings
 ) -> None:
     """S15: a body without a length is counted as it arrives and cut beyond the limit."""
-    settings.SIMRUN_MAX_UPLOAD_BYTES = 100_000  # type: ignore[attr-defined]
+    settings.SIMRUN_MAX_UPLOAD_BYTES = 100_000
 
     def body() -> Iterator[bytes]:
         for _ in range(20):

@@ -6,7 +6,7 @@ import secrets
 
 import pytest
 from django.utils import timezone
-from pytest_django import DjangoAssertNumQueries
+from pytest_django import DjangoAssertNumQueries, Settings
 from rest_framework.test import APIClient
 
 from runs.api import throttling
@@ -36,11 +36,11 @@ def test_a_revoked_token_is_refused_with_401(lab: Lab) -> None:
 
 
 def test_a_token_revoked_elsewhere_is_refused_within_the_recheck_time(
-    lab: Lab, settings: object
+    lab: Lab, settings: Settings
 ) -> None:
     """S1: a revocation by another process (the `simrun` command, another web process) holds
     here once this process checks the token again, at most SIMRUN_TOKEN_RECHECK_S later."""
-    settings.SIMRUN_TOKEN_RECHECK_S = 0.2  # type: ignore[attr-defined]
+    settings.SIMRUN_TOKEN_RECHECK_S = 0.2
     assert lab.person.client.get("/api/whoami/").status_code == 200
     Token.objects.filter(pk=lab.person.token_id).update(revoked_at=timezone.now())
     wait_for(
@@ -100,9 +100,9 @@ def test_the_openapi_document_is_served_without_a_token(anonymous: APIClient) ->
     assert "/api/runs/" in response.json()["paths"]
 
 
-def test_requests_beyond_the_limit_get_429_with_retry_after(lab: Lab, settings: object) -> None:
+def test_requests_beyond_the_limit_get_429_with_retry_after(lab: Lab, settings: Settings) -> None:
     """S1: a token is limited per minute with an atomic counter in Redis."""
-    settings.SIMRUN_RATE_LIMIT_PER_MINUTE = 3  # type: ignore[attr-defined]
+    settings.SIMRUN_RATE_LIMIT_PER_MINUTE = 3
     statuses = [lab.person.client.get("/api/whoami/").status_code for _ in range(4)]
     assert statuses == [200, 200, 200, 429]
     refused = lab.person.client.get("/api/whoami/")
@@ -135,10 +135,10 @@ def test_a_process_asks_redis_once_per_batch_of_grants() -> None:
     assert throttling.hit(token, amount=0, now=660.0)[0] == 40
 
 
-def test_without_redis_the_limit_is_counted_in_the_process(lab: Lab, settings: object) -> None:
+def test_without_redis_the_limit_is_counted_in_the_process(lab: Lab, settings: Settings) -> None:
     """S1: the embedded default has no Redis; the counter is then the process's own."""
-    settings.SIMRUN_REDIS_URL = ""  # type: ignore[attr-defined]
-    settings.SIMRUN_RATE_LIMIT_PER_MINUTE = 2  # type: ignore[attr-defined]
+    settings.SIMRUN_REDIS_URL = ""
+    settings.SIMRUN_RATE_LIMIT_PER_MINUTE = 2
     statuses = [lab.agent.client.get("/api/whoami/").status_code for _ in range(3)]
     assert statuses == [200, 200, 429]
 

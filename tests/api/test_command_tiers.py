@@ -4,6 +4,7 @@ backend): the tiers of SIMRUN_COMMAND_TIERS; others are refused and nothing is r
 from __future__ import annotations
 
 import pytest
+from pytest_django import Settings
 
 from runs.models import Run
 from tests.api.conftest import Lab, Member
@@ -24,9 +25,9 @@ def test_every_tier_may_submit_a_command_by_default(lab: Lab) -> None:
     assert submit(lab.agent).status_code == 201  # type: ignore[attr-defined]
 
 
-def test_a_tier_left_out_of_command_tiers_is_refused(lab: Lab, settings: object) -> None:
+def test_a_tier_left_out_of_command_tiers_is_refused(lab: Lab, settings: Settings) -> None:
     """S2: an agent's command is refused when only people may run commands; a person's runs."""
-    settings.SIMRUN_COMMAND_TIERS = ["owner", "person"]  # type: ignore[attr-defined]
+    settings.SIMRUN_COMMAND_TIERS = ["owner", "person"]
     refused = submit(lab.agent)
     assert refused.status_code == 400  # type: ignore[attr-defined]
     body = refused.json()  # type: ignore[attr-defined]
@@ -37,8 +38,8 @@ def test_a_tier_left_out_of_command_tiers_is_refused(lab: Lab, settings: object)
     assert submit(lab.person).status_code == 201  # type: ignore[attr-defined]
 
 
-def test_none_keeps_commands_from_everyone(lab: Lab, settings: object) -> None:
-    settings.SIMRUN_COMMAND_TIERS = []  # type: ignore[attr-defined]
+def test_none_keeps_commands_from_everyone(lab: Lab, settings: Settings) -> None:
+    settings.SIMRUN_COMMAND_TIERS = []
     refused = submit(lab.owner)
     assert refused.status_code == 400  # type: ignore[attr-defined]
     assert "by nobody here" in refused.json()["detail"]  # type: ignore[attr-defined]

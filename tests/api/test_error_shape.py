@@ -10,6 +10,7 @@ import logging
 from pathlib import Path
 
 import pytest
+from pytest_django import Settings
 from rest_framework.test import APIClient
 
 from tests.api.conftest import Lab
@@ -33,9 +34,11 @@ def _error(response: object, status: int, code: str) -> dict[str, object]:
     return body  # type: ignore[no-any-return]
 
 
-def test_a_json_body_over_the_memory_limit_is_refused_with_413(lab: Lab, settings: object) -> None:
+def test_a_json_body_over_the_memory_limit_is_refused_with_413(
+    lab: Lab, settings: Settings
+) -> None:
     """A JSON body longer than DATA_UPLOAD_MAX_MEMORY_SIZE: 413 naming the limit, in JSON."""
-    settings.DATA_UPLOAD_MAX_MEMORY_SIZE = 1000  # type: ignore[attr-defined]
+    settings.DATA_UPLOAD_MAX_MEMORY_SIZE = 1000
     body = json.dumps({"workflow": "x" * 2000})
     response = lab.person.client.post("/api/validate/", body, content_type="application/json")
     assert "1000 bytes" in str(_error(response, 413, "too_large")["detail"])
@@ -98,13 +101,13 @@ def test_an_unknown_api_path_is_a_404_in_json(lab: Lab, method: str) -> None:
 
 
 def test_a_server_error_is_a_500_with_an_id_in_the_log_line(
-    lab: Lab, settings: object, tmp_path: Path, caplog: pytest.LogCaptureFixture
+    lab: Lab, settings: Settings, tmp_path: Path, caplog: pytest.LogCaptureFixture
 ) -> None:
     """A fault in a view (the store is a file, not a folder): 500 in JSON with an id, and
     the log line with the traceback carries the same id."""
     broken = tmp_path / "not-a-folder"
     broken.write_text("")
-    settings.SIMRUN_STORE = broken  # type: ignore[attr-defined]
+    settings.SIMRUN_STORE = broken
     with caplog.at_level(logging.ERROR):
         response = _client(lab).get("/api/usage/")
     body = _error(response, 500, "server_error")

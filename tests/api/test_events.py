@@ -7,6 +7,7 @@ from collections.abc import Iterator
 import httpx
 import pytest
 from django.db.models import F
+from pytest_django import Settings
 
 from runs.cli.api_client import ApiLab, ServerEvent
 from runs.models import Run
@@ -73,10 +74,10 @@ def test_a_reconnect_with_the_last_event_id_loses_and_repeats_nothing(
 
 
 def test_a_stream_ends_after_its_maximum_time_and_following_resumes_it(
-    lab: Lab, base_url: str, settings: object
+    lab: Lab, base_url: str, settings: Settings
 ) -> None:
     """S16: streams end after a maximum time; the client reconnects and misses nothing."""
-    settings.SIMRUN_EVENTS_MAX_S = 0.3  # type: ignore[attr-defined]
+    settings.SIMRUN_EVENTS_MAX_S = 0.3
     run = scenes.split_run(by=lab.person.identity, units=2, state="running", version=5)
     with ApiLab(base_url, lab.person.secret, timeout=20) as api:
         assert [e.id for e in api.events(run.id)] == ["5-0"]  # ended by the service, not the run

@@ -13,6 +13,7 @@ from typing import Any
 import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
+from pytest_django import Settings
 
 from runs.models import Run
 from runs.workflow_text import parse_text
@@ -66,7 +67,7 @@ OBJECTS["SIMRUN_WORKFLOW_MAX_NODES"]["tasks"][0]["settings"] = {"units": list(ra
 
 
 @pytest.mark.parametrize("says", sorted(OBJECTS))
-def test_a_workflow_object_gets_the_same_limits(lab: Lab, says: str, settings: Any) -> None:
+def test_a_workflow_object_gets_the_same_limits(lab: Lab, says: str, settings: Settings) -> None:
     """A workflow sent as a JSON object, not text: the same limits, without lines."""
     # below the body parser's depth (SIMRUN_API_MAX_JSON_DEPTH), which answers first otherwise
     settings.SIMRUN_WORKFLOW_MAX_DEPTH = 20

@@ -10,6 +10,7 @@ from django.utils import timezone
 
 from runs.models import Run, RunState, Task
 from runs.store import run_paths
+from runs.tasks import delete_run
 from tests import factories
 from tests.api import scenes
 from tests.api.conftest import Lab
@@ -270,6 +271,7 @@ def test_a_run_is_cancelled_by_its_person_their_agent_or_the_owner(lab: Lab, who
     response = getattr(lab, who).client.post(f"/api/runs/{run.id}/cancel/")
     assert response.status_code == 200, response.json()
     assert response.json()["state"] == "cancelled"
+    assert response.json()["pending"] == "cancelling"  # until a worker has settled it
     run.refresh_from_db()
     assert run.state == RunState.CANCELLED
 
@@ -297,14 +299,21 @@ def test_cancelling_an_ended_or_unknown_run_is_an_error(lab: Lab) -> None:
 # --- delete ---------------------------------------------------------------------------------
 
 
-def test_an_ended_run_is_deleted_with_its_files(lab: Lab) -> None:
+def test_an_ended_run_is_marked_deleting_then_its_task_deletes_it_with_its_files(
+    lab: Lab,
+) -> None:
+    """Issue 19 item 4: the answer (202) says "deleting"; `delete_run` (a worker's) removes
+    the files and the record (tests/api/test_work_off_the_request.py has the worker)."""
     run = factories.run(by=lab.agent.identity, state="failed", ended_at=timezone.now())
     (run_paths(run.id).root / "tasks").mkdir(parents=True)
     (run_paths(run.id).root / "tasks" / "out.txt").write_bytes(b"x" * 10)
     response = lab.person.client.delete(f"/api/runs/{run.id}/")
-    assert response.status_code == 200
-    assert response.json()["paths"] == [f"runs/{run.id}"]
-    assert response.json()["bytes_freed"] == 10
+    assert response.status_code == 202
+    assert (response.json()["state"], response.json()["pending"]) == ("failed", "deleting")
+    assert run_paths(run.id).root.exists()
+    listed = lab.person.client.get("/api/runs/").json()["runs"]
+    assert [(r["id"], r["pending"]) for r in listed] == [(run.id, "deleting")]
+    delete_run(run.id)
     assert not run_paths(run.id).root.exists()
     assert not Run.objects.filter(pk=run.id).exists()
 

@@ -19,6 +19,7 @@ from django.core.wsgi import get_wsgi_application
 from django.db import close_old_connections
 from hypothesis import HealthCheck, settings
 from hypothesis import strategies as st
+from pytest_django import Settings
 from schemathesis.config import SchemathesisConfig
 
 from runs.services.identities import import_tokens
@@ -112,7 +113,7 @@ def refused_for_its_meaning(ctx: Any, response: Any, case: schemathesis.Case) ->
 
 
 @pytest.fixture
-def known(lab: Lab, settings: object) -> Iterator[dict[str, str]]:
+def known(lab: Lab, settings: Settings) -> Iterator[dict[str, str]]:
     """Real rows for path parameters, a generous rate limit, short streams.
 
     The WSGI app is called directly, so, as Django's own test client does, its requests must
@@ -120,10 +121,10 @@ def known(lab: Lab, settings: object) -> Iterator[dict[str, str]]:
     """
     signals.request_started.disconnect(close_old_connections)
     signals.request_finished.disconnect(close_old_connections)
-    settings.SIMRUN_RATE_LIMIT_PER_MINUTE = 1_000_000  # type: ignore[attr-defined]
-    settings.SIMRUN_EVENTS_MAX_S = 0.2  # type: ignore[attr-defined]
+    settings.SIMRUN_RATE_LIMIT_PER_MINUTE = 1_000_000
+    settings.SIMRUN_EVENTS_MAX_S = 0.2
     # the same token in every test names a new identity each time: never answer from memory
-    settings.SIMRUN_TOKEN_RECHECK_S = 0  # type: ignore[attr-defined]
+    settings.SIMRUN_TOKEN_RECHECK_S = 0
     run = scenes.split_run(by=lab.person.identity, units=3)
     scenes.work(run, "scan-w0", done=1)
     factories.run(by=lab.person.identity, state="succeeded")

@@ -5,6 +5,7 @@ from __future__ import annotations
 from pathlib import Path
 
 import pytest
+from pytest_django import Settings
 
 from runs.models import Snapshot
 from runs.snapshots import snapshot_directory
@@ -41,16 +42,16 @@ def test_an_upload_becomes_a_snapshot_with_its_provenance(lab: Lab, store: Path)
 
 
 def test_an_upload_one_byte_over_the_limit_is_413_and_stores_nothing(
-    lab: Lab, store: Path, settings: object
+    lab: Lab, store: Path, settings: Settings
 ) -> None:
     """S15: refused with 413 beyond the configured limit, before anything is stored."""
-    settings.SIMRUN_MAX_UPLOAD_BYTES = len(BODY) - 1  # type: ignore[attr-defined]
+    settings.SIMRUN_MAX_UPLOAD_BYTES = len(BODY) - 1
     response = post(lab, BODY)
     assert response.status_code == 413
     assert response.json()["code"] == "too_large"
     assert files_below(store) == []
     assert Snapshot.objects.count() == 0
-    settings.SIMRUN_MAX_UPLOAD_BYTES = len(BODY)  # type: ignore[attr-defined]
+    settings.SIMRUN_MAX_UPLOAD_BYTES = len(BODY)
     assert post(lab, BODY).status_code == 201
 
 

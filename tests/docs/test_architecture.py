@@ -14,8 +14,15 @@ TESTS = ROOT / "tests"
 NAMED_ID = re.compile(r"\b([CBMKS][0-9]+):")
 ROW = re.compile(r"^\| ([CBMKS][0-9]+) \| [^|]+ \| ([^|]+) \| ([^|]+) \|$")
 PATH = re.compile(r"`([\w/.-]+\.py)`")
-# what the backends may import of the domain: plain values and pure functions
-DOMAIN_VALUES = {"runs.plans", "runs.resources", "runs.environments", "runs.priorities"}
+# what the backends may import of the domain: its port, plain values and pure functions
+DOMAIN_VALUES = {
+    "runs.ports",
+    "runs.plans",
+    "runs.resources",
+    "runs.environments",
+    "runs.local_packages",
+    "runs.priorities",
+}
 FRAMEWORKS = ("django", "rest_framework", "celery", "simrun_site")
 
 
@@ -118,17 +125,13 @@ def test_the_harness_imports_nothing_of_the_service() -> None:
 
 
 def test_the_domain_reaches_the_backends_only_through_the_port() -> None:
-    """Of `cluster/`, `runs/` imports the protocol; the adapters only where the backend of the
-    settings is made, and the local backend's log reader for logs kept in the store."""
-    allowed = {
-        "runs/backends.py": ("cluster.local.backend", "cluster.argo"),
-        "runs/selectors/logs.py": ("cluster.local.pod_logs",),
-    }
+    """`runs/` holds the port (`runs/ports.py`) and imports nothing of `cluster/` but the
+    adapters where the backend of the settings is made (`runs/backends.py`)."""
+    allowed = {"runs/backends.py": ("cluster.local.backend", "cluster.argo")}
     wrong = [
         f"{file}: {module}"
         for file, module in imports(ROOT / "runs")
-        if _in(module, ("cluster",))
-        and not _in(module, ("cluster.backend", *allowed.get(file, ())))
+        if _in(module, ("cluster",)) and not _in(module, allowed.get(file, ()))
     ]
 
     assert not wrong, f"runs/ imports a backend beyond the port: {wrong}"

@@ -17,6 +17,7 @@ from typing import Any
 import psutil
 import pytest
 from django.conf import settings as django_settings
+from pytest_django import Settings
 
 from runs.cli.service_commands import service_command, stop_services
 from runs.models import Run, RunState
@@ -72,7 +73,9 @@ def services(stopped_services: Services) -> Services:
 
 
 @pytest.fixture
-def stopped_services(transactional_db: Any, tmp_path: Path, settings: Any) -> Iterator[Services]:
+def stopped_services(
+    transactional_db: Any, tmp_path: Path, settings: Settings
+) -> Iterator[Services]:
     """The store and the services' environment, with no service started yet."""
     broker = django_settings.CELERY_BROKER_URL
     assert broker.startswith("redis://"), "end-to-end tests need CELERY_BROKER_URL=redis://…"

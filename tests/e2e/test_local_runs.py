@@ -135,7 +135,7 @@ def test_cancel_while_running_leaves_no_process(services: Services) -> None:
         timeout=120,
     )
     person = factories.person()
-    cancelled = cancel_run(run_id=run.pk, identity=person, backend=backend())
+    cancelled = cancel_run(run_id=run.pk, identity=person)
     assert cancelled.state == "cancelled"
     tasks = {t.task_id: t for t in cancelled.tasks.all()}
     assert {t: (x.state, x.ended_at) for t, x in tasks.items()} == {

@@ -161,7 +161,7 @@ def test_a_reconcile_racing_a_cancel_leaves_the_run_cancelled(
     backend.cache_clear()
     run = factories.run(state="running")
     stale = Run.objects.get(pk=run.pk)
-    cancel_run(run_id=run.pk, identity=factories.person(), backend=backend())
+    cancel_run(run_id=run.pk, identity=factories.person())
     assert reconcile_run(stale, backend()) is False
     assert Run.objects.get(pk=run.pk).state == "cancelled"
 

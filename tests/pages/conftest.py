@@ -4,17 +4,17 @@ from __future__ import annotations
 
 from collections.abc import Iterator
 from pathlib import Path
-from typing import Any
 
 import pytest
 from django.test import Client
+from pytest_django import Settings
 
 from runs.backends import backend
 from tests import factories
 
 
 @pytest.fixture(autouse=True)
-def page_settings(settings: Any, tmp_path: Path) -> None:
+def page_settings(settings: Settings, tmp_path: Path) -> None:
     """Fast password hashing (tests need no strength; the default takes a second here) and a
     collected-static directory of the test's own (WhiteNoise warns when there is none)."""
     settings.PASSWORD_HASHERS = ["django.contrib.auth.hashers.MD5PasswordHasher"]

@@ -13,6 +13,7 @@ from typing import Any
 
 import pytest
 from playwright.sync_api import Browser, expect
+from pytest_django import Settings
 
 from runs.models import Run
 from tests import factories
@@ -57,7 +58,7 @@ def browser() -> Iterator[Browser]:
 
 @pytest.mark.usefixtures("services")
 def test_the_example_workflow_runs_to_100_percent_without_reloading(
-    browser: Browser, live_server: Any, settings: Any, request: pytest.FixtureRequest
+    browser: Browser, live_server: Any, settings: Settings, request: pytest.FixtureRequest
 ) -> None:
     """S7: the run's progress reaches 100 % on the open page, updated by htmx alone."""
     stack: Services = request.getfixturevalue("services")

@@ -133,6 +133,27 @@ def test_cancel_posted_cancels_the_run_and_returns_to_it(paul: Client) -> None:
     assert run.state == "cancelled" and run.message == "cancelled by paul"
 
 
+def test_a_cancelled_run_shows_cancelling_and_is_polled_until_a_worker_settled_it(
+    paul: Client,
+) -> None:
+    """Issue 19 item 4: the cancel answers at once; the page says "cancelling…" and keeps
+    polling while the workflow's cancel, the release and the logs are pending."""
+    run = scan_run()
+    html = paul.post(f"/runs/{run.id}/cancel/", follow=True).content.decode()
+    assert '<span id="run-pending" class="badge pending">cancelling…</span>' in html
+    assert 'hx-trigger="every 2s"' in html
+    Run.objects.filter(pk=run.pk).update(pending_cancel=False, pending_logs=False)
+    html = page(paul, run)
+    assert 'id="run-pending"' not in html and 'hx-trigger="every 2s"' not in html
+
+
+def test_a_run_being_deleted_shows_deleting_in_the_list(paul: Client) -> None:
+    run = scan_run(state="failed", deleting=True)
+    html = paul.get("/").content.decode()
+    assert '<span class="badge pending">deleting…</span>' in html
+    assert f'hx-get="/?run={run.id}"' in html
+
+
 def test_cancel_by_htmx_redirects_the_browser(paul: Client) -> None:
     run = scan_run()
     response = paul.post(f"/runs/{run.id}/cancel/", **HX)

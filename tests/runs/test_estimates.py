@@ -3,9 +3,11 @@
 from __future__ import annotations
 
 import json
+from dataclasses import replace
 
 from runs.estimates import TaskEstimate, estimate, rounds, unit_seconds
-from runs.plans import ObservationValue, PodShape, ResolvedResources, TaskPlan
+from runs.plans import ObservationValue, PodShape, TaskPlan
+from tests import builders
 
 PLAN = TaskPlan(
     pods=2,
@@ -66,8 +68,6 @@ def test_attempts_of_deleted_runs_count_as_runs_of_their_own() -> None:
 
 
 def test_a_task_estimate_round_trips_through_json() -> None:
-    resources = ResolvedResources(
-        cores_per_process=1, memory_base_gb=0.5, memory_per_worker_gb=1, source={"gpus": "hint"}
-    )
+    resources = replace(builders.resources(), source={"gpus": "hint"})
     value = TaskEstimate(resources=resources, plan=PLAN, seconds=15.0)
     assert TaskEstimate.from_json(json.loads(json.dumps(value.to_json()))) == value

@@ -13,8 +13,8 @@ import pytest
 
 from cluster.backend import PodPhase, RunLaunch, WorkflowPhase
 from cluster.local.backend import LocalBackend
-from runs.controller.settle import settle
 from runs.models import Run
+from runs.services.settle import settle
 from runs.services.submission import create_run, submit_run
 from tests import factories
 from tests.waiting import wait_for

@@ -9,32 +9,18 @@ import pytest
 
 from runs.models import ResourceObservation, Run, Task
 from runs.observations import history, model_of, record_kill, record_report, record_task
-from runs.plans import PodShape, TaskPlan
+from runs.plans import PodShape
 from simrun_harness.layout import TaskPaths
 from simrun_harness.report import ReportRole, UnitSeconds, WorkerReport, write_report
 from tests import factories
+from tests.builders import SCAN_SHAPE, plan
 
 pytestmark = pytest.mark.django_db
 
-SHAPE = PodShape(
-    cores=4,
-    memory_gb=8.5,
-    processes=4,
-    per_worker_gb=2.0,
-    retry_memory_gb=12.5,
-    retry_per_worker_gb=3.0,
-    memory_base_gb=0.5,
-)
+SHAPE = SCAN_SHAPE
 EXTRA = PodShape(cores=8, memory_gb=16.5, processes=8, per_worker_gb=2.0, memory_base_gb=0.5)
 MERGE = PodShape(cores=1, memory_gb=3.0, per_worker_gb=2.5, memory_base_gb=0.5)
-PLAN = TaskPlan(
-    pods=2,
-    shape=SHAPE,
-    base_priority="simrun-person",
-    extra_priority="simrun-person-extra",
-    extra_shapes=(EXTRA,),
-    merge_shape=MERGE,
-)
+PLAN = plan(2, SHAPE, extra_shapes=(EXTRA,), merge_shape=MERGE)
 
 
 @pytest.fixture

@@ -13,33 +13,10 @@ from runs import priorities
 from runs.planner import PlanRefused, plan_task
 from runs.plans import Node, PodShape, ResolvedResources, TaskPlan
 from runs.workflow import SplitMode
+from tests import builders
+from tests.builders import resources
 
 RUN = "run-me"
-
-
-def resources(
-    *,
-    cores: float = 1.0,
-    base: float = 0.5,
-    per_worker: float = 1.0,
-    gpus: int = 0,
-    processes: int | None = None,
-    retry: float | None = None,
-    scratch: float = 0.0,
-    merge: float | None = None,
-    merge_retry: float | None = None,
-) -> ResolvedResources:
-    return ResolvedResources(
-        cores_per_process=cores,
-        memory_base_gb=base,
-        memory_per_worker_gb=per_worker,
-        scratch_gb=scratch,
-        gpus=gpus,
-        processes=processes,
-        retry_memory_per_worker_gb=retry,
-        merge_memory_gb=merge,
-        merge_retry_memory_gb=merge_retry,
-    )
 
 
 def plan(
@@ -574,7 +551,7 @@ def test_a_shape_fits_a_node_only_within_every_resource_bounds_included() -> Non
 def test_a_plan_recorded_before_nodes_and_self_merging_existed_reads_with_defaults() -> None:
     """A task's plan stored without `nodes` or `coordinator_merges` reads as none and False;
     a plan and its values read back as written."""
-    plan = TaskPlan(2, PodShape(cores=1, memory_gb=1), "simrun-person", "simrun-person-extra")
+    plan = builders.plan(2)
     old = plan.to_json()
     del old["nodes"], old["coordinator_merges"]
     assert TaskPlan.from_json(old) == plan

@@ -8,9 +8,9 @@ import subprocess
 import sys
 from collections.abc import Iterator
 from pathlib import Path
-from typing import Any
 
 import pytest
+from pytest_django import Settings
 
 from runs.cli.main import main
 from runs.models import Run
@@ -95,7 +95,7 @@ def test_a_settings_error_of_units_at_submit_is_one_message_and_exit_1(
     plugin_root: Path,
     tmp_path: Path,
     store: Path,
-    settings: Any,
+    settings: Settings,
     capsys: pytest.CaptureFixture[str],
 ) -> None:
     from runs.backends import backend

@@ -7,7 +7,7 @@ from datetime import UTC, datetime
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from runs.plans import ObservationValue, PodShape
+from runs.plans import ObservationValue
 from runs.resources import (
     MEMORY_MARGIN,
     MEMORY_QUANTILE,
@@ -22,6 +22,7 @@ from runs.resources import (
 from runs.workflow import ResourceOverrides
 from simrun_harness.plugin import ResourceHint
 from simrun_harness.report import UnitSeconds, WorkerReport
+from tests.builders import SCAN_SHAPE
 
 HINT = ResourceHint(
     cores_per_process=1.0, memory_base_gb=0.5, memory_per_worker_gb=8.0, scratch_gb=5, gpus=0
@@ -125,15 +126,7 @@ def test_a_kill_for_memory_counts_at_least_at_the_memory_it_was_given() -> None:
 
 def test_a_kill_without_a_report_is_an_observation_at_the_pods_limit() -> None:
     """C11: a kill for memory without a report counts as an observation at the limit."""
-    shape = PodShape(
-        cores=4,
-        memory_gb=8.5,
-        processes=4,
-        per_worker_gb=2.0,
-        retry_memory_gb=12.5,
-        retry_per_worker_gb=3.0,
-        memory_base_gb=0.5,
-    )
+    shape = SCAN_SHAPE
     first = observation_at_limit(shape=shape, retried=False, worker="scan-w1", attempt=0)
     assert (first.peak_memory_gb, first.memory_limit_gb, first.peak_memory_per_process_gb) == (
         8.5,

@@ -9,6 +9,7 @@ from typing import Any
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
+from pytest_django import Settings
 
 from runs.validation import load_data
 from runs.workflow import WorkflowInvalid
@@ -79,7 +80,7 @@ def test_a_syntax_error_is_invalid_but_not_refused() -> None:
     assert invalid.value.errors[0].line == 3
 
 
-def test_the_limits_come_from_the_settings(settings: Any) -> None:
+def test_the_limits_come_from_the_settings(settings: Settings) -> None:
     settings.SIMRUN_WORKFLOW_MAX_DEPTH = 5
     with pytest.raises(WorkflowRefused, match=r"deeper than 5 levels"):
         parse_text("a: [[[[[1]]]]]\n")

@@ -14,6 +14,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from pytest_django import Settings
 
 from cluster.argo.backend import ArgoBackend
 from tests.cluster.argo.lab import (
@@ -48,7 +49,7 @@ def sim_lab(tmp_path: Path, store: Path) -> Iterator[Lab]:
 
 @pytest.fixture(params=["sim", pytest.param("real", marks=pytest.mark.cluster)])
 def lab(
-    request: pytest.FixtureRequest, tmp_path: Path, store: Path, settings: Any
+    request: pytest.FixtureRequest, tmp_path: Path, store: Path, settings: Settings
 ) -> Iterator[Lab]:
     """The simulator, then a real cluster when SIMRUN_KUBECONFIG is set."""
     if request.param == "sim":
@@ -64,7 +65,7 @@ def lab(
 
 
 @pytest.fixture
-def argo_settings(lab: Lab, settings: Any) -> Iterator[Callable[[], ArgoBackend]]:
+def argo_settings(lab: Lab, settings: Settings) -> Iterator[Callable[[], ArgoBackend]]:
     """The service's settings pointed at the lab (SIMRUN_BACKEND=argo); returns the backend
     `runs.backends.backend()` builds from them."""
     from runs.backends import backend

@@ -1,78 +1,19 @@
-"""Small runs for the local backend's tests: shapes, tasks, launches, fake environments."""
+"""Small runs for the local backend's tests: shapes, tasks and launches (`tests/builders.py`,
+tier "agent", workflows `wf-<run>`), fake environments."""
 
 from __future__ import annotations
 
-import sys
 import textwrap
-from collections.abc import Sequence
 from pathlib import Path
 
-from cluster.backend import RunLaunch, TaskLaunch
 from cluster.local.attempts import ProcessId, read_attempts
-from runs.plans import PodShape, TaskPlan
+from tests.builders import LOCAL, PY
 
-PY = sys.executable
 NODE = "test-node"
-
-
-def shape(
-    cores: float = 1, memory_gb: float = 0.5, retry_memory_gb: float = 0.0, processes: int = 1
-) -> PodShape:
-    return PodShape(
-        cores=cores,
-        memory_gb=memory_gb,
-        processes=processes,
-        per_worker_gb=0.25,
-        retry_memory_gb=retry_memory_gb,
-        retry_per_worker_gb=0.5 if retry_memory_gb else 0.0,
-    )
-
-
-def command_task(
-    task_id: str,
-    code: str,
-    *,
-    deps: Sequence[str] = (),
-    pod: PodShape | None = None,
-    tier: str = "agent",
-) -> TaskLaunch:
-    """A `command` task running `python -c code`."""
-    plan = TaskPlan(1, pod or shape(), f"simrun-{tier}", f"simrun-{tier}-extra")
-    return TaskLaunch(
-        task_id, "command", False, tuple(deps), plan, command=(PY, "-c", textwrap.dedent(code))
-    )
-
-
-def split_task(
-    task_id: str,
-    pods: int,
-    *,
-    deps: Sequence[str] = (),
-    pod: PodShape | None = None,
-    tier: str = "agent",
-    coordinator_merges: bool = False,
-    task_type: str = "sleep",
-    extras: Sequence[PodShape] = (),
-    merge: PodShape | None = None,
-) -> TaskLaunch:
-    """A split task; without `extras` every worker has the shape `pod`, without `merge` the
-    merge too."""
-    plan = TaskPlan(
-        pods,
-        pod or shape(),
-        f"simrun-{tier}",
-        f"simrun-{tier}-extra",
-        coordinator_merges,
-        extra_shapes=tuple(extras),
-        merge_shape=merge,
-    )
-    return TaskLaunch(task_id, task_type, True, tuple(deps), plan)
-
-
-def launch(
-    run_id: str, *tasks: TaskLaunch, environment: str = "service", grace_s: int = 1
-) -> RunLaunch:
-    return RunLaunch(run_id, f"wf-{run_id}", tuple(tasks), environment, grace_s=grace_s)
+shape = LOCAL.shape
+command_task = LOCAL.command_task
+split_task = LOCAL.split_task
+launch = LOCAL.launch
 
 
 def pod_processes(store: Path, run_id: str, pod: str) -> list[ProcessId]:

@@ -21,8 +21,8 @@ from runs.environments import (
     model_environment,
     python_version,
 )
-from runs.plans import TaskPlan
-from tests.cluster.local.builders import launch, shape
+from tests.builders import LOCAL
+from tests.cluster.local.builders import launch
 from tests.waiting import wait_for
 
 HARNESS_ONLY = """
@@ -119,7 +119,7 @@ def test_an_environment_is_built_once_and_its_pods_run_in_it(
     assert (built / venvs.MARKER).stat().st_mtime_ns == marker
     assert (built / "bin" / "simrun-worker").exists()
     code = "import sys, simrun_harness; print(sys.prefix)"
-    plan = TaskPlan(1, shape(), "simrun-agent", "simrun-agent-extra")
+    plan = LOCAL.plan()
     task = TaskLaunch("where", "command", False, (), plan, command=("python", "-c", code))
     name = backend.submit(launch("r1", task, environment=ref))
     wait_for(lambda: backend.status(name).phase is WorkflowPhase.SUCCEEDED)

@@ -7,6 +7,7 @@ import sys
 from pathlib import Path
 
 import pytest
+from pytest_django import Settings
 
 from runs.backends import backend
 from runs.cli.main import main
@@ -101,12 +102,12 @@ def test_token_import_reads_a_tokens_file(
 
 @pytest.mark.django_db
 def test_submit_of_a_task_whose_scratch_fits_no_server_exits_1_creating_nothing(
-    store: Path, settings: object, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+    store: Path, settings: Settings, tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
     """The refusal at submission names what the task asks and the server with most scratch."""
-    settings.SIMRUN_BACKEND = "local"  # type: ignore[attr-defined]
-    settings.SIMRUN_LOCAL_CORES = 4.0  # type: ignore[attr-defined]
-    settings.SIMRUN_LOCAL_MEMORY_GB = 8.0  # type: ignore[attr-defined]
+    settings.SIMRUN_BACKEND = "local"
+    settings.SIMRUN_LOCAL_CORES = 4.0
+    settings.SIMRUN_LOCAL_MEMORY_GB = 8.0
     backend.cache_clear()
     workflow = tmp_path / "hog.yaml"
     workflow.write_text(

@@ -21,6 +21,7 @@ from runs.controller.seen import Seen
 from runs.controller.tick import tick
 from runs.models import Run, Task
 from runs.services.runs import cancel_run
+from runs.services.settle import settle
 from tests import factories
 from tests.cluster.local.builders import command_task, shape
 from tests.waiting import wait_for
@@ -127,9 +128,11 @@ def test_a_failed_cancel_and_release_stay_pending_and_later_ticks_retry_only_the
     later_tick = LaterTicks(backend)
     run = reserved_run(backend, "pass", pod=HUGE)
 
-    cancelled = cancel_run(run_id=run.pk, identity=factories.person(), backend=backend)
-
+    cancelled = cancel_run(run_id=run.pk, identity=factories.person())
     assert cancelled.state == "cancelled"
+    assert backend.calls == [], "the cancel itself makes no backend call (issue 19 item 4)"
+    settle(run.pk, backend)  # what its `settle_run` task does
+
     assert pending(run) == (False, True, True)
     assert reserved_by(backend) == run.pk
     written = record(run)

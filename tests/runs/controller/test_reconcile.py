@@ -9,27 +9,22 @@ from typing import Any
 import pytest
 from django.db import connection
 from django.utils import timezone
+from pytest_django import Settings
 
 from cluster.backend import AttemptFailure, BackendStatus, PodPhase, PodStatus, WorkflowPhase
 from cluster.local.backend import LocalBackend
 from runs.controller.reconcile import observe, reconcile_run, reconcile_with
-from runs.controller.settle import settle
 from runs.models import Run, Task
 from runs.plans import PodShape, TaskPlan
 from runs.services.runs import cancel_run
+from runs.services.settle import settle
 from runs.store import has_merge_marker, task_paths
-from tests import factories
+from tests import builders, factories
 from tests.nfs import NegativeLookupCache
 
 pytestmark = pytest.mark.django_db
 
-PLAN = TaskPlan(
-    pods=1,
-    shape=PodShape(cores=1, memory_gb=1),
-    base_priority="simrun-person",
-    extra_priority="simrun-person-extra",
-    coordinator_merges=True,
-)
+PLAN = builders.plan(1, coordinator_merges=True)
 
 
 def split_run() -> tuple[Run, Task]:
@@ -66,7 +61,7 @@ def test_the_marker_makes_the_task_done(store: Path) -> None:
 
 
 def test_a_missing_marker_is_awaited_for_the_grace_then_fails_the_task(
-    store: Path, settings: Any
+    store: Path, settings: Settings
 ) -> None:
     """K12: C2: the coordinator succeeded without a marker: the task runs on through the
     grace (the default, 120 s) from the first poll that saw it, and fails after it."""
@@ -182,7 +177,8 @@ def test_no_backend_call_is_made_inside_a_transaction(store: Path) -> None:
     run = factories.run(state="running", reserve="elsewhere", reserved=True)
     reconcile_run(Run.objects.get(pk=run.pk), backend)
     other = factories.run(state="running")
-    cancel_run(run_id=other.pk, identity=factories.person(), backend=backend)
+    cancel_run(run_id=other.pk, identity=factories.person())
+    settle(other.pk, backend)
     settle(run.pk, backend)
     assert backend.calls, "the backend was called"
     assert [call for call in backend.calls if call[1]] == []

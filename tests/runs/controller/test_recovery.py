@@ -15,6 +15,7 @@ from typing import Any
 
 import pytest
 from django.utils import timezone
+from pytest_django import Settings
 
 from cluster.backend import RunLaunch, WorkflowPhase
 from cluster.local.backend import LocalBackend
@@ -35,7 +36,7 @@ LEASE = timedelta(seconds=30)  # SIMRUN_SUBMIT_LEASE_S as the tests run
 
 
 @pytest.fixture
-def restarted(store: Path, settings: Any) -> Iterator[LocalBackend]:
+def restarted(store: Path, settings: Settings) -> Iterator[LocalBackend]:
     """The backend of a service started on the store; Celery tasks run in the caller (a
     worker of the new service picking up what the controller sends)."""
     settings.SIMRUN_SUBMIT_LEASE_S = LEASE.total_seconds()

@@ -7,8 +7,8 @@ from pathlib import Path
 import pytest
 
 from cluster.local.backend import LocalBackend
-from runs.controller.settle import settle
 from runs.models import Run
+from runs.services.settle import settle
 from tests import factories
 
 pytestmark = pytest.mark.django_db

@@ -11,6 +11,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from pytest_django import Settings
 
 from cluster.backend import RunLaunch, TaskLaunch, WorkflowPhase
 from cluster.local.backend import LocalBackend
@@ -90,7 +91,7 @@ def test_a_run_whose_status_changed_is_reconciled_in_the_same_tick(store: Path) 
 
 
 def test_a_run_awaiting_its_merge_marker_is_derived_at_every_tick(
-    store: Path, settings: Any
+    store: Path, settings: Settings
 ) -> None:
     """C6: the coordinator ended without a marker (not visible yet): the status stays as it
     is, yet the marker appearing in the store makes the task done at the next tick."""

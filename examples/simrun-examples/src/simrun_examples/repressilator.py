@@ -8,7 +8,10 @@ protein p_i is translated from m_i and decays, both at rate beta. The same model
 
 from __future__ import annotations
 
-import numpy as np
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:
+    import numpy as np  # imported where it computes: listing types stays fast
 
 SPECIES = ("m1", "m2", "m3", "p1", "p2", "p3")
 PARAMETERS = {"alpha": 216.0, "alpha0": 0.216, "beta": 5.0, "n": 2.0}
@@ -16,11 +19,15 @@ INITIAL = {"m1": 0.0, "m2": 0.0, "m3": 0.0, "p1": 5.0, "p2": 0.0, "p3": 15.0}
 
 
 def initial_state() -> np.ndarray:
+    import numpy as np
+
     return np.array([INITIAL[s] for s in SPECIES])
 
 
 def rhs(y: np.ndarray, t: float, alpha: float, alpha0: float, beta: float, n: float) -> np.ndarray:
     """d(m1, m2, m3, p1, p2, p3)/dt."""
+    import numpy as np
+
     m = y[:3]
     p = y[3:]
     repressor = np.roll(p, 1)  # p3, p1, p2

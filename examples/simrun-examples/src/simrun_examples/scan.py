@@ -17,15 +17,18 @@ import math
 import os
 from collections.abc import Sequence
 from pathlib import Path
-from typing import Any, ClassVar, Literal
+from typing import TYPE_CHECKING, Any, ClassVar, Literal
 
-import numpy as np
 from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
 
 from simrun_examples.repressilator import PARAMETERS, SPECIES, initial_state, rhs
 from simrun_harness.plugin import ResourceHint, SettingsError, SplitTaskType, TaskContext
 
 NETCDF_ENGINE: Literal["scipy"] = "scipy"
+
+
+if TYPE_CHECKING:
+    import numpy as np  # imported where it computes: listing types stays fast
 
 
 class Range(BaseModel):
@@ -38,10 +41,16 @@ class Range(BaseModel):
     num: int = Field(ge=1, le=100_000)
     scale: Literal["linear", "log"] = "linear"
 
+    def check(self) -> None:
+        """ValueError for a range that has no values (a log range through zero)."""
+        if self.scale == "log" and (self.start <= 0 or self.stop <= 0):
+            raise ValueError("a log range needs positive start and stop")
+
     def values(self) -> list[float]:
+        import numpy as np
+
+        self.check()
         if self.scale == "log":
-            if self.start <= 0 or self.stop <= 0:
-                raise ValueError("a log range needs positive start and stop")
             return [float(v) for v in np.geomspace(self.start, self.stop, self.num)]
         return [float(v) for v in np.linspace(self.start, self.stop, self.num)]
 
@@ -68,7 +77,7 @@ class ScanSettings(BaseModel):
             if isinstance(values, list) and not values:
                 raise ValueError(f"parameter {name!r} has no values")
             if isinstance(values, Range):
-                values.values()  # a bad log range is an error now, not in a unit
+                values.check()  # a bad log range is an error now, not in a unit
         return value
 
     @model_validator(mode="after")
@@ -146,6 +155,8 @@ class _Scan(SplitTaskType):
         ]
 
     def run_unit(self, ctx: TaskContext, unit: Any, out: Path) -> None:
+        import numpy as np
+
         settings = ctx.settings
         assert isinstance(settings, ScanSettings)
         start, stop = int(unit["start"]), int(unit["stop"])
@@ -245,6 +256,8 @@ class SbmlScan(_Scan):
         return list(self._model(ctx).model.getFloatingSpeciesIds())
 
     def simulate(self, ctx: TaskContext, point: dict[str, float], times: np.ndarray) -> np.ndarray:
+        import numpy as np
+
         runner = self._model(ctx)
         runner.resetAll()
         for name, value in point.items():

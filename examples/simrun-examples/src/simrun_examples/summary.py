@@ -10,13 +10,15 @@ from __future__ import annotations
 import csv
 import json
 from pathlib import Path
-from typing import Any, ClassVar
+from typing import TYPE_CHECKING, Any, ClassVar
 
-import numpy as np
 from pydantic import BaseModel, ConfigDict, Field
 
 from simrun_examples.scan import NETCDF_ENGINE
 from simrun_harness.plugin import ResourceHint, SettingsError, TaskContext, UnsplitTaskType
+
+if TYPE_CHECKING:
+    import numpy as np  # imported where it computes: listing types stays fast
 
 
 class SummarySettings(BaseModel):
@@ -33,6 +35,8 @@ class SummarySettings(BaseModel):
 
 def period(times: np.ndarray, values: np.ndarray) -> float | None:
     """Mean time between upward crossings of the mean, None with fewer than two."""
+    import numpy as np
+
     centred = values - values.mean()
     ups = np.nonzero((centred[:-1] < 0) & (centred[1:] >= 0))[0]
     if len(ups) < 2:

@@ -8,8 +8,8 @@ from __future__ import annotations
 
 from collections.abc import Callable
 
-from cluster.backend import Backend
-from runs.models import Run, Task
+from runs.models import Run, RunState, Task
+from runs.ports import Backend
 from runs.store import task_paths
 
 
@@ -63,7 +63,7 @@ def settle(run_id: str, backend: Backend) -> list[str]:
 def _stop(run: Run, backend: Backend) -> None:
     """Cancel (every pod stopped) the workflow of a cancelled run or of one whose submission
     failed (C21); stop (no new pod, running base pods finish) that of a run that ended."""
-    if run.state == "cancelled" or run.submitted_at is None:
+    if run.state == RunState.CANCELLED or run.submitted_at is None:
         backend.cancel(run.workflow_name)
     else:
         backend.stop(run.workflow_name)

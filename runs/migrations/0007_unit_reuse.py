@@ -6,7 +6,7 @@ from django.db import migrations, models
 class Migration(migrations.Migration):
 
     dependencies = [
-        ('runs', '0004_observation_role'),
+        ('runs', '0006_run_without_plans'),
     ]
 
     operations = [

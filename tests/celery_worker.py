@@ -1,0 +1,37 @@
+"""A real Celery worker in a thread of the test process, on the test's broker and database.
+
+It consumes the queue the services enqueue to (Redis under `deploy/local/dev.sh test`), so a
+task goes through the broker as in production; being in this process, it uses whatever
+backend the test hands `runs.tasks`, and the test can block that backend on an event.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from contextlib import contextmanager
+from typing import Any
+
+from celery.contrib.testing.worker import start_worker
+from celery.signals import task_postrun
+from django.db import connections
+
+from simrun_site.celery import app
+
+
+def _close_connections(**_: Any) -> None:
+    """The worker thread's database connection, closed after each task: an open one would
+    keep the test database from being dropped."""
+    connections.close_all()
+
+
+@contextmanager
+def celery_worker() -> Iterator[None]:
+    """A worker consuming the services' queue until the block ends (messages left there by
+    earlier tests are purged first)."""
+    app.control.purge()
+    task_postrun.connect(_close_connections, weak=False)
+    try:
+        with start_worker(app, pool="solo", perform_ping_check=False, shutdown_timeout=30):
+            yield
+    finally:
+        task_postrun.disconnect(_close_connections)
