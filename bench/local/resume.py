@@ -71,7 +71,6 @@ def _finished(identity: Any, task: dict[str, Any], **options: Any) -> dict[str, 
 def _cancelled_half_way(identity: Any, task: dict[str, Any], units: int) -> dict[str, Any]:
     from _timeline import wait_for_end
 
-    from runs.backends import backend
     from runs.services.runs import cancel_run
     from runs.store import task_paths
     from simrun_harness.ledger import counts
@@ -84,7 +83,7 @@ def _cancelled_half_way(identity: Any, task: dict[str, Any], units: int) -> dict
         return found is not None and found.done >= units / 2
 
     wait_for(half, timeout=1800, what="half of the units done", every=0.05)
-    cancel_run(run_id=run.pk, identity=identity, backend=backend())
+    cancel_run(run_id=run.pk, identity=identity)
     wait_for_end(run.pk, timeout=300)
     found = counts(paths)
     done = found.done if found else 0

@@ -11,12 +11,10 @@ from typing import Any
 
 import pytest
 
-from runs.backends import backend
 from runs.cli import run_commands
 from runs.models import Run
 from runs.selectors.reuse import run_reuse
-from runs.services.cleanup import delete_one
-from runs.services.runs import cancel_run
+from runs.services.runs import cancel_run, delete_run
 from runs.store import reports, task_paths
 from simrun_harness.ledger import counts
 from tests import factories
@@ -80,7 +78,7 @@ def test_a_run_again_reuses_every_unit_and_survives_deleting_its_source(
     assert summary_changed.tasks.get(task_id="summary").reused == {}
 
     # cleanup of the source keeps what links to it readable
-    delete_one(run_id=first.pk, identity=factories.owner())
+    delete_run(run_id=first.pk, identity=factories.owner())
     assert not task_paths(first.pk, "scan").root.exists()
     assert outputs(again) == expected
     unit = task_paths(again.pk, "scan").unit_dir("u000000") / "points.nc"
@@ -98,7 +96,7 @@ def test_a_run_cancelled_half_way_and_resumed_equals_a_clean_run(services: Servi
         return found is not None and found.done >= 6
 
     wait_for(half_done, what="half of the units done", timeout=120)
-    cancel_run(run_id=cancelled.pk, identity=factories.person(), backend=backend())
+    cancel_run(run_id=cancelled.pk, identity=factories.person())
     wait_for_end(cancelled.pk)
     done = counts(paths)
     assert done is not None and 6 <= done.done < 12
