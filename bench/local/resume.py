@@ -71,6 +71,7 @@ def _finished(identity: Any, task: dict[str, Any], **options: Any) -> dict[str, 
 def _cancelled_half_way(identity: Any, task: dict[str, Any], units: int) -> dict[str, Any]:
     from _timeline import wait_for_end
 
+    from runs.models import Run
     from runs.services.runs import cancel_run
     from runs.store import task_paths
     from simrun_harness.ledger import counts
@@ -85,6 +86,13 @@ def _cancelled_half_way(identity: Any, task: dict[str, Any], units: int) -> dict
     wait_for(half, timeout=1800, what="half of the units done", every=0.05)
     cancel_run(run_id=run.pk, identity=identity)
     wait_for_end(run.pk, timeout=300)
+    # cancelled at once; its pods are stopped in the background: wait, so they hold no core
+    wait_for(
+        lambda: not Run.objects.get(pk=run.pk).pending_cancel,
+        timeout=300,
+        what="the cancelled run's pods stopped",
+        every=0.1,
+    )
     found = counts(paths)
     done = found.done if found else 0
     return {"run": run.pk, "done_fraction": done / units}
