@@ -113,8 +113,12 @@ def submit(identity: Identity, task: dict[str, object], name: str) -> tuple[Run,
 
     nodes = backend().nodes()
     called = time.time()
-    run = create_run(
-        identity=identity, workflow={"name": name, "tasks": [task]}, sources=[], nodes=nodes
+    run = create_run(  # reuse off: the benchmarks submit one workflow again and again
+        identity=identity,
+        workflow={"name": name, "tasks": [task]},
+        sources=[],
+        nodes=nodes,
+        reuse=False,
     )
     return run, called, time.time()
 

@@ -166,7 +166,8 @@ def soak(args: argparse.Namespace) -> dict[str, Any]:
     end = started + args.minutes * 60
     while time.monotonic() < end:
         serve.keep_up()
-        run = lab.submit(workflow_text=text, sources=[model], group="soak")
+        # reuse off: the same workflow again and again, each run computing its units
+        run = lab.submit(workflow_text=text, sources=[model], group="soak", reuse=False)
         submitted.append(run["id"])
         time.sleep(max(0.0, min(args.every, end - time.monotonic())))
     stop_chaos.set()

@@ -47,6 +47,7 @@ from runs.models import Identity, Run
 from runs.selectors.heartbeat import controller_idle_s, late_after_s
 from runs.selectors.logs import task_logs
 from runs.selectors.outputs import byte_range, output_file, run_outputs
+from runs.selectors.reuse import run_reuse
 from runs.selectors.runs_list import get_run, list_runs, run_item
 from runs.selectors.servers import schedulable_nodes
 from runs.selectors.tasks import run_tasks
@@ -70,6 +71,7 @@ def run_detail(run: Run, identity: Identity) -> dict[str, Any]:
         "environment": run.environment,
         "reserve": run.reserve,
         "tasks": [asdict(t) for t in run_tasks(run)],
+        "reuse": {**asdict(reuse := run_reuse(run)), "text": reuse.text},
         "may_change": may_change(identity, run),
         "controller_idle_s": controller_idle_s(),
         "controller_late_s": late_after_s(),
@@ -177,6 +179,8 @@ class RunViewSet(ApiViewSet):
             split=data["split"],
             reserve=data["reserve"],
             idempotency_key=key,
+            reuse=data["reuse"],
+            resume_from=data["resume_from"],
         )
         detail = run_detail(get_run(run.id), identity)
         return Response(

@@ -192,6 +192,17 @@ class TaskSerializer(serializers.Serializer):
     ended_at = serializers.DateTimeField(allow_null=True)
 
 
+class ReuseSerializer(serializers.Serializer):
+    reused = serializers.IntegerField(help_text="Units linked from earlier runs.")
+    units = serializers.IntegerField(help_text="Units of the run (one per unsplit task).")
+    sources = serializers.DictField(
+        child=serializers.IntegerField(), help_text="Run → units reused from it."
+    )
+    enabled = serializers.BooleanField(help_text="Whether the run reuses done units.")
+    resume_from = serializers.CharField(allow_blank=True)
+    text = serializers.CharField(help_text='"reused N of M units"')
+
+
 class RunDetailSerializer(RunItemSerializer):
     workflow_name = serializers.CharField()
     workflow = serializers.JSONField()
@@ -199,6 +210,7 @@ class RunDetailSerializer(RunItemSerializer):
     environment = serializers.JSONField()
     reserve = serializers.CharField(allow_blank=True)
     tasks = TaskSerializer(many=True)
+    reuse = ReuseSerializer()
     may_change = serializers.BooleanField(help_text="Whether this token may cancel/delete it.")
     controller_idle_s = serializers.FloatField(
         allow_null=True,
@@ -207,6 +219,15 @@ class RunDetailSerializer(RunItemSerializer):
     controller_late_s = serializers.FloatField(
         help_text="After this many seconds without a reconcile the controller counts as stopped."
     )
+
+
+class JsonBooleanField(serializers.BooleanField):
+    """A boolean of a JSON body: `true` or `false` only (not 0, 1, "yes")."""
+
+    def to_internal_value(self, data: Any) -> bool:
+        if not isinstance(data, bool):
+            self.fail("invalid", input=data)
+        return data
 
 
 class SubmitSerializer(JsonBodySerializer):
@@ -222,6 +243,16 @@ class SubmitSerializer(JsonBodySerializer):
     reserve = serializers.CharField(
         max_length=253, required=False, allow_null=True, allow_blank=True, default=None
     )
+    reuse = JsonBooleanField(
+        default=True, help_text="Reuse units done in earlier runs with the same key."
+    )
+    resume_from = serializers.RegexField(
+        r"^[a-z0-9]{1,24}$",
+        required=False,
+        allow_null=True,
+        default=None,
+        help_text="A run whose done units are reused first.",
+    )
 
 
 class ValidateSerializer(serializers.Serializer):
@@ -235,6 +266,8 @@ class ValidationResultSerializer(serializers.Serializer):
 
 class EstimateSerializer(SubmitSerializer):
     group = None  # type: ignore[assignment]
+    reuse = None  # type: ignore[assignment]
+    resume_from = None  # type: ignore[assignment]
 
 
 class TaskEstimateSerializer(serializers.Serializer):
@@ -308,15 +341,6 @@ class ServerSerializer(serializers.Serializer):
 class ServersSerializer(serializers.Serializer):
     servers = ServerSerializer(many=True)
     unplaced = PodUsageSerializer(many=True)
-
-
-class JsonBooleanField(serializers.BooleanField):
-    """A boolean of a JSON body: `true` or `false` only (not 0, 1, "yes")."""
-
-    def to_internal_value(self, data: Any) -> bool:
-        if not isinstance(data, bool):
-            self.fail("invalid", input=data)
-        return data
 
 
 class CleanupRequestSerializer(JsonBodySerializer):

@@ -164,6 +164,8 @@ class ApiLab:
         reserve: str | None = None,
         idempotency_key: str | None = None,
         on_event: Callable[[ServerEvent], None] | None = None,
+        reuse: bool = True,
+        resume_from: str | None = None,
     ) -> dict[str, Any]:
         """Snapshot the sources (the model first), submit, and return the run; with `follow`
         wait for its end (passing each event to `on_event`) and return it ended."""
@@ -175,6 +177,8 @@ class ApiLab:
             split=split,
             reserve=reserve,
             idempotency_key=idempotency_key,
+            reuse=reuse,
+            resume_from=resume_from,
         )
         if follow:
             return self.wait(run["id"], on_event=on_event)
@@ -189,6 +193,8 @@ class ApiLab:
         split: str | int | None = None,
         reserve: str | None = None,
         idempotency_key: str | None = None,
+        reuse: bool = True,
+        resume_from: str | None = None,
     ) -> dict[str, Any]:
         """Submit a run of snapshots the service has already (their digests)."""
         body: dict[str, Any] = {"workflow": workflow_text, "sources": list(digests), "group": group}
@@ -196,6 +202,10 @@ class ApiLab:
             body["split"] = str(split)
         if reserve:
             body["reserve"] = reserve
+        if not reuse:
+            body["reuse"] = False
+        if resume_from:
+            body["resume_from"] = resume_from
         headers = {"Idempotency-Key": idempotency_key} if idempotency_key else {}
         return _with_task_totals(self._call("POST", "runs/", json=body, headers=headers))
 

@@ -38,6 +38,13 @@ def _iso(moment: Any) -> str | None:
     return moment.isoformat() if moment else None
 
 
+def _reuse(run: Any) -> dict[str, Any]:
+    from runs.selectors.reuse import run_reuse
+
+    view = run_reuse(run)
+    return {"reused": view.reused, "units": view.units, "sources": view.sources, "text": view.text}
+
+
 def run_view(run: Any) -> dict[str, Any]:
     """What `show` and `follow` print: the run and its tasks' progress."""
     from runs.selectors.heartbeat import controller_idle_s, late_after_s
@@ -58,6 +65,7 @@ def run_view(run: Any) -> dict[str, Any]:
         "controller_idle_s": controller_idle_s(),
         "controller_late_s": late_after_s(),
         "environment": run.environment,
+        "reuse": _reuse(run),
         "progress": 1.0 if run.state == RunState.SUCCEEDED else run_progress(progress),
         "tasks": [
             {
@@ -77,7 +85,15 @@ def run_view(run: Any) -> dict[str, Any]:
 class DirectLab:
     """Submit, list, follow and cancel runs of this machine's simrun."""
 
-    def submit(self, *, workflow_text: str, sources: list[Path], group: str) -> dict[str, Any]:
+    def submit(
+        self,
+        *,
+        workflow_text: str,
+        sources: list[Path],
+        group: str,
+        reuse: bool = True,
+        resume_from: str | None = None,
+    ) -> dict[str, Any]:
         from runs.backends import backend
         from runs.models import Snapshot
         from runs.planner import PlanRefused
@@ -120,6 +136,8 @@ class DirectLab:
                 sources=digests,
                 nodes=backend().nodes(),
                 group=group,
+                reuse=reuse,
+                resume_from=resume_from,
             )
         except (SubmissionRefused, PlanRefused) as exc:
             raise CommandError(str(exc)) from None

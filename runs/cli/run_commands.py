@@ -18,7 +18,15 @@ from runs.states import RunState
 
 
 class Lab(Protocol):
-    def submit(self, *, workflow_text: str, sources: list[Path], group: str) -> dict[str, Any]: ...
+    def submit(
+        self,
+        *,
+        workflow_text: str,
+        sources: list[Path],
+        group: str,
+        reuse: bool = True,
+        resume_from: str | None = None,
+    ) -> dict[str, Any]: ...
     def runs(self, *, limit: int = 20) -> list[dict[str, Any]]: ...
     def show(self, run_id: str) -> dict[str, Any]: ...
     def cancel(self, run_id: str) -> dict[str, Any]: ...
@@ -60,6 +68,18 @@ def register(sub: Any) -> None:
     )
     p.add_argument("--group", default="")
     p.add_argument("--follow", action="store_true", help="follow the run until it ends")
+    p.add_argument(
+        "--resume",
+        metavar="RUN",
+        default=None,
+        help="reuse the units RUN has done first (then those of any earlier run)",
+    )
+    p.add_argument(
+        "--no-reuse",
+        dest="reuse",
+        action="store_false",
+        help="compute every unit, even those done in earlier runs with the same key",
+    )
     p.set_defaults(handler=submit)
     p = sub.add_parser("runs", help="list recent runs")
     p.add_argument("--limit", type=int, default=20)
@@ -84,7 +104,13 @@ def register(sub: Any) -> None:
 def submit(args: argparse.Namespace) -> int:
     the_lab = lab()
     text = read_workflow(args.workflow)
-    run = the_lab.submit(workflow_text=text, sources=args.source, group=args.group)
+    run = the_lab.submit(
+        workflow_text=text,
+        sources=args.source,
+        group=args.group,
+        reuse=args.reuse,
+        resume_from=args.resume,
+    )
     print(f"submitted run {run['id']} ({run['name']})")
     if args.follow:
         return follow_run(the_lab, run["id"])
@@ -113,6 +139,10 @@ def show(args: argparse.Namespace) -> int:
         print(f"  environment {environment['ref']}")
     for package in environment.get("local_packages", []):
         print(f"  local package {package['name']} {package['digest']}")
+    reuse = run.get("reuse") or {}
+    if reuse:
+        sources = ", ".join(f"{n} from {r}" for r, n in sorted(reuse["sources"].items()))
+        print(f"  {reuse['text']}" + (f" ({sources})" if sources else ""))
     for task in run["tasks"]:
         count = f"{task['done']}/{task['total']}"
         print(f"  {task['id']:24} {task['state']:10} {count:>11}  {task_times(task)}")

@@ -75,14 +75,26 @@ class ServiceLab:
 
     # -- the verbs ---------------------------------------------------------------------------
 
-    def submit(self, *, workflow_text: str, sources: list[Path], group: str) -> dict[str, Any]:
+    def submit(
+        self,
+        *,
+        workflow_text: str,
+        sources: list[Path],
+        group: str,
+        reuse: bool = True,
+        resume_from: str | None = None,
+    ) -> dict[str, Any]:
         def over_http() -> dict[str, Any]:
             try:
                 digests = [self._snapshot(source) for source in sources]
             except CommandError as refused:
                 # the direct way reads the workflow first: its errors come before the sources'
                 raise (_invalid_as_written(workflow_text) or refused) from None
-            body = {"workflow": workflow_text, "sources": digests, "group": group}
+            body: dict[str, Any] = {"workflow": workflow_text, "sources": digests, "group": group}
+            if not reuse:
+                body["reuse"] = False
+            if resume_from:
+                body["resume_from"] = resume_from
             try:
                 return with_task_totals(self.http.call("POST", "runs/", body=body))
             except ServiceRefused as exc:
@@ -92,7 +104,13 @@ class ServiceLab:
 
         return self._either(
             over_http,
-            lambda d: d.submit(workflow_text=workflow_text, sources=sources, group=group),
+            lambda d: d.submit(
+                workflow_text=workflow_text,
+                sources=sources,
+                group=group,
+                reuse=reuse,
+                resume_from=resume_from,
+            ),
         )
 
     def runs(self, *, limit: int = 20) -> list[dict[str, Any]]:

@@ -89,6 +89,12 @@ class Run(models.Model):
         null=True, blank=True, help_text="A worker is submitting the run until then."
     )
     idempotency_key = models.CharField(max_length=128, null=True, blank=True)  # noqa: DJ001
+    reuse = models.BooleanField(
+        default=True, help_text="Units done in earlier runs with the same key are reused."
+    )
+    resume_from = models.CharField(
+        max_length=24, blank=True, default="", help_text="The run whose done units come first."
+    )
     version = models.PositiveIntegerField(default=0, help_text="Bumped by every write.")
     derived_from = models.CharField(
         max_length=48,
@@ -166,6 +172,16 @@ class Task(models.Model):
     units_total = models.PositiveIntegerField(null=True, blank=True)
     observed = models.BooleanField(default=False, help_text="Reports recorded as observations.")
     logs_kept = models.BooleanField(default=False)
+    key = models.CharField(
+        max_length=64,
+        blank=True,
+        default="",
+        db_index=True,
+        help_text="Digest of what decides its output (docs/reuse.md); '' before submission.",
+    )
+    reused = models.JSONField(
+        default=dict, blank=True, help_text="Run id → the units reused from that run."
+    )
     started_at = models.DateTimeField(null=True, blank=True)
     ended_at = models.DateTimeField(null=True, blank=True)
 

@@ -26,6 +26,7 @@ from runs.pages.access import HtmxHttpRequest, forbidden, with_identity
 from runs.pages.dag import DagNode, draw
 from runs.pages.run_files import log_tail, run_or_404
 from runs.selectors.outputs import run_outputs
+from runs.selectors.reuse import run_reuse
 from runs.selectors.runs_list import run_item
 from runs.selectors.tasks import TaskView, run_tasks
 from runs.selectors.workers import WorkerView, task_workers
@@ -92,6 +93,7 @@ def run_context(
         "may_cancel": not run.ended and may_change(identity, run),
         "live": not run.ended or bool(run.pending),  # followed until "cancelling" is over
         "refresh_s": NOSCRIPT_REFRESH_S,
+        "reuse": run_reuse(run),
     }
     if selected is not None:
         row = next(t for t in run.tasks.all() if t.task_id == selected.task_id)

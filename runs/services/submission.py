@@ -32,6 +32,7 @@ from runs.ports import Backend, RunLaunch, TaskLaunch
 from runs.priorities import tier_of
 from runs.refusals import SubmissionRefused
 from runs.services import background
+from runs.services.reuse import check_resume, plan_reuse
 from runs.store import store
 from runs.task_types import COMMAND
 from runs.validation import load_data
@@ -77,15 +78,20 @@ def create_run(
     split: SplitMode | None = None,
     reserve: str | None = None,
     idempotency_key: str | None = None,
+    reuse: bool = True,
+    resume_from: str | None = None,
 ) -> Run:
     """Validate, resolve and plan a workflow and record the run `submitting` (S3).
 
+    `reuse`: units done in earlier runs with the same key are linked, not computed;
+    `resume_from`: the run whose done units are taken first (docs/reuse.md).
     Raises WorkflowInvalid (every error), SubmissionRefused (sources, plan) or PlanRefused.
     """
     if idempotency_key:
         existing = Run.objects.filter(owner=identity, idempotency_key=idempotency_key).first()
         if existing is not None:
             return existing
+    check_resume(reuse=reuse, resume_from=resume_from)
     spec = workflow if isinstance(workflow, Workflow) else load_data(workflow)
     tier = tier_of(identity.kind)
     refuse_commands(spec, tier)
@@ -114,6 +120,8 @@ def create_run(
         sources=sources,
         reserve=reserve or "",
         idempotency_key=idempotency_key or None,
+        reuse=reuse,
+        resume_from=resume_from or "",
     )
     run.workflow_name = f"simrun-{run.id}"
     _write_files(run, spec, rows, model)
@@ -200,6 +208,7 @@ def submit_run(*, run_id: str, backend: Backend) -> None:
         with _lease_kept(run_id):
             run = Run.objects.get(pk=run_id)
             environment = _environment(run, backend)
+            plan_reuse(run_id=run.id, environment=environment["ref"])
             if run.reserve and not run.reserved:
                 backend.reserve(run.reserve, run.id)
                 Run.objects.filter(pk=run_id).update(reserved=True)

@@ -123,6 +123,31 @@ def test_a_submission_answers_at_once_with_the_run_submitting(
     assert run_paths(body["id"]).task("hello").task_file.exists()
 
 
+def test_a_submission_records_its_reuse_and_the_detail_says_how_much_was_reused(
+    lab: Lab,
+) -> None:
+    earlier = factories.run(by=lab.person.identity, state="succeeded")
+    body = {"workflow": COMMAND, "resume_from": earlier.id}
+    response = lab.person.client.post("/api/runs/", body, format="json")
+    assert response.status_code == 201, response.json()
+    run = Run.objects.get(pk=response.json()["id"])
+    assert (run.reuse, run.resume_from) == (True, earlier.id)
+    Task.objects.filter(run=run).update(reused={earlier.id: ["out"]})
+
+    detail = lab.person.client.get(f"/api/runs/{run.id}/").json()["reuse"]
+
+    assert detail == {
+        "reused": 1,
+        "units": 1,
+        "sources": {earlier.id: 1},
+        "enabled": True,
+        "resume_from": earlier.id,
+        "text": "reused 1 of 1 units",
+    }
+    off = lab.person.client.post("/api/runs/", {"workflow": COMMAND, "reuse": False}, format="json")
+    assert Run.objects.get(pk=off.json()["id"]).reuse is False
+
+
 def test_a_retried_submission_with_its_key_returns_the_same_run(lab: Lab) -> None:
     """S3: an Idempotency-Key makes a retried submission return the run of the first."""
     client = lab.person.client
@@ -169,6 +194,14 @@ def test_an_invalid_workflow_text_is_400_with_every_error_and_its_line(lab: Lab)
         ({"workflow": COMMAND, "reserve": "elsewhere"}, 400, "no node named 'elsewhere'"),
         ({"workflow": 42}, 400, "workflow: a workflow object or its YAML/JSON text"),
         ({}, 400, "workflow: This field is required."),
+        ({"workflow": COMMAND, "resume_from": "nosuch"}, 400, "resume_from: no run 'nosuch'"),
+        ({"workflow": COMMAND, "resume_from": "No/Run"}, 400, "resume_from: "),
+        ({"workflow": COMMAND, "reuse": "no"}, 400, "reuse: Must be a valid boolean"),
+        (
+            {"workflow": COMMAND, "reuse": False, "resume_from": "x"},
+            400,
+            "resume_from: a resumed run reuses done units; it cannot be combined with no reuse",
+        ),
     ],
 )
 def test_a_refused_submission_is_400_with_its_message(

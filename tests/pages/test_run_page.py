@@ -192,3 +192,14 @@ def test_the_run_page_plots_each_tasks_memory_against_its_limit(paul: Client) ->
     html = page(paul, scan_run())
     assert "Peak memory per task against its limit" in html
     assert "scan: 0.75 / 1.50 GiB; scan · per unit: 0.05 / ? GiB; summary: ? / ? GiB" in html
+
+
+def test_the_run_page_says_how_many_units_were_reused_and_from_which_run(paul: Client) -> None:
+    earlier = scan_run(state="cancelled")
+    run = scan_run()
+    run.tasks.filter(task_id="scan").update(reused={earlier.id: ["u000000", "u000001"]})
+    html = page(paul, run)
+    assert "reused 2 of 7 units (2 from" in html
+    assert f'<a href="/runs/{earlier.id}/">{earlier.id}</a>' in html
+    off = scan_run(reuse=False)
+    assert "off (every unit computed)" in page(paul, off)

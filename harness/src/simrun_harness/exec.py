@@ -19,6 +19,7 @@ from simrun_harness.output import is_published, prepare_output, publish_output
 from simrun_harness.plugin import UnsplitTaskType
 from simrun_harness.pool import Job, JobRunner, ProcessPool
 from simrun_harness.report import ReportError
+from simrun_harness.reuse import link_output, store_root_of
 from simrun_harness.termination import StopSignal
 
 log = logging.getLogger("simrun")
@@ -47,6 +48,11 @@ def _main() -> int:
     code = EXIT_FAILED
     try:
         tmp = prepare_output(task.paths, token)
+        if link_output(task.paths, store_root_of(common.run_dir), tmp):
+            log.info("%s: reused the output of an earlier run", attempt.worker)
+            publish_output(task.paths, tmp, {"worker": attempt.worker, "reused": True})
+            code = EXIT_OK
+            return attempt.finish(code)
         log.info("%s: running %s", attempt.worker, task.file.type)
         code = attempt.run_job(pool, Job("run", out=str(tmp)), stop, enforce=False)
         if code == EXIT_OK:

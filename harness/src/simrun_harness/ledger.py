@@ -36,7 +36,7 @@ import os
 import shutil
 import zlib
 from collections import deque
-from collections.abc import Sequence
+from collections.abc import Collection, Sequence
 from dataclasses import dataclass
 from datetime import UTC, datetime
 from pathlib import Path
@@ -107,8 +107,13 @@ def ledger_exists(paths: TaskPaths) -> bool:
     return paths.ledger.name in _listing(paths.root)
 
 
-def create_ledger(paths: TaskPaths, units: Sequence[Any], holder: Holder) -> bool:
+def create_ledger(
+    paths: TaskPaths, units: Sequence[Any], holder: Holder, done: Collection[str] = ()
+) -> bool:
     """Create the ledger with every unit pending, atomically; False if it already exists.
+
+    The units named in `done` (reused: their outputs already linked into `units/`) start
+    done instead, so no worker claims them.
 
     The ledger is built in a temporary directory beside it and renamed into place: renaming
     onto an existing (non-empty) ledger fails, so a retried coordinator keeps the first one.
@@ -130,7 +135,9 @@ def create_ledger(paths: TaskPaths, units: Sequence[Any], holder: Holder) -> boo
         "created_by": holder.token,
     }
     (tmp / META_FILE).write_text(json.dumps(meta))
-    _fill_pending(tmp, names)
+    _fill_pending(tmp, [n for n in names if n not in done])
+    for name in done:
+        _create(os.path.join(tmp, "done", name))
     try:
         os.rename(tmp, paths.ledger)
     except OSError:

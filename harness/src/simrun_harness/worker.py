@@ -50,12 +50,14 @@ from simrun_harness.ledger import (
     read_total,
     read_units,
     unit_index,
+    unit_names,
 )
 from simrun_harness.merge import load_or_report, merge_output
 from simrun_harness.plugin import SettingsError, SplitTaskType
 from simrun_harness.pool import Death, Job, JobResult, JobRunner, ProcessPool
 from simrun_harness.progress import ProgressWriter
 from simrun_harness.report import ReportError
+from simrun_harness.reuse import link_units, store_root_of
 from simrun_harness.store_access import as_store_failure
 from simrun_harness.taskfile import LoadedTask
 from simrun_harness.termination import StopSignal
@@ -172,12 +174,16 @@ class Worker:
                 traceback=traceback.format_exc(),
             )
             return EXIT_ANALYSIS
-        created = create_ledger(task.paths, units, self.holder)
+        reused = link_units(
+            task.paths, store_root_of(self.config.common.run_dir), unit_names(len(units))
+        )
+        created = create_ledger(task.paths, units, self.holder, done=reused)
         log.info(
-            "%s: ledger %s with %d units",
+            "%s: ledger %s with %d units (%d reused)",
             self.config.worker,
             "created" if created else "found",
             len(units),
+            len(reused),
         )
         return None
 

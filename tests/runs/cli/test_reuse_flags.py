@@ -1,0 +1,45 @@
+"""`simrun submit --resume RUN` and `--no-reuse` (docs/reuse.md)."""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+
+from runs.backends import backend
+from runs.cli.main import main
+from runs.models import Run
+
+pytestmark = pytest.mark.django_db
+
+
+@pytest.fixture
+def workflow(store: Path, settings: object, tmp_path: Path) -> Iterator[Path]:
+    settings.SIMRUN_BACKEND = "local"  # type: ignore[attr-defined]
+    backend.cache_clear()
+    path = tmp_path / "hello.yaml"
+    path.write_text(
+        "name: hello\ntasks:\n  - {id: hello, type: command, settings: {args: [echo]}}\n"
+    )
+    yield path
+    backend.cache_clear()
+
+
+def test_submit_records_no_reuse_and_the_run_resumed(workflow: Path) -> None:
+    assert main(["submit", str(workflow), "--no-reuse"]) == 0
+    first = Run.objects.get()
+    assert (first.reuse, first.resume_from) == (False, "")
+
+    assert main(["submit", str(workflow), "--resume", first.pk]) == 0
+
+    resumed = Run.objects.exclude(pk=first.pk).get()
+    assert (resumed.reuse, resumed.resume_from) == (True, first.pk)
+
+
+def test_resuming_a_run_that_does_not_exist_exits_1_creating_nothing(
+    workflow: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    assert main(["submit", str(workflow), "--resume", "nosuch"]) == 1
+    assert "resume_from: no run 'nosuch'" in capsys.readouterr().err
+    assert not Run.objects.exists()
