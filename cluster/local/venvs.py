@@ -150,6 +150,27 @@ def _project(context: Mapping[str, bytes], build: Path) -> tuple[Path, Path | No
     return project, constraints
 
 
+def _check_context(context: Mapping[str, bytes], ref: str) -> None:
+    """ValueError for a context without a pyproject.toml or one that is not flat."""
+    if PROJECT_FILE not in context:
+        raise ValueError(f"the context of environment {ref} has no {PROJECT_FILE}")
+    for name in context:
+        if not name or "/" in name or name in {".", ".."}:
+            raise ValueError(f"the context of an environment is flat: {name!r} is a path")
+
+
+def _write_marker(venv: Path, ref: str, context: Mapping[str, bytes]) -> None:
+    """The file that makes a directory a finished environment, and says what it holds."""
+    marker: dict[str, object] = {
+        "ref": ref,
+        "python": python_version(),
+        "harness": harness_version(),
+        "local_packages": local_packages_of(context),
+        "built": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
+    }
+    (venv / MARKER).write_text(json.dumps(marker, indent=1))
+
+
 def build_environment(context: Mapping[str, bytes], ref: str, root: Path, wheels: Path) -> None:
     """Build the environment `ref` from a flat context, unless it exists.
 
@@ -158,11 +179,7 @@ def build_environment(context: Mapping[str, bytes], ref: str, root: Path, wheels
     """
     if environment_exists(ref, root):
         return
-    if PROJECT_FILE not in context:
-        raise ValueError(f"the context of environment {ref} has no {PROJECT_FILE}")
-    for name in context:
-        if not name or "/" in name or name in {".", ".."}:
-            raise ValueError(f"the context of an environment is flat: {name!r} is a path")
+    _check_context(context, ref)
     wheels = ensure_wheels(wheels)
     uv_bin = uv.find_uv_bin()
     root.mkdir(parents=True, exist_ok=True)
@@ -195,14 +212,7 @@ def build_environment(context: Mapping[str, bytes], ref: str, root: Path, wheels
         for name in local:
             args += ["--refresh-package", name]
         _run(args, project, "installing the environment")
-        marker: dict[str, object] = {
-            "ref": ref,
-            "python": python_version(),
-            "harness": harness_version(),
-        }
-        marker["local_packages"] = local_packages_of(context)
-        marker["built"] = time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime())
-        (venv / MARKER).write_text(json.dumps(marker, indent=1))
+        _write_marker(venv, ref, context)
         try:
             os.rename(venv, root / ref)
         except OSError as exc:

@@ -95,20 +95,9 @@ def create_run(
     spec = workflow if isinstance(workflow, Workflow) else load_data(workflow)
     tier = tier_of(identity.kind)
     refuse_commands(spec, tier)
-    known = set(Snapshot.objects.filter(digest__in=sources).values_list("digest", flat=True))
-    missing = [d for d in sources if d not in known]
-    if missing:
-        raise SubmissionRefused(f"sources: unknown snapshot(s) {', '.join(missing)}")
-    model = sources[0] if sources else None
+    model = _check_sources(sources)
     reserve = reserve or spec.defaults.reserve
-    if reserve and not any(n.name == reserve for n in nodes):
-        names = ", ".join(n.name for n in nodes) or "none"
-        raise SubmissionRefused(f"reserve: no node named {reserve!r} (nodes: {names})")
-    if model:
-        try:
-            local_packages(store().snapshot(model))
-        except LocalPackageRefused as exc:
-            raise SubmissionRefused(f"sources: the model's {exc}") from None
+    _check_reserve(reserve, nodes)
     rows = plan_tasks(spec, nodes=nodes, model=model, split=split, tier=tier, reserve=reserve)
     run = Run(
         name=spec.name,
@@ -135,6 +124,29 @@ def create_run(
             return Run.objects.get(owner=identity, idempotency_key=idempotency_key)
         raise
     return run
+
+
+def _check_sources(sources: list[str]) -> str | None:
+    """The model's snapshot digest (the first source); SubmissionRefused for an unknown
+    snapshot or a model whose local packages cannot be installed."""
+    known = set(Snapshot.objects.filter(digest__in=sources).values_list("digest", flat=True))
+    missing = [d for d in sources if d not in known]
+    if missing:
+        raise SubmissionRefused(f"sources: unknown snapshot(s) {', '.join(missing)}")
+    model = sources[0] if sources else None
+    if model:
+        try:
+            local_packages(store().snapshot(model))
+        except LocalPackageRefused as exc:
+            raise SubmissionRefused(f"sources: the model's {exc}") from None
+    return model
+
+
+def _check_reserve(reserve: str | None, nodes: list[Node]) -> None:
+    """SubmissionRefused when the node a run would reserve is not one of `nodes`."""
+    if reserve and not any(n.name == reserve for n in nodes):
+        names = ", ".join(n.name for n in nodes) or "none"
+        raise SubmissionRefused(f"reserve: no node named {reserve!r} (nodes: {names})")
 
 
 def _write_files(run: Run, spec: Workflow, rows: list[PlannedTask], model: str | None) -> None:
