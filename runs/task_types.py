@@ -7,9 +7,11 @@ backend itself (an image and its args on the cluster, the args as a process loca
 from __future__ import annotations
 
 import json
+import os
+import sys
 from collections.abc import Iterator, Mapping
 from dataclasses import dataclass
-from functools import cache
+from functools import lru_cache
 from importlib.metadata import EntryPoint, entry_points
 from typing import Any, ClassVar
 
@@ -82,10 +84,28 @@ def _source_of(dist: Any) -> str:
         return ""
 
 
-@cache
+def installed_stamp() -> tuple[tuple[str, int], ...]:
+    """The import path's directories with their modification times: installing, upgrading
+    or removing a distribution changes its directory's, so a long-running process (the web
+    service, a worker) sees a plugin installed after it started (`simrun plugin install`)."""
+    stamp = []
+    for entry in sys.path:
+        try:
+            stamp.append((entry, os.stat(entry or ".").st_mtime_ns))
+        except OSError:
+            continue
+    return tuple(stamp)
+
+
 def plugins() -> dict[str, list[Plugin]]:
     """Every installed entry point of the group by type name, from metadata only (fast: no
-    plugin module is imported to list or check names)."""
+    plugin module is imported to list or check names); read again once something was
+    installed or removed."""
+    return _plugins_as_installed(installed_stamp())
+
+
+@lru_cache(maxsize=4)
+def _plugins_as_installed(stamp: tuple[tuple[str, int], ...]) -> dict[str, list[Plugin]]:
     found: dict[str, list[Plugin]] = {}
     for ep in entry_points(group=ENTRY_POINT_GROUP):
         dist = ep.dist
@@ -108,13 +128,23 @@ def origin(name: str) -> str:
     return found[0].label() if found else "no plugin"
 
 
-@cache
 def load_type(name: str) -> type[TaskType]:
-    """The type `name`, importing only its own plugin module (once).
+    """The type `name`, importing only its own plugin module (once per installed state).
 
     Raises TypeUnavailable naming the plugin and its error when it cannot be imported, is no
     TaskType, or two plugins (or a plugin and a built-in) define the name.
     """
+    return _load_as_installed(name, installed_stamp())
+
+
+def forget_plugins() -> None:
+    """Drop what was read of the installed plugins (tests that install some on the spot)."""
+    _plugins_as_installed.cache_clear()
+    _load_as_installed.cache_clear()
+
+
+@lru_cache(maxsize=256)
+def _load_as_installed(name: str, stamp: tuple[tuple[str, int], ...]) -> type[TaskType]:
     if name == COMMAND:
         if plugins().get(name):
             raise TypeUnavailable(f"task type {name!r} is defined twice (a plugin shadows it)")

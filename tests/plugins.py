@@ -9,7 +9,7 @@ from collections.abc import Iterator, Mapping
 from contextlib import contextmanager
 from pathlib import Path
 
-from runs.task_types import load_type, plugins
+from runs.task_types import forget_plugins
 
 
 def write_plugin(
@@ -36,14 +36,12 @@ def write_plugin(
 def on_path(root: Path) -> Iterator[None]:
     """The plugins under `root` installed for this process, and forgotten afterwards."""
     sys.path.insert(0, str(root))
-    plugins.cache_clear()
-    load_type.cache_clear()
+    forget_plugins()
     try:
         yield
     finally:
         sys.path.remove(str(root))
-        plugins.cache_clear()
-        load_type.cache_clear()
+        forget_plugins()
 
 
 BROKEN = "raise ImportError('needs libfoo, which is not installed')\n"

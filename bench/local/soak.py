@@ -121,7 +121,7 @@ def soak(args: argparse.Namespace) -> dict[str, Any]:
     serve.start()
     os.environ.clear()
     os.environ.update(env)  # this process submits to the same installation
-    from runs.cli.main import setup_django
+    from runs.cli.base import setup_django
 
     setup_django()
     from runs.cli.direct_lab import DirectLab

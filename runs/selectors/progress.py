@@ -64,10 +64,20 @@ def task_progress(task: Task) -> TaskProgress:
     return TaskProgress(
         task_id=task.task_id,
         state=task.state,
-        counts=counts(paths) if task.splittable else None,
+        counts=_split_counts(task, paths) if task.splittable else None,
         first=first,
         last=last,
     )
+
+
+def _split_counts(task: Task, paths: TaskPaths) -> LedgerCounts | None:
+    """The ledger's counts; before the coordinator made the ledger, the units planned at
+    submission, all pending (a 25-unit task reads 0/25, never 0/1)."""
+    found = counts(paths)
+    if found is None and task.units_total and task.state not in OVER:
+        total = task.units_total
+        return LedgerCounts(pending=total, claimed=0, done=0, total=total)
+    return found
 
 
 def run_progress(progress: list[TaskProgress]) -> float:

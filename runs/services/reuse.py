@@ -11,6 +11,7 @@ before any unit is claimed, and recorded in the task's row (`Task.reused`: run â
 from __future__ import annotations
 
 import json
+import logging
 import os
 from importlib.metadata import PackageNotFoundError, distribution
 from pathlib import Path
@@ -28,6 +29,8 @@ from simrun_harness.layout import TaskPaths
 from simrun_harness.ledger import unit_names
 from simrun_harness.plugin import SplitTaskType, TaskContext
 from simrun_harness.reuse import KEYS_FILE, REUSE_FILE, unit_keys
+
+log = logging.getLogger(__name__)
 
 MAX_CANDIDATES = 20
 """Earlier tasks with the same key looked at, newest first (the resumed run before them)."""
@@ -76,15 +79,25 @@ def _keyed(run: Run, task: Task, version: str) -> KeyedTask:
     )
 
 
-def _units(run: Run, task: Task) -> list[Any]:
-    """The unit values of a split task, as its plugin lists them (as at planning)."""
-    task_type = registry()[task.type]()
-    assert isinstance(task_type, SplitTaskType)
-    model_dir = store().snapshot(run.sources[0]) if run.sources else None
-    ctx = TaskContext(
-        task_id=task.task_id, settings=task_type.parse_settings(task.settings), model_dir=model_dir
-    )
-    return list(task_type.units(ctx))
+def _units(run: Run, task: Task) -> list[Any] | None:
+    """The unit values of a split task, as its plugin lists them (as at planning); None when
+    this process cannot list them (a plugin the worker does not have, or one that fails
+    here): reuse only saves work, so the run goes on and computes the task whole."""
+    try:
+        task_type = registry()[task.type]()
+        assert isinstance(task_type, SplitTaskType)
+        model_dir = store().snapshot(run.sources[0]) if run.sources else None
+        settings = task_type.parse_settings(task.settings)
+        ctx = TaskContext(task_id=task.task_id, settings=settings, model_dir=model_dir)
+        return list(task_type.units(ctx))
+    except Exception:
+        log.warning(
+            "run %s, task %r: its units cannot be listed here, so none is reused",
+            run.id,
+            task.task_id,
+            exc_info=True,
+        )
+        return None
 
 
 def _write_json(path: Path, value: Any) -> None:
@@ -162,6 +175,9 @@ def plan_reuse(*, run_id: str, environment: str) -> None:
         reused: dict[str, list[str]] = {}
         if task.splittable:
             units = _units(run, task)
+            if units is None:  # not keyed: computed whole, and never reused by a later run
+                updates[task.pk] = {"key": "", "reused": {}}
+                continue
             mine = dict(zip(unit_names(len(units)), unit_keys(key, units), strict=True))
             _write_json(paths.root / KEYS_FILE, mine)
             if run.reuse:

@@ -2,8 +2,15 @@
 
 from __future__ import annotations
 
-from runs.selectors.progress import UNFINISHED_TASK_MAX, TaskProgress, run_progress
-from simrun_harness.ledger import LedgerCounts
+from pathlib import Path
+
+import pytest
+
+from runs.models import Task
+from runs.selectors.progress import UNFINISHED_TASK_MAX, TaskProgress, run_progress, task_progress
+from runs.store import task_paths
+from simrun_harness.ledger import Holder, LedgerCounts, create_ledger
+from tests import factories
 
 
 def task(state: str, done: int | None = None, total: int = 4) -> TaskProgress:
@@ -33,3 +40,18 @@ def test_a_runs_progress_is_the_mean_over_its_tasks_and_one_only_when_all_are_ov
     assert run_progress([task("done"), task("running", done=4)]) < 1
     assert run_progress([task("done"), task("skipped")]) == 1.0
     assert run_progress([]) == 0.0
+
+
+@pytest.mark.django_db
+def test_a_split_task_before_its_ledger_counts_the_units_planned_at_submission(
+    store: Path,
+) -> None:
+    """S6: a running split task whose coordinator has not made the ledger yet reads 0 of the
+    units planned at submission (0/25, not 0/1); once the ledger exists, its counts."""
+    run = factories.run()
+    row = Task.objects.create(
+        run=run, task_id="scan", position=0, type="sleep", splittable=True, units_total=25
+    )
+    assert task_progress(row).counts == LedgerCounts(pending=25, claimed=0, done=0, total=25)
+    create_ledger(task_paths(run.id, "scan"), list(range(3)), Holder("scan-w0", 0))
+    assert task_progress(row).counts == LedgerCounts(pending=3, claimed=0, done=0, total=3)

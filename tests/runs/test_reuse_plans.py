@@ -113,3 +113,25 @@ def test_a_resumed_submission_plans_once(store: Path) -> None:
 
     task = Run.objects.get(pk=run.pk).tasks.get(task_id="nap")
     assert (task.key, task.reused) == (key, {})
+
+
+def test_a_split_task_whose_units_this_process_cannot_list_is_computed_whole(
+    store: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A worker without the plugin (installed after it started, or failing to import here)
+    does not fail the run: the task gets no keys, reuses nothing and is never reused."""
+    earlier = submitted()
+    mark_done(earlier, "u000000")
+    run = create_run(
+        identity=factories.person(),
+        workflow=NAPS,
+        sources=[],
+        nodes=[Node(name="local", cores=2, memory_gb=4)],
+    )
+    monkeypatch.setattr("runs.services.reuse.registry", lambda: {})  # the type unknown here
+    plan_reuse(run_id=run.pk, environment="service")
+
+    task = run.tasks.get(task_id="nap")
+    assert (task.key, task.reused) == ("", {})
+    assert not (task_paths(run.pk, "nap").root / REUSE_FILE).exists()
+    assert not (task_paths(run.pk, "nap").root / KEYS_FILE).exists()

@@ -4,9 +4,11 @@ from __future__ import annotations
 
 import subprocess
 import sys
+from pathlib import Path
 
-from runs.task_types import COMMAND, CommandType, describe, registry
+from runs.task_types import COMMAND, CommandType, describe, load_type, plugins, registry
 from simrun_harness.plugin import SplitTaskType, UnsplitTaskType
+from tests.plugins import on_path, write_plugin
 
 
 def test_the_registry_finds_the_example_plugin_through_its_entry_points() -> None:
@@ -36,3 +38,22 @@ def test_the_harness_imports_without_django() -> None:
     )
     result = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True)
     assert result.returncode == 0, result.stderr
+
+
+def test_a_plugin_installed_while_the_process_runs_is_known_at_its_next_lookup(
+    tmp_path: Path,
+) -> None:
+    """A running service and its workers see `simrun plugin install` at once: what was read
+    of the installed plugins is read again once an import path directory changed."""
+    site = tmp_path / "site"
+    site.mkdir()
+    with on_path(site):
+        assert "wave" not in registry()
+        write_plugin(
+            site,
+            package="wave-plugin",
+            modules={"wave_types": "WAVE = 1\n"},
+            types={"wave": "runs.task_types:CommandType"},
+        )
+        assert plugins()["wave"][0].package == "wave-plugin"
+        assert load_type("wave") is CommandType
