@@ -62,12 +62,15 @@ MODULES: dict[str, Module] = {
         "harness/src/simrun_harness",
         "simrun_harness",
         "simrun_harness/ledger.py",
-        ("tests/harness/test_ledger.py",),
+        ("tests/harness/test_ledger.py", "tests/harness/test_ledger_creation.py"),
     ),
     "planner": Module("runs", "runs", "runs/planner.py", ("tests/runs/test_planner.py",)),
     "plans": Module("runs", "runs", "runs/plans.py", ("tests/runs/test_planner.py",)),
     "argo-status": Module(
-        "cluster", "cluster", "cluster/argo/status.py", ("tests/cluster/argo/test_status.py",)
+        "cluster",
+        "cluster",
+        "cluster/argo/status.py",
+        ("tests/cluster/argo/test_status.py", "tests/cluster/argo/test_status_nodes.py"),
     ),
     "local-statuses": Module(
         "cluster",
