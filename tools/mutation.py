@@ -76,7 +76,7 @@ MODULES: dict[str, Module] = {
         "cluster",
         "cluster",
         "cluster/local/statuses.py",
-        ("tests/cluster/local/test_statuses.py",),
+        ("tests/cluster/local/test_statuses.py", "tests/cluster/local/test_statuses_cache.py"),
     ),
 }
 
