@@ -64,7 +64,12 @@ MODULES: dict[str, Module] = {
         "simrun_harness/ledger.py",
         ("tests/harness/test_ledger.py", "tests/harness/test_ledger_creation.py"),
     ),
-    "planner": Module("runs", "runs", "runs/planner.py", ("tests/runs/test_planner.py",)),
+    "planner": Module(
+        "runs",
+        "runs",
+        "runs/planner.py",
+        ("tests/runs/test_planner.py", "tests/runs/test_planner_rounding.py"),
+    ),
     "plans": Module("runs", "runs", "runs/plans.py", ("tests/runs/test_planner.py",)),
     "argo-status": Module(
         "cluster",
