@@ -9,12 +9,15 @@ directories' times are set, so no test depends on the clock's grain.
 from __future__ import annotations
 
 import os
+import shutil
 import time
 from pathlib import Path
+from typing import Any
 
 import pytest
 
-from cluster.backend import BackendStatus, PodPhase, WorkflowPhase
+from cluster.backend import BackendStatus, PodPhase, RunLaunch, WorkflowPhase
+from cluster.local import statuses as statuses_module
 from cluster.local.attempts import Attempt
 from cluster.local.dag import PodView
 from cluster.local.launches import PodSpec
@@ -175,23 +178,54 @@ def test_a_status_is_read_again_for_another_node_and_after_it_is_forgotten(
     assert statuses.reads == 3
 
 
-def test_a_run_that_is_gone_or_unreadable_is_none_or_left_out(tmp_path: Path) -> None:
+def test_a_run_that_is_gone_or_unreadable_is_none_or_left_out(
+    tmp_path: Path, caplog: pytest.LogCaptureFixture
+) -> None:
     """An unknown run is None, a run whose pods directory went away too (and it is
-    forgotten); one whose files cannot be read is left out."""
-    run = waiting_run(tmp_path)
-    statuses = statuses_of(run)
+    forgotten: a run of that name made again elsewhere is read from its new files); one
+    whose files cannot be read is left out, and the log names it."""
+    run = waiting_run(tmp_path / "a")
+    found = {"wf-r1": run}
+    statuses = RunStatuses(lambda name: found[name])
     assert statuses.read(["wf-r1", "wf-nothing"], NODE)["wf-nothing"] is None
-    (run.pods / "t").rmdir()
-    for entry in os.listdir(run.pods):
-        os.unlink(run.pods / entry)
-    run.pods.rmdir()
-    assert statuses.read(["wf-r1"], NODE) == {"wf-r1": None}
-    with pytest.raises(KeyError):
+    shutil.rmtree(run.pods)
+    with pytest.raises(KeyError, match="wf-r1"):
         statuses.one("wf-r1", NODE)
+    assert statuses.read(["wf-r1"], NODE) == {"wf-r1": None}
+    found["wf-r1"] = waiting_run(tmp_path / "b")
+    assert statuses.one("wf-r1", NODE).pods["t"].phase is PodPhase.QUEUED
 
     broken = waiting_run(tmp_path, "r2")
     (broken.pods / ".launch.json").write_text("{")
     assert statuses_of(broken).read(["wf-r2"], NODE) == {}
+    assert "cannot read the status of wf-r2" in caplog.text
+
+
+def test_a_new_attempt_directory_is_watched_before_its_files_can_be_read(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """An attempt's directory made before its files: a change in it reads the run again.
+    The run is found and its launch read once, whatever the reads after."""
+    run = waiting_run(tmp_path)
+    (run.pods / "t" / "0").mkdir()
+    age(run)
+    os.utime(run.pods / "t" / "0", ns=(OLD_NS, OLD_NS))
+    launches = []
+    read_launch = RunFiles.launch
+
+    def counted(self: RunFiles) -> tuple[RunLaunch, float]:
+        launches.append(self.run_id)
+        return read_launch(self)
+
+    monkeypatch.setattr(RunFiles, "launch", counted)
+    found: list[str] = []
+    statuses = RunStatuses(lambda name: found.append(name) or run)
+    first = statuses.one("wf-r1", NODE)
+    assert first.pods["t"].attempts == 0
+    assert statuses.one("wf-r1", NODE) is first
+    os.utime(run.pods / "t" / "0", ns=(OLD_NS, OLD_NS + 1))
+    assert statuses.one("wf-r1", NODE) is first
+    assert (statuses.reads, found, launches) == (2, ["wf-r1"], ["r1"])
 
 
 def passed(run: RunFiles, statuses: RunStatuses, read_ns: int, halted: bool = False) -> None:
@@ -244,3 +278,36 @@ def test_a_pass_replaces_only_an_older_read_and_makes_the_status_asked_for(
     caller = statuses.one("wf-r1", NODE)  # a read by a caller, newer than every pass
     passed(run, statuses, OLD_NS + 3, halted=True)
     assert statuses.latest("wf-r1", NODE, since_ns=0) is caller
+
+
+def test_a_pass_halted_makes_a_stopped_status_when_asked_later(tmp_path: Path) -> None:
+    """A pass read while the run was halted: the status made on demand is stopped."""
+    run = waiting_run(tmp_path)
+    statuses = statuses_of(run)
+    passed(run, statuses, OLD_NS, halted=True)
+    assert statuses.latest("wf-r1", NODE, since_ns=0).phase is WorkflowPhase.STOPPED
+
+
+def test_a_callers_read_made_while_a_pass_makes_its_status_is_kept(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The race `saw` checks for under its lock a second time: a caller reads the run while
+    the loop's thread makes the status of an older pass; the caller's newer read stays."""
+    run = waiting_run(tmp_path)
+    statuses = statuses_of(run)
+    passed(run, statuses, OLD_NS)
+    statuses.latest("wf-r1", NODE, since_ns=0)
+    make = statuses_module.backend_status
+    caller: list[BackendStatus] = []
+
+    def meanwhile(*args: Any, **kwargs: Any) -> BackendStatus:
+        monkeypatch.setattr(statuses_module, "backend_status", make)
+        made = make(*args, **kwargs)
+        caller.append(statuses.one("wf-r1", NODE))
+        return made
+
+    monkeypatch.setattr(statuses_module, "backend_status", meanwhile)
+    passed(run, statuses, OLD_NS + 1, halted=True)
+    monkeypatch.undo()
+    assert statuses.latest("wf-r1", NODE, since_ns=0) is caller[0]
+    assert caller[0].phase is not WorkflowPhase.STOPPED
