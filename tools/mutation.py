@@ -62,7 +62,11 @@ MODULES: dict[str, Module] = {
         "harness/src/simrun_harness",
         "simrun_harness",
         "simrun_harness/ledger.py",
-        ("tests/harness/test_ledger.py", "tests/harness/test_ledger_creation.py"),
+        (
+            "tests/harness/test_ledger.py",
+            "tests/harness/test_ledger_creation.py",
+            "tests/harness/test_ledger_partials.py",
+        ),
     ),
     "planner": Module(
         "runs",
