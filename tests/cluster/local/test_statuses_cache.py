@@ -198,7 +198,8 @@ def test_a_run_that_is_gone_or_unreadable_is_none_or_left_out(
     broken = waiting_run(tmp_path, "r2")
     (broken.pods / ".launch.json").write_text("{")
     assert statuses_of(broken).read(["wf-r2"], NODE) == {}
-    assert "cannot read the status of wf-r2" in caplog.text
+    logged = [r.getMessage() for r in caplog.records if r.name == "cluster.local.statuses"]
+    assert logged == ["local backend: cannot read the status of wf-r2"]
 
 
 def test_a_new_attempt_directory_is_watched_before_its_files_can_be_read(
