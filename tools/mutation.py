@@ -46,7 +46,10 @@ class Module:
 
 MODULES: dict[str, Module] = {
     "rules": Module(
-        "runs", "runs", "runs/controller/rules.py", ("tests/runs/controller/test_rules.py",)
+        "runs",
+        "runs",
+        "runs/controller/rules.py",
+        ("tests/runs/controller/test_rules.py", "tests/runs/controller/test_rules_causes.py"),
     ),
     "reconcile": Module(
         "runs",
