@@ -18,17 +18,16 @@ from runs.plans import Node, ResolvedResources, TaskPlan
 BELOW = math.nextafter(0.117, 0)
 
 
-def plan(cores: float, per_process: float) -> TaskPlan:
+def plan(cores: float, per_process: float, memory_gb: float = 4, per_worker: float = 1) -> TaskPlan:
     need = ResolvedResources(
         cores_per_process=per_process,
         memory_base_gb=0,
-        memory_per_worker_gb=1,
+        memory_per_worker_gb=per_worker,
         scratch_gb=0,
         gpus=0,
     )
-    return plan_task(
-        units=1, resources=need, nodes=[Node("n", cores, 4)], split="none", tier="person"
-    )
+    node = Node("n", cores, memory_gb)
+    return plan_task(units=1, resources=need, nodes=[node], split="none", tier="person")
 
 
 def test_a_node_just_below_a_millicore_offers_the_millicore_below() -> None:
@@ -44,3 +43,13 @@ def test_a_task_asks_for_the_millicores_its_cores_per_process_make() -> None:
     float noise above it; even none asks for one millicore."""
     assert plan(0.3, 0.1 + 0.2).shape.cores == 0.3
     assert plan(1, 0.0).shape.cores == 0.001
+
+
+def test_a_node_with_no_cores_or_no_memory_left_holds_no_pod() -> None:
+    """A node whose capacity runs have taken whole offers nothing, not one millicore or one
+    1/32 GiB: even the smallest pod is refused there."""
+    assert plan(1, 0.001, memory_gb=1 / 32, per_worker=1 / 32).shape.cores == 0.001
+    with pytest.raises(PlanRefused):
+        plan(0, 0.001, memory_gb=1 / 32, per_worker=1 / 32)
+    with pytest.raises(PlanRefused):
+        plan(1, 0.001, memory_gb=0, per_worker=1 / 32)
