@@ -46,7 +46,10 @@ class Module:
 
 MODULES: dict[str, Module] = {
     "rules": Module(
-        "runs", "runs", "runs/controller/rules.py", ("tests/runs/controller/test_rules.py",)
+        "runs",
+        "runs",
+        "runs/controller/rules.py",
+        ("tests/runs/controller/test_rules.py", "tests/runs/controller/test_rules_causes.py"),
     ),
     "reconcile": Module(
         "runs",
@@ -62,18 +65,30 @@ MODULES: dict[str, Module] = {
         "harness/src/simrun_harness",
         "simrun_harness",
         "simrun_harness/ledger.py",
-        ("tests/harness/test_ledger.py",),
+        (
+            "tests/harness/test_ledger.py",
+            "tests/harness/test_ledger_creation.py",
+            "tests/harness/test_ledger_partials.py",
+        ),
     ),
-    "planner": Module("runs", "runs", "runs/planner.py", ("tests/runs/test_planner.py",)),
+    "planner": Module(
+        "runs",
+        "runs",
+        "runs/planner.py",
+        ("tests/runs/test_planner.py", "tests/runs/test_planner_rounding.py"),
+    ),
     "plans": Module("runs", "runs", "runs/plans.py", ("tests/runs/test_planner.py",)),
     "argo-status": Module(
-        "cluster", "cluster", "cluster/argo/status.py", ("tests/cluster/argo/test_status.py",)
+        "cluster",
+        "cluster",
+        "cluster/argo/status.py",
+        ("tests/cluster/argo/test_status.py", "tests/cluster/argo/test_status_nodes.py"),
     ),
     "local-statuses": Module(
         "cluster",
         "cluster",
         "cluster/local/statuses.py",
-        ("tests/cluster/local/test_statuses.py",),
+        ("tests/cluster/local/test_statuses.py", "tests/cluster/local/test_statuses_cache.py"),
     ),
 }
 
