@@ -29,8 +29,9 @@ class PagedListSchema(AutoSchema):
         return bool(super()._is_list_view(serializer))
 
 
-NO_NUL = "^[^\\u0000]*$"
-"""No text the API reads may hold a NUL character (DRF refuses them; Postgres cannot keep them)."""
+NO_NUL = "^[^\\u0000\\ud800-\\udfff]*$"
+"""No text the API reads may hold a NUL character (DRF refuses them; Postgres cannot keep them)
+or an unpaired surrogate (no UTF-8 can carry one; the workflow reader refuses it)."""
 
 
 def _no_nul(schema: Any) -> None:
