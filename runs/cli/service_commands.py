@@ -24,6 +24,20 @@ EXAMPLE_MODEL = ROOT / "examples" / "models" / "repressilator"
 POD_STOP_MARGIN_S = 10.0  # a pod's supervisor gets the pod's grace and this to end it
 
 
+def port_number(text: str) -> int:
+    """A TCP port from `--port` or SIMRUN_PORT (argparse parses a string default the same
+    way), or the one-line error that names both and what is allowed."""
+    try:
+        port = int(text)
+    except ValueError:
+        port = 0
+    if not 1 <= port <= 65535:
+        raise argparse.ArgumentTypeError(
+            f"{text!r} is not a port (--port or SIMRUN_PORT: a whole number from 1 to 65535)"
+        )
+    return port
+
+
 def register(sub: Any) -> None:
     from runs.cli import status_commands
 
@@ -31,11 +45,11 @@ def register(sub: Any) -> None:
     p = sub.add_parser("watch", help="the controller loop: reconcile on every change of a run")
     p.set_defaults(handler=watch)
     p = sub.add_parser("serve", help="run web, Celery worker (with beat) and the watcher")
-    p.add_argument("--port", type=int, default=int(os.environ.get("SIMRUN_PORT", "8000")))
+    p.add_argument("--port", type=port_number, default=os.environ.get("SIMRUN_PORT", "8000"))
     p.set_defaults(handler=serve)
     p = sub.add_parser("demo", help="the main job: run the example workflow on this machine")
     p.add_argument("--keep", action="store_true", help="leave the services running at the end")
-    p.add_argument("--port", type=int, default=int(os.environ.get("SIMRUN_PORT", "8000")))
+    p.add_argument("--port", type=port_number, default=os.environ.get("SIMRUN_PORT", "8000"))
     p.add_argument("--workflow", type=Path, default=EXAMPLE_WORKFLOW)
     p.add_argument("--source", type=Path, default=EXAMPLE_MODEL)
     p.set_defaults(handler=demo)

@@ -123,3 +123,22 @@ def test_submit_of_a_task_whose_scratch_fits_no_server_exits_1_creating_nothing(
     err = capsys.readouterr().err
     assert "100000 GiB scratch" in err and "no node has room for its scratch" in err
     assert not Run.objects.exists()
+
+
+def test_a_port_that_is_no_port_is_named_and_other_commands_still_work(
+    monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """SIMRUN_PORT=abc: `serve` says in one line which setting is wrong and what is allowed
+    (exit 2, nothing started); `validate`, which has no port, is not stopped by it."""
+    monkeypatch.setenv("SIMRUN_PORT", "abc")
+    with pytest.raises(SystemExit) as stopped:
+        main(["serve"])
+    assert stopped.value.code == 2
+    assert "'abc' is not a port (--port or SIMRUN_PORT: a whole number from 1 to 65535)" in (
+        capsys.readouterr().err
+    )
+    workflow = ROOT / "examples" / "workflows" / "repressilator.yaml"
+    assert main(["validate", str(workflow)]) == 0
+    with pytest.raises(SystemExit):
+        main(["demo", "--port", "70000"])
+    assert "'70000' is not a port" in capsys.readouterr().err
