@@ -168,6 +168,16 @@ class RunListQuerySerializer(serializers.Serializer):
     )
     limit = serializers.IntegerField(required=False, min_value=1, max_value=MAX_LIMIT, default=50)
 
+    def validate(self, attrs: dict[str, Any]) -> dict[str, Any]:
+        """A filter given twice (`?limit=5&limit=x`) is refused: which one was meant?"""
+        given = getattr(self.initial_data, "getlist", None)
+        if given is not None:
+            names: list[str] = list(self.fields)
+            twice = {n: "given more than once: give it once" for n in names if len(given(n)) > 1}
+            if twice:
+                raise serializers.ValidationError(twice)
+        return attrs
+
 
 class LedgerCountsSerializer(serializers.Serializer):
     pending = serializers.IntegerField()

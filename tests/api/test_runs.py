@@ -79,6 +79,7 @@ def test_a_live_run_whose_units_are_all_done_shows_a_progress_below_one(lab: Lab
         ("state=sleeping", "unknown state 'sleeping'"),
         ("cursor=zzz", "cursor"),
         ("limit=0", "limit"),
+        ("limit=5&limit=7", "limit: given more than once: give it once"),
     ],
 )
 def test_a_bad_filter_is_400_with_its_message(lab: Lab, query: str, message: str) -> None:

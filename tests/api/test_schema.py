@@ -48,8 +48,13 @@ checks.positive_data_acceptance.expected-statuses = ["2xx", "401", "403", "404",
 """
 )
 SEMANTIC = {
-    "runs_create": {"workflow_invalid", "submission_refused", "plan_refused"},
-    "estimate_create": {"workflow_invalid", "submission_refused", "plan_refused"},
+    "runs_create": {"workflow_invalid", "workflow_refused", "submission_refused", "plan_refused"},
+    "estimate_create": {
+        "workflow_invalid",
+        "workflow_refused",
+        "submission_refused",
+        "plan_refused",
+    },
     "snapshots_create": {"upload_refused", "snapshot_refused"},
     # a workflow is free-form JSON: a NUL or a lone surrogate in a key is refused for its text
     "validate_create": {"workflow_invalid", "workflow_refused"},
