@@ -22,6 +22,7 @@ from typing import Any
 
 import httpx
 
+from runs.cli.service_http import ServiceRefused
 from runs.cli.service_http import with_task_totals as _with_task_totals
 from runs.snapshots import SKIPPED_DIRS, git_provenance, snapshot_directory
 from simrun_harness.layout import StorePaths
@@ -29,28 +30,7 @@ from simrun_harness.layout import StorePaths
 END_EVENTS = frozenset({"end", "deleted"})
 
 
-class ApiError(Exception):
-    """An answer of the API that is not a success: its status, message and code."""
-
-    def __init__(self, status: int, detail: str, code: str = "", body: Any = None) -> None:
-        super().__init__(f"{status}: {detail}")
-        self.status = status
-        self.detail = detail
-        self.code = code
-        self.body = body
-
-    @property
-    def errors(self) -> list[dict[str, Any]]:
-        """The workflow's errors of a refused submission or estimate (loc, line, text)."""
-        return list(self.body.get("errors", [])) if isinstance(self.body, dict) else []
-
-    def report(self) -> str:
-        """What the command prints: the detail, then each workflow error at its line."""
-        lines = [str(self)]
-        for error in self.errors:
-            at = f"line {error['line']}: " if error.get("line") else ""
-            lines.append(f"  {at}{error.get('text', '')}")
-        return "\n".join(lines)
+ApiError = ServiceRefused  # an answer of the API that is not a success
 
 
 @dataclass(frozen=True)

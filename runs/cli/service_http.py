@@ -26,7 +26,8 @@ class ServiceLost(Exception):
 
 
 class ServiceRefused(Exception):
-    """An answer of the API that is not a success: its status, detail, code and body."""
+    """An answer of the API that is not a success: its status, detail, code and body (the
+    local service's answers and `api_client`'s, which names it `ApiError`)."""
 
     def __init__(self, status: int, detail: str, code: str = "", body: Any = None) -> None:
         super().__init__(f"{status}: {detail}")
@@ -39,6 +40,14 @@ class ServiceRefused(Exception):
     def errors(self) -> list[dict[str, Any]]:
         """The workflow's errors of a refused submission (loc, line, text)."""
         return list(self.body.get("errors", [])) if isinstance(self.body, dict) else []
+
+    def report(self) -> str:
+        """What a command prints: the detail, then each workflow error at its line."""
+        lines = [str(self)]
+        for error in self.errors:
+            at = f"line {error['line']}: " if error.get("line") else ""
+            lines.append(f"  {at}{error.get('text', '')}")
+        return "\n".join(lines)
 
 
 class ServiceHttp:

@@ -7,10 +7,12 @@ from pathlib import Path
 
 import pytest
 from django.test import Client
+from playwright.sync_api import Browser
 from pytest_django import Settings
 
 from runs.backends import backend
 from tests import factories
+from tests.pages.browsing import chromium
 
 
 @pytest.fixture(autouse=True)
@@ -33,6 +35,13 @@ def fresh_backend(request: pytest.FixtureRequest) -> Iterator[None]:
     backend.cache_clear()
     yield
     backend.cache_clear()
+
+
+@pytest.fixture(scope="module")
+def browser() -> Iterator[Browser]:
+    """A headless Chromium, shared by a module's tests."""
+    with chromium() as the_browser:
+        yield the_browser
 
 
 def logged_in(name: str) -> Client:

@@ -15,18 +15,12 @@ from playwright.sync_api import Browser, Page, expect
 
 from runs.models import Run
 from tests import factories
-from tests.pages.browsing import chromium, log_in, mark_page, screenshot, was_not_reloaded
+from tests.pages.browsing import log_in, mark_page, screenshot, was_not_reloaded
 from tests.pages.scenes import LOG_LINE, scan_run
 
 # The live server is made once per session, before the tests' own STATIC_ROOT exists.
 NO_STATIC_ROOT = pytest.mark.filterwarnings("ignore:No directory at:UserWarning")
 pytestmark = [pytest.mark.browser, NO_STATIC_ROOT, pytest.mark.django_db(transaction=True)]
-
-
-@pytest.fixture(scope="module")
-def browser() -> Iterator[Browser]:
-    with chromium() as the_browser:
-        yield the_browser
 
 
 @pytest.fixture

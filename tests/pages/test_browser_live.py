@@ -19,17 +19,11 @@ from runs.models import Run
 from runs.pages import run_page
 from tests.api import scenes as api_scenes
 from tests.api.live import serving
-from tests.pages.browsing import chromium, log_in, mark_page, screenshot, was_not_reloaded
+from tests.pages.browsing import log_in, mark_page, screenshot, was_not_reloaded
 from tests.pages.scenes import one_more_unit_done, scan_run
 
 NO_STATIC_ROOT = pytest.mark.filterwarnings("ignore:No directory at:UserWarning")
 pytestmark = [pytest.mark.browser, NO_STATIC_ROOT, pytest.mark.django_db(transaction=True)]
-
-
-@pytest.fixture(scope="module")
-def browser() -> Iterator[Browser]:
-    with chromium() as the_browser:
-        yield the_browser
 
 
 @pytest.fixture

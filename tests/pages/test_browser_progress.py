@@ -9,7 +9,6 @@ CELERY_BROKER_URL=redis://… (a database of its own, so no other suite's worker
 from __future__ import annotations
 
 import re
-from collections.abc import Iterator
 
 import pytest
 from playwright.sync_api import Browser, Page, expect
@@ -19,7 +18,7 @@ from runs.models import Run
 from tests import factories
 from tests.api.live import serving
 from tests.e2e.conftest import Services, services, stopped_services  # noqa: F401 - fixtures by name
-from tests.pages.browsing import chromium, log_in, mark_page, screenshot, was_not_reloaded
+from tests.pages.browsing import log_in, mark_page, screenshot, was_not_reloaded
 
 # The live server is made once per session, before the tests' own STATIC_ROOT exists.
 NO_STATIC_ROOT = pytest.mark.filterwarnings("ignore:No directory at:UserWarning")
@@ -49,12 +48,6 @@ tasks:
       scan: scan
 """
 WAIT_MS = 240_000
-
-
-@pytest.fixture(scope="module")
-def browser() -> Iterator[Browser]:
-    with chromium() as the_browser:
-        yield the_browser
 
 
 @pytest.mark.usefixtures("services")
