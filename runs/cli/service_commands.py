@@ -208,13 +208,23 @@ def demo(args: argparse.Namespace) -> int:
 
     from runs.cli.direct_lab import DirectLab
     from runs.cli.run_commands import follow_run
-    from runs.cli.serving import Background
+    from runs.cli.serving import Background, Joined
     from runs.cli.summary import print_summary, summary_lines
 
     print("simrun demo: preparing the database and the store", flush=True)
     call_command("migrate", verbosity=0)
     data_dir = Path(settings.DATA_DIR)
-    served = Background.start(data_dir=data_dir, port=args.port, cwd=ROOT)
+    served: Background | Joined
+    joined = Joined.find(data_dir)
+    if joined is not None:
+        print(
+            f"simrun is already serving this data directory at {joined.record.url}: "
+            "the demo runs on it and leaves it running",
+            flush=True,
+        )
+        served = joined
+    else:
+        served = Background.start(data_dir=data_dir, port=args.port, cwd=ROOT)
     code = 1
     try:
         url = served.wait_serving()
@@ -225,7 +235,7 @@ def demo(args: argparse.Namespace) -> int:
         print(f"submitted run {run['id']} ({run['name']}); following it", flush=True)
         code = follow_run(lab, run["id"], check=served.check)
         kept = None
-        if args.keep:
+        if args.keep or isinstance(served, Joined):
             kept = f"left at {url} (`simrun status` shows them); logs in {data_dir / 'logs'}"
         print_summary(
             summary_lines(

@@ -15,7 +15,7 @@ from pathlib import Path
 
 from runs.cli.base import CommandError
 from runs.cli.restarts import RestartPolicy
-from runs.cli.service_state import read_state
+from runs.cli.service_state import ServeRecord, read_state
 from runs.cli.supervision import GaveUp, Supervisor, become_subreaper
 
 SERVICE_STOP_GRACE_S = 20.0  # a service's time to end after SIGTERM before its group is killed
@@ -139,3 +139,30 @@ class Background:
         if self.proc.poll() is None:
             self.proc.terminate()
         self.proc.wait()
+
+
+@dataclass
+class Joined:
+    """A `simrun serve` already serving the data directory, which the demo runs on and leaves
+    running (it is not the demo's to stop)."""
+
+    record: ServeRecord
+
+    @classmethod
+    def find(cls, data_dir: Path) -> Joined | None:
+        """The serve running here, if one is (a state file of a dead one does not count)."""
+        record = read_state(data_dir)
+        return cls(record) if record is not None and record.alive() else None
+
+    def check(self) -> None:
+        """CommandError if that serve has stopped (stopped from another terminal, or gave up)."""
+        if not self.record.alive():
+            raise CommandError(
+                f"the simrun serve the demo ran on (pid {self.record.pid}) has stopped"
+            )
+
+    def wait_serving(self) -> str:
+        return self.record.url
+
+    def stop(self) -> None:
+        """Nothing: it was running before the demo and goes on."""

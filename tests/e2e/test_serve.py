@@ -184,3 +184,24 @@ def test_demo_keep_leaves_serve_running_for_status_and_stop(tmp_path: Path) -> N
         assert re.search(rf"^{name} +running +\d+ ", status.stdout, re.M), status.stdout
     assert stopped.returncode == 0, stopped.stdout + stopped.stderr
     assert gone
+
+
+def test_demo_while_serve_runs_joins_it_and_leaves_it_running(tmp_path: Path) -> None:
+    """A `demo` in a data directory that `serve` already serves runs its workflow on that
+    serve (no second serve, which would refuse the directory) and leaves it serving."""
+    workflow = small_workflow(tmp_path)
+    with serving(tmp_path) as served:
+        services = {p.pid for p in psutil.Process(served.proc.pid).children()}
+        demo = served.simrun(
+            "demo", "--workflow", str(workflow), "--source", str(tmp_path / "model")
+        )
+        still = served.proc.poll() is None
+        after = {p.pid for p in psutil.Process(served.proc.pid).children()}
+
+    assert demo.returncode == 0, demo.stdout + demo.stderr
+    assert f"already serving this data directory at http://127.0.0.1:{served.port}/" in (
+        demo.stdout
+    )
+    assert re.search(r"^state: +succeeded$", demo.stdout, re.M), demo.stdout
+    assert f"services: left at http://127.0.0.1:{served.port}/" in demo.stdout
+    assert still and services <= after
