@@ -27,12 +27,19 @@ E = ErrorSerializer
 class CleanupView(ApiView):
     """Remove ended runs by age, group, failed only; `dry_run` lists what would go (S12).
 
-    The owner cleans every run; a person their own and their agents'.
+    The owner cleans every run; a person their own and their agents'. The runs are marked
+    deleting and the answer (202) names them; a worker removes their files and records.
     """
 
     @extend_schema(
         request=CleanupRequestSerializer,
-        responses={200: CleanupResultSerializer, 400: E, 401: E, 429: E},
+        responses={
+            200: CleanupResultSerializer,
+            202: CleanupResultSerializer,
+            400: E,
+            401: E,
+            429: E,
+        },
     )
     def post(self, request: Request) -> Response:
         body = CleanupRequestSerializer(data=request.data)
@@ -45,7 +52,8 @@ class CleanupView(ApiView):
             failed_only=data["failed_only"],
             dry_run=data["dry_run"],
         )
-        return Response(CleanupResultSerializer(result).data)
+        status = 200 if result.dry_run else 202
+        return Response(CleanupResultSerializer(result).data, status=status)
 
 
 class UsageView(ApiView):

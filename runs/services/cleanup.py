@@ -1,8 +1,10 @@
 """Cleanup of ended runs (S12): by age, group, failed only; a dry run lists what would go.
 
 Only runs the identity may change are touched (the owner: every run; a person: their own and
-their agents'). A run whose workflow or node is still being released is skipped and named, so
-nothing a reconcile still needs disappears; each removal goes through `delete_run`.
+their agents'). The cleanup marks the runs deleting and answers: each run's `delete_run` task
+(or the controller's next tick, should it be lost) releases what the run still holds and then
+removes its files and record, as a deletion of one run does. Removing the files of hundreds of
+runs takes minutes on a network file system, which no request should wait for.
 """
 
 from __future__ import annotations
@@ -14,7 +16,7 @@ from django.utils import timezone
 
 from runs.models import Identity, IdentityKind, Run, RunState
 from runs.selectors.usage import freed_bytes
-from runs.services.runs import RunConflict, RunNotFound, delete_run
+from runs.services.runs import mark_deleting
 from runs.store import run_paths
 
 MAX_DAYS = 36_500.0
@@ -28,7 +30,7 @@ class Skipped:
 
 @dataclass(frozen=True)
 class CleanupResult:
-    """What a cleanup (or a deletion) removed, or would remove on a dry run.
+    """What a cleanup is removing, or would remove on a dry run.
 
     Paths are relative to the run store; `bytes_freed` counts only files none of whose hard
     links stays elsewhere.
@@ -50,7 +52,8 @@ def cleanup_runs(
     dry_run: bool = False,
     now: datetime | None = None,
 ) -> CleanupResult:
-    """Remove the ended runs that ended at least `older_than_days` ago (their records and files).
+    """Mark for deletion the ended runs that ended at least `older_than_days` ago (their
+    records and files go once their `delete_run` task has run); a dry run only lists them.
 
     Raises ValueError for a negative or absurd age.
     """
@@ -64,26 +67,24 @@ def cleanup_runs(
         runs = runs.filter(group=group)
     if identity.kind != IdentityKind.OWNER:
         runs = runs.filter(principal=identity.principal)
-    chosen: list[str] = []
-    skipped: list[Skipped] = []
-    for run in runs.order_by("ended_at", "id"):
-        if run.pending_cancel or run.pending_release:
-            skipped.append(Skipped(run.id, "its workflow or node is still being released"))
-        else:
-            chosen.append(run.id)
-    bytes_freed = freed_bytes([run_paths(r).root for r in chosen])
+    skipped = [
+        Skipped(r, "it is being deleted already")
+        for r in runs.filter(deleting=True).order_by("ended_at", "id").values_list("id", flat=True)
+    ]
+    chosen = list(
+        runs.filter(deleting=False).order_by("ended_at", "id").values_list("id", flat=True)
+    )
     if dry_run:
         present = [f"runs/{r}" for r in chosen if run_paths(r).root.exists()]
-        return CleanupResult(True, chosen, present, bytes_freed, skipped)
-    removed_runs: list[str] = []
-    paths: list[str] = []
-    for run_id in chosen:
-        try:
-            paths.extend(delete_run(run_id=run_id, identity=identity))
-        except RunNotFound:
-            continue  # removed meanwhile by someone else
-        except RunConflict as exc:
-            skipped.append(Skipped(run_id, str(exc)))
-            continue
-        removed_runs.append(run_id)
-    return CleanupResult(False, removed_runs, paths, bytes_freed, skipped)
+        freed = freed_bytes([run_paths(r).root for r in chosen])
+        return CleanupResult(True, chosen, present, freed, skipped)
+    marked = []
+    for run_id in chosen:  # each a conditional update: a run deleted meanwhile is left alone
+        if mark_deleting(run_id=run_id):
+            marked.append(run_id)
+        else:
+            skipped.append(Skipped(run_id, "it was deleted or changed meanwhile"))
+    paths = [f"runs/{r}" for r in marked if run_paths(r).root.exists()]
+    return CleanupResult(
+        False, marked, paths, freed_bytes([run_paths(r).root for r in marked]), skipped
+    )

@@ -59,16 +59,23 @@ def request_deletion(*, run_id: str, identity: Identity) -> Run:
     run = _changeable(run_id, identity, "delete")
     if not run.ended:
         raise RunConflict(f"run {run_id} is {run.state}; cancel it before deleting it")
-    with transaction.atomic():
-        updated = Run.objects.filter(pk=run.pk, state__in=RunState.ended(), deleting=False).update(
-            deleting=True, pending_logs=False, version=F("version") + 1
-        )
-        if updated:
-            background.enqueue_on_commit(background.DELETE_RUN, run_id=run.pk)
+    mark_deleting(run_id=run.pk)
     found = Run.objects.filter(pk=run.pk).first()
     if found is None:  # asked twice and the first deletion finished meanwhile
         raise RunNotFound(f"no run {run_id!r}")
     return found
+
+
+def mark_deleting(*, run_id: str) -> bool:
+    """Mark an ended run deleting (a conditional update) and enqueue its `delete_run` once
+    this commits; False when it is not ended, or deleting already (nothing done twice)."""
+    with transaction.atomic():
+        updated = Run.objects.filter(pk=run_id, state__in=RunState.ended(), deleting=False).update(
+            deleting=True, pending_logs=False, version=F("version") + 1
+        )
+        if updated:
+            background.enqueue_on_commit(background.DELETE_RUN, run_id=run_id)
+    return bool(updated)
 
 
 def finish_deletion(*, run_id: str) -> list[str] | None:
@@ -80,17 +87,6 @@ def finish_deletion(*, run_id: str) -> list[str] | None:
         return []
     if run.pending_cancel or run.pending_release:
         return None
-    return _remove(run)
-
-
-def delete_run(*, run_id: str, identity: Identity) -> list[str]:
-    """Delete an ended run's record and its files now; the paths removed, relative to the
-    store (the cleanup's way: `request_deletion` is the request's)."""
-    run = _changeable(run_id, identity, "delete")
-    if not run.ended:
-        raise RunConflict(f"run {run_id} is {run.state}; cancel it before deleting it")
-    if run.pending_cancel or run.pending_release:
-        raise RunConflict(f"run {run_id} still has its workflow or node to release; try again soon")
     return _remove(run)
 
 

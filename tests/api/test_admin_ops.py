@@ -14,6 +14,7 @@ from runs.backends import backend
 from runs.models import Run
 from runs.plans import PodShape, TaskPlan
 from runs.store import run_paths
+from runs.tasks import delete_run
 from tests import factories
 from tests.api.conftest import Lab
 from tests.waiting import wait_for
@@ -91,21 +92,38 @@ def test_a_dry_run_cleanup_lists_what_would_go_and_removes_nothing(lab: Lab) -> 
 
 
 def test_a_cleanup_removes_old_ended_runs_it_may_change(lab: Lab) -> None:
-    """S12: it says what it removed; a person cleans only their own runs, the owner all."""
+    """S12: it says which runs it removes; a person cleans only their own runs, the owner all.
+    The answer (202) marks them deleting and removes nothing itself: each run's `delete_run`
+    task does (after releasing what the run still holds); a run being deleted is skipped."""
     mine = ended(30, by=lab.agent.identity, state="succeeded")
     theirs = ended(30, by=lab.other.identity, state="succeeded")
     releasing = ended(30, by=lab.person.identity, state="failed", pending_release=True)
     live = factories.run(by=lab.person.identity)
     with_file(mine)
-    body = lab.person.client.post("/api/cleanup/", {"older_than_days": 7}, format="json").json()
-    assert (body["dry_run"], body["runs"], body["paths"]) == (False, [mine.id], [f"runs/{mine.id}"])
-    assert body["skipped"] == [
-        {"run": releasing.id, "reason": "its workflow or node is still being released"}
-    ]
+
+    response = lab.person.client.post("/api/cleanup/", {"older_than_days": 7}, format="json")
+
+    assert response.status_code == 202, response.json()
+    body = response.json()
+    assert (body["dry_run"], body["runs"], body["paths"], body["skipped"]) == (
+        False,
+        [mine.id, releasing.id],
+        [f"runs/{mine.id}"],
+        [],
+    )
+    assert set(Run.objects.filter(deleting=True).values_list("id", flat=True)) == {
+        mine.id,
+        releasing.id,
+    }
+    assert run_paths(mine.id).root.exists()
+    delete_run(mine.id)  # what the worker runs
     assert not run_paths(mine.id).root.exists()
     assert set(Run.objects.values_list("id", flat=True)) == {theirs.id, releasing.id, live.id}
     by_owner = lab.owner.client.post("/api/cleanup/", {"older_than_days": 7}, format="json")
-    assert by_owner.json()["runs"] == [theirs.id]
+    assert (by_owner.json()["runs"], by_owner.json()["skipped"]) == (
+        [theirs.id],
+        [{"run": releasing.id, "reason": "it is being deleted already"}],
+    )
 
 
 def test_a_cleanup_needs_an_age(lab: Lab) -> None:
@@ -187,4 +205,5 @@ def test_freed_bytes_count_only_files_with_no_link_left(lab: Lab) -> None:
     os.link(shared, run_paths(kept.id).root / "tasks" / "linked.bin")
     response = lab.person.client.post("/api/cleanup/", {"older_than_days": 7}, format="json")
     assert (response.json()["runs"], response.json()["bytes_freed"]) == ([gone.id], 20)
+    delete_run(gone.id)
     assert (run_paths(kept.id).root / "tasks" / "linked.bin").read_bytes() == b"x" * 500

@@ -1,4 +1,4 @@
-"""Issue 19 item 4: cancel and delete answer at once; a Celery worker does the backend work.
+"""Issue 19 item 4: cancel, delete and cleanup answer at once; a Celery worker does the work.
 
 The request writes the row (a conditional update) and enqueues `settle_run` or `delete_run`
 on commit. The backend here is the real local backend whose `cancel` waits until the test
@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import threading
 from collections.abc import Iterator
+from datetime import timedelta
 from pathlib import Path
 
 import pytest
@@ -174,6 +175,34 @@ def test_a_delete_answers_at_once_then_a_worker_settles_and_removes_the_run(
     assert not run_paths(run.id).root.exists()
     assert gated.nodes()[0].reserved_by is None
     assert lab.person.client.get(f"/api/runs/{run.id}/").status_code == 404
+
+
+def test_a_cleanup_answers_at_once_then_a_worker_removes_the_runs(
+    lab: Lab, gated: GatedBackend, worker: None
+) -> None:
+    """A cleanup marks its runs deleting and answers (202) while the backend's cancel of the
+    run still waits; the worker then cancels, releases and removes files and record."""
+    run = submitted_run(
+        gated,
+        by=lab,
+        state="cancelled",
+        ended_at=timezone.now() - timedelta(days=30),
+        pending_cancel=True,
+        pending_release=True,
+    )
+    (run_paths(run.id).root / "tasks").mkdir(parents=True, exist_ok=True)
+
+    response = lab.person.client.post("/api/cleanup/", {"older_than_days": 7}, format="json")
+
+    assert response.status_code == 202, response.json()
+    assert response.json()["runs"] == [run.id]
+    assert gated.entered.wait(DEADLINE_S), "no worker took the delete_run task"
+    assert shown(lab, run) == ("cancelled", "deleting")
+    assert run_paths(run.id).root.exists()
+    gated.gate.set()
+    wait_for(lambda: not Run.objects.filter(pk=run.pk).exists(), what="the run to be deleted")
+    assert not run_paths(run.id).root.exists()
+    assert gated.nodes()[0].reserved_by is None
 
 
 def test_the_tasks_run_twice_change_nothing_more(lab: Lab, counting: CountingBackend) -> None:
