@@ -1,7 +1,8 @@
 """The operators' Django admin: runs and tasks, identities and tokens, observations, snapshots.
 
 Records the controller owns are read-only here; changes go through the domain services
-(cancel_run, settle, create_token, revoke_token) so the admin follows the same rules as the API.
+(cancel_run, request_settling, create_token, revoke_token), so the admin follows the same
+rules as the API and leaves the backend's work to a worker.
 """
 
 from __future__ import annotations
@@ -13,11 +14,16 @@ from django.db.models import QuerySet
 from django.http import HttpRequest, HttpResponse
 from django.template.response import TemplateResponse
 
-from runs.backends import backend
 from runs.models import Identity, ResourceObservation, Run, Snapshot, Task, Token
 from runs.pages.access import identity_of
 from runs.services.identities import IdentityError, create_token, revoke_token
-from runs.services.runs import NotAllowed, RunConflict, RunNotFound, cancel_run
+from runs.services.runs import (
+    NotAllowed,
+    RunConflict,
+    RunNotFound,
+    cancel_run,
+    request_settling,
+)
 
 admin.site.site_header = "simrun administration"
 admin.site.site_title = "simrun admin"
@@ -86,15 +92,16 @@ class RunAdmin(ReadOnlyMixin, admin.ModelAdmin):
 
     @admin.action(description="Retry pending logs, cancel and release")
     def retry_pending(self, request: HttpRequest, queryset: QuerySet[Run]) -> None:
-        from runs.services.settle import settle
-
-        for run in queryset:
-            settle(run.pk, backend())
-            run.refresh_from_db()
-            left = self.pending(run)
-            level = messages.SUCCESS if left == "—" else messages.WARNING
-            text = "nothing pending" if left == "—" else f"still pending: {left}"
-            self.message_user(request, f"{run.pk}: {text}.", level)
+        queued = request_settling(run_ids=[run.pk for run in queryset])
+        if queued:
+            self.message_user(
+                request,
+                f"Settling {', '.join(queued)} in a worker; the Pending column shows what is "
+                "left when you reload.",
+                messages.SUCCESS,
+            )
+        if len(queued) < len(queryset):
+            self.message_user(request, "The other runs have nothing pending.", messages.INFO)
 
 
 class TokenInline(ReadOnlyMixin, admin.TabularInline):

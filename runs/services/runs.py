@@ -7,7 +7,7 @@ from __future__ import annotations
 import shutil
 
 from django.db import transaction
-from django.db.models import F
+from django.db.models import F, Q
 from django.utils import timezone
 
 from runs.models import Identity, IdentityKind, Run, RunState, Task, TaskState
@@ -76,6 +76,21 @@ def mark_deleting(*, run_id: str) -> bool:
         if updated:
             background.enqueue_on_commit(background.DELETE_RUN, run_id=run_id)
     return bool(updated)
+
+
+def request_settling(*, run_ids: list[str]) -> list[str]:
+    """Enqueue `settle_run` (once this commits) for each of these runs that has ended with a
+    step still pending (logs, stop, release); their ids. The admin's retry: the backend calls
+    happen in a worker, not in the request."""
+    pending = Q(pending_logs=True) | Q(pending_cancel=True) | Q(pending_release=True)
+    found = list(
+        Run.objects.filter(pending, pk__in=run_ids, state__in=RunState.ended())
+        .order_by("pk")
+        .values_list("pk", flat=True)
+    )
+    for run_id in found:
+        background.enqueue_on_commit(background.SETTLE_RUN, run_id=run_id)
+    return found
 
 
 def finish_deletion(*, run_id: str) -> list[str] | None:

@@ -2,11 +2,14 @@
 
 from __future__ import annotations
 
+from typing import Any
+
 import pytest
 from django.test import Client
 
 from runs.models import ResourceObservation, Run, Snapshot, Token
 from runs.services.identities import hash_token, identity_for_token
+from runs.tasks import settle_run
 from tests import factories
 from tests.pages.scenes import scan_run
 
@@ -41,14 +44,27 @@ def test_the_cancel_action_cancels_live_runs_as_the_admin(olivia: Client) -> Non
     assert b"has ended" in response.content
 
 
-def test_retry_pending_settles_an_ended_run(olivia: Client) -> None:
+def test_retry_pending_queues_the_settling_of_an_ended_run_for_a_worker(
+    olivia: Client, django_capture_on_commit_callbacks: Any
+) -> None:
+    """The action answers without calling the backend: `settle_run` is queued for the runs
+    with a step pending (what the worker then does settles them), none for the others."""
     run = factories.run(state="failed", pending_logs=True)
-    response = olivia.post(
-        "/admin/runs/run/", {"action": "retry_pending", "_selected_action": [run.id]}, follow=True
-    )
+    done = factories.run(state="succeeded")
+    with django_capture_on_commit_callbacks() as queued:
+        response = olivia.post(
+            "/admin/runs/run/",
+            {"action": "retry_pending", "_selected_action": [run.id, done.id]},
+            follow=True,
+        )
+    run.refresh_from_db()
+    assert run.pending_logs  # nothing settled in the request
+    assert len(queued) == 1
+    assert f"Settling {run.id} in a worker" in response.content.decode()
+    assert b"The other runs have nothing pending" in response.content
+    settle_run(run.id)  # what the worker runs
     run.refresh_from_db()
     assert not run.pending_logs  # a workflow that is gone has no logs left to keep
-    assert b"nothing pending" in response.content
 
 
 def test_adding_a_token_shows_its_secret_once_and_stores_only_its_hash(olivia: Client) -> None:
