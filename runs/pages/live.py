@@ -4,8 +4,11 @@
   it differs from what the page shows (`seen`, then `Last-Event-ID`: a digest of the HTML).
 - `/runs/<id>/tasks/<task>/logs/<pod>/events/?seen=`: a `tail` event with a pod's log tail
   whenever it differs from the one shown (`LogTail.key`), until the tail stops following.
-- `/events/?runs=<id>:<key>,…`: a `run-<id>` event with a run's status cell whenever its key
-  (state, what is pending, whole percent) differs from the one the list shows.
+- `/events/?runs=<id>:<key>,…&after=<position>&q=&state=&owner=&group=`: a `run-<id>` event
+  with a run's status cell whenever its key (state, what is pending, whole percent) differs
+  from the one the list shows; for a first page (`after`: its newest run's position), a
+  `newer` event with "N new runs: show them" whenever that number of runs matching its
+  filters changes.
 
 Each poll reads the rows and ledgers; the run page renders its partial again only when the
 run's version or units done changed, or REFRESH_S passed (ages, reports). The streams end
@@ -22,7 +25,9 @@ import asyncio
 import re
 import time
 from collections.abc import AsyncIterator, Iterator
+from dataclasses import dataclass
 from typing import Protocol
+from urllib.parse import urlencode
 
 from asgiref.sync import sync_to_async
 from django.conf import settings
@@ -37,7 +42,14 @@ from runs.pages.access import HtmxHttpRequest, with_identity
 from runs.pages.run_files import TEMPLATE as LOG
 from runs.pages.run_files import log_tail, pod_or_404, run_or_404, task_or_404
 from runs.pages.run_page import TEMPLATE, live_digest, run_context
-from runs.selectors.runs_list import RunItem, run_item, runs_with_details
+from runs.selectors.runs_list import (
+    CURSOR,
+    BadFilter,
+    RunItem,
+    newer_runs,
+    run_item,
+    runs_with_details,
+)
 from runs.store import task_paths
 from simrun_harness.ledger import counts
 
@@ -182,11 +194,23 @@ def followed(item: RunItem) -> bool:
     return item.progress is not None or bool(item.pending)
 
 
-class RunsWatch:
-    """Status cells of the listed runs, each sent when its key differs from the one shown."""
+@dataclass(frozen=True)
+class Newer:
+    """What the first page of a list shows: the position of its newest run and its filters."""
 
-    def __init__(self, request: HttpRequest, shown: dict[str, str]) -> None:
-        self.request, self.shown = request, shown
+    after: str
+    filters: dict[str, str]
+
+
+class RunsWatch:
+    """Status cells of the listed runs, each sent when its key differs from the one shown;
+    on a first page, a `newer` notice whenever the number of runs newer than the list's
+    newest (matching its filters) changes. Without a first page to keep up to date, it ends
+    once no listed run may change."""
+
+    def __init__(self, request: HttpRequest, shown: dict[str, str], newer: Newer | None) -> None:
+        self.request, self.shown, self.newer = request, shown, newer
+        self.newer_count = 0
         self.ended = False
 
     def poll(self) -> list[bytes]:
@@ -200,15 +224,28 @@ class RunsWatch:
                 self.shown[item.id] = key
                 html = render_to_string(f"{LIST}#status", {"run": item}, request=self.request)
                 sent.append(event(f"run-{item.id}", html))
-        if not live:
+        if self.newer is not None:
+            sent += self._newer(self.newer)
+        elif not live:
             self.ended = True
             sent.append(event("end", ""))
         return sent
 
+    def _newer(self, newer: Newer) -> list[bytes]:
+        count = newer_runs(after=newer.after, **newer.filters)
+        if count == self.newer_count:
+            return []
+        self.newer_count = count
+        query = urlencode({k if k != "text" else "q": v for k, v in newer.filters.items() if v})
+        context = {"newer": count, "query": query}
+        return [event("newer", render_to_string(f"{LIST}#newer", context, request=self.request))]
+
 
 @with_identity
 def runs_events(request: HtmxHttpRequest, identity: Identity) -> HttpResponseBase:
-    """The run list's stream: `runs` names the shown runs and their keys, `<id>:<key>,…`."""
+    """The list's stream: `runs` names the shown live runs and their keys, `<id>:<key>,…`;
+    a first page adds `after` (its newest run's position) and its filters (q, state, owner,
+    group)."""
     shown: dict[str, str] = {}
     for part in filter(None, request.GET.get("runs", "").split(",")):
         match = WATCHED.match(part)
@@ -218,9 +255,23 @@ def runs_events(request: HtmxHttpRequest, identity: Identity) -> HttpResponseBas
                 "(e.g. ab12:running-40, cd34:cancelled.cancelling-0)"
             )
         shown[match.group(1)] = match.group(2)
-    if not shown or len(shown) > MAX_RUNS:
+    after = request.GET.get("after")
+    if (not shown and after is None) or len(shown) > MAX_RUNS:
         return _bad(f"runs: name 1 to {MAX_RUNS} runs, <id>:<key> separated by commas")
-    return streamed(request, RunsWatch(request, shown))
+    newer = None
+    if after is not None:
+        filters = {k: request.GET.get(k, "")[:200] for k in ("state", "owner", "group")}
+        newer = Newer(after, {"text": request.GET.get("q", "")[:200], **filters})
+        if not re.fullmatch(CURSOR, after):
+            return _bad(
+                f"after: {after[:80]!r} is not a position in the list "
+                "(<microseconds>-<run id>, as the page gave it)"
+            )
+        try:
+            newer_runs(after=newer.after, **newer.filters)
+        except BadFilter as exc:
+            return _bad(str(exc))
+    return streamed(request, RunsWatch(request, shown, newer))
 
 
 class LogWatch:

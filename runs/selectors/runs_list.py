@@ -144,7 +144,16 @@ _MICROSECOND = timedelta(microseconds=1)
 
 
 def encode_cursor(run: Run) -> str:
-    return f"{(run.created_at - _EPOCH) // _MICROSECOND}-{run.id}"
+    return cursor_at(created_at=run.created_at, run_id=run.id)
+
+
+def cursor_at(*, created_at: datetime, run_id: str) -> str:
+    """The cursor of the position of a run created at `created_at` with id `run_id`."""
+    return f"{(created_at - _EPOCH) // _MICROSECOND}-{run_id}"
+
+
+NOTHING_SHOWN = "0-0"
+"""The cursor a list that shows no run watches from: every run is newer."""
 
 
 def decode_cursor(cursor: str) -> tuple[datetime, str]:
@@ -183,14 +192,7 @@ def list_runs(
         .only(*LISTED_FIELDS)
         .order_by("-created_at", "-id")
     )
-    states = states_of(state)
-    if states:
-        runs = runs.filter(state__in=states)
-    if group:
-        runs = runs.filter(group=group)
-    if owner:
-        ids = list(Identity.objects.filter(name=owner).values_list("pk", flat=True))
-        runs = runs.filter(Q(principal_id__in=ids) | Q(owner_id__in=ids))
+    runs = narrowed(runs, state=state, group=group, owner=owner)
     if cursor:
         created, run_id = decode_cursor(cursor)
         runs = runs.filter(Q(created_at__lt=created) | Q(created_at=created, id__lt=run_id))
@@ -202,6 +204,48 @@ def list_runs(
         runs=[_item(r, progress.get(r.id)) for r in found],
         next_cursor=encode_cursor(found[-1]) if more and found else None,
     )
+
+
+def narrowed(
+    runs: QuerySet[Run], *, state: str | None, group: str | None, owner: str | None
+) -> QuerySet[Run]:
+    """`runs` narrowed by the list's filters (see `list_runs`); BadFilter for a bad state."""
+    states = states_of(state)
+    if states:
+        runs = runs.filter(state__in=states)
+    if group:
+        runs = runs.filter(group=group)
+    if owner:
+        ids = list(Identity.objects.filter(name=owner).values_list("pk", flat=True))
+        runs = runs.filter(Q(principal_id__in=ids) | Q(owner_id__in=ids))
+    return runs
+
+
+def text_query(text: str) -> Q:
+    """Runs whose id, workflow name, group or message contain `text` (the pages' search)."""
+    return (
+        Q(id__icontains=text)
+        | Q(name__icontains=text)
+        | Q(group__icontains=text)
+        | Q(message__icontains=text)
+    )
+
+
+def newer_runs(
+    *,
+    after: str,
+    text: str | None = None,
+    state: str | None = None,
+    group: str | None = None,
+    owner: str | None = None,
+) -> int:
+    """How many runs matching the filters (and `text`) come before the cursor `after` in the
+    list, newest first: the runs submitted since a list was shown. BadFilter as `list_runs`."""
+    created, run_id = decode_cursor(after)
+    runs = narrowed(Run.objects.all(), state=state, group=group, owner=owner)
+    if text:
+        runs = runs.filter(text_query(text))
+    return runs.filter(Q(created_at__gt=created) | Q(created_at=created, id__gt=run_id)).count()
 
 
 def live_progress(run_ids: list[str]) -> dict[str, float]:

@@ -127,6 +127,27 @@ def test_the_run_list_moves_with_its_stream_and_never_polls(
     assert_no_polling(requests, f"{base_url}/")
 
 
+def test_a_run_submitted_while_the_list_is_open_is_announced_and_shown_on_click(
+    context: BrowserContext, base_url: str
+) -> None:
+    """The list says "1 new run: show it" once a run is submitted, from its stream (no poll);
+    the link brings the table with the new run in place, without reloading the page."""
+    first = scan_run()
+    page = context.new_page()
+    requests = recorded(page)
+    log_in(page, base_url, "paul")
+    mark_page(page)
+    expect(page.locator(f"tr[data-run='{first.id}']")).to_have_count(1)
+    newer = scan_run()
+    notice = page.locator("#newer-runs")
+    expect(notice).to_have_text("1 new run: show it")
+    assert_no_polling(requests, f"{base_url}/")
+    notice.get_by_role("link").click()
+    expect(page.locator(f"tr[data-run='{newer.id}']")).to_have_count(1)
+    expect(page.locator("#newer-runs")).to_have_text("")
+    assert was_not_reloaded(page), "the page was reloaded"
+
+
 def test_without_javascript_a_live_run_page_reloads_itself(
     browser: Browser, base_url: str, monkeypatch: pytest.MonkeyPatch
 ) -> None:

@@ -12,6 +12,7 @@ from django.db.models import F
 from django.test import Client
 
 from runs.models import Run
+from runs.selectors.runs_list import cursor_at
 from tests import factories
 from tests.pages.scenes import one_more_unit_done, scan_run
 
@@ -108,7 +109,7 @@ def test_the_list_streams_its_live_runs_and_polls_nothing(paul: Client) -> None:
     live, ended = scan_run(), factories.run(state="cancelled")
     html = paul.get("/").content.decode()
     assert 'hx-trigger="every' not in html
-    assert connect_url(html) == f"/events/?runs={live.id}%3Arunning-33"
+    assert connect_url(html) == f"/events/?runs={live.id}%3Arunning-33&after={position(ended)}"
     assert f'id="status-{live.id}" class="run-status" sse-swap="run-{live.id}"' in html
     assert f'sse-swap="run-{ended.id}"' not in html
     assert '<noscript><meta http-equiv="refresh" content="10"></noscript>' in html
@@ -128,10 +129,49 @@ def test_the_list_stream_sends_a_status_cell_when_it_changed(paul: Client) -> No
     assert "failed" in sent[0][1] and "sse-swap" not in sent[0][1]
 
 
+def position(run: Run) -> str:
+    return cursor_at(created_at=run.created_at, run_id=run.id)
+
+
+def test_a_first_page_says_when_newer_runs_match_its_filters(paul: Client) -> None:
+    """The list's first page follows the runs submitted after it was shown: a notice says how
+    many match its filters (their count, once per change), linking to the list with them."""
+    shown = factories.run(state="succeeded", group="g1")
+    html = paul.get("/?group=g1").content.decode()
+    url = connect_url(html)
+    assert url == f"/events/?after={position(shown)}&group=g1"
+    assert 'id="newer-runs"' in html and "new run" not in html
+    assert events(paul, url) == []
+    factories.run(group="g2")  # another group: not on this list
+    assert events(paul, url) == []
+    factories.run(group="g1")
+    factories.run(group="g1", state="failed")
+    sent = events(paul, url)
+    assert [kind for kind, _ in sent] == ["newer"]
+    assert "2 new runs: show them" in sent[0][1] and 'hx-get="/?group=g1"' in sent[0][1]
+
+
+def test_a_list_showing_no_runs_says_when_one_comes(paul: Client) -> None:
+    html = paul.get("/").content.decode()
+    url = connect_url(html)
+    assert url == "/events/?after=0-0"
+    factories.run()
+    sent = events(paul, url)
+    assert [kind for kind, _ in sent] == ["newer"] and "1 new run: show it" in sent[0][1]
+
+
+def test_an_older_page_follows_no_newer_runs(paul: Client) -> None:
+    factories.run(state="succeeded")
+    html = paul.get("/?cursor=9999999999999999-zzz").content.decode()
+    assert "sse-connect" not in html and 'id="newer-runs"' not in html
+
+
 @pytest.mark.parametrize(
     ("query", "why"),
     [
         ("", "runs: name 1 to 50 runs"),
+        ("?after=yesterday", "after: 'yesterday' is not a position in the list"),
+        ("?after=0-0&state=sleeping", "state: unknown state 'sleeping'"),
         ("?runs=abc", "runs: 'abc' is not <run id>:<state>-<percent>"),
         ("?runs=" + ",".join(f"r{i}:running-1" for i in range(51)), "runs: name 1 to 50 runs"),
     ],
@@ -176,7 +216,7 @@ def test_a_cancelling_run_is_followed_until_its_pods_are_stopped(paul: Client) -
 def test_the_list_follows_a_cancelling_run_until_it_settled(paul: Client) -> None:
     run = scan_run(state="cancelled", pending_cancel=True)
     html = paul.get("/").content.decode()
-    assert connect_url(html) == f"/events/?runs={run.id}%3Acancelled.cancelling-0"
+    assert connect_url(html).startswith(f"/events/?runs={run.id}%3Acancelled.cancelling-0&")
     url = f"/events/?runs={run.id}:cancelled.cancelling-0"
     assert events(paul, url) == []
     Run.objects.filter(pk=run.pk).update(pending_cancel=False)
