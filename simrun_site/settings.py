@@ -184,6 +184,8 @@ SIMRUN_GRACE_S = env.integer("SIMRUN_GRACE_S", 30, minimum=1)
 SIMRUN_MERGE_MARKER_GRACE_S = env.number("SIMRUN_MERGE_MARKER_GRACE_S", 120.0, minimum=0)
 SIMRUN_EVENTS_POLL_S = env.number("SIMRUN_EVENTS_POLL_S", 1.0, minimum=0.05)
 SIMRUN_EVENTS_MAX_S = env.number("SIMRUN_EVENTS_MAX_S", 300.0, minimum=1)
+# the servers page's stream asks the backend (on a cluster, the API server) at each poll
+SIMRUN_SERVERS_POLL_S = env.number("SIMRUN_SERVERS_POLL_S", 5.0, minimum=0.05)
 SIMRUN_MAX_UPLOAD_BYTES = env.integer("SIMRUN_MAX_UPLOAD_BYTES", 2 * 1024**3, minimum=1)
 SIMRUN_UPLOAD_MAX_FILES = env.integer("SIMRUN_UPLOAD_MAX_FILES", 100_000, minimum=1)
 SIMRUN_UPLOAD_MAX_UNPACKED_BYTES = env.integer(

@@ -110,9 +110,13 @@ def _once(watch: Watch, *, poll_s: float) -> Iterator[bytes]:
     yield from watch.poll()
 
 
-def streamed(request: HttpRequest, watch: Watch) -> StreamingHttpResponse:
-    """The stream of `watch`: polled until it ends under ASGI, one poll under WSGI."""
-    poll_s, max_s = settings.SIMRUN_EVENTS_POLL_S, settings.SIMRUN_EVENTS_MAX_S
+def streamed(
+    request: HttpRequest, watch: Watch, *, poll_s: float | None = None
+) -> StreamingHttpResponse:
+    """The stream of `watch`: polled (every `poll_s`, by default SIMRUN_EVENTS_POLL_S) until
+    it ends under ASGI, one poll under WSGI."""
+    poll_s = settings.SIMRUN_EVENTS_POLL_S if poll_s is None else poll_s
+    max_s = settings.SIMRUN_EVENTS_MAX_S
     content: AsyncIterator[bytes] | Iterator[bytes]
     if isinstance(request, ASGIRequest):
         content = _stream(watch, poll_s=poll_s, max_s=max_s)
@@ -124,7 +128,7 @@ def streamed(request: HttpRequest, watch: Watch) -> StreamingHttpResponse:
     return response
 
 
-def _bad(message: str) -> HttpResponse:
+def bad_request(message: str) -> HttpResponse:
     return HttpResponse(message, status=400, content_type="text/plain; charset=utf-8")
 
 
@@ -178,7 +182,9 @@ def run_events(request: HtmxHttpRequest, identity: Identity, run_id: str) -> Htt
     run = run_or_404(run_id)
     seen = request.headers.get("Last-Event-ID") or request.GET.get("seen", "")
     if seen and not DIGEST.match(seen):
-        return _bad(f"seen: {seen[:80]!r} is not a digest this page sent (hexadecimal, 1-40)")
+        return bad_request(
+            f"seen: {seen[:80]!r} is not a digest this page sent (hexadecimal, 1-40)"
+        )
     task = request.GET.get("task") or None
     return streamed(request, RunWatch(request, identity, run, task=task, seen=seen))
 
@@ -250,27 +256,27 @@ def runs_events(request: HtmxHttpRequest, identity: Identity) -> HttpResponseBas
     for part in filter(None, request.GET.get("runs", "").split(",")):
         match = WATCHED.match(part)
         if match is None:
-            return _bad(
+            return bad_request(
                 f"runs: {part[:80]!r} is not <run id>:<state>-<percent> "
                 "(e.g. ab12:running-40, cd34:cancelled.cancelling-0)"
             )
         shown[match.group(1)] = match.group(2)
     after = request.GET.get("after")
     if (not shown and after is None) or len(shown) > MAX_RUNS:
-        return _bad(f"runs: name 1 to {MAX_RUNS} runs, <id>:<key> separated by commas")
+        return bad_request(f"runs: name 1 to {MAX_RUNS} runs, <id>:<key> separated by commas")
     newer = None
     if after is not None:
         filters = {k: request.GET.get(k, "")[:200] for k in ("state", "owner", "group")}
         newer = Newer(after, {"text": request.GET.get("q", "")[:200], **filters})
         if not re.fullmatch(CURSOR, after):
-            return _bad(
+            return bad_request(
                 f"after: {after[:80]!r} is not a position in the list "
                 "(<microseconds>-<run id>, as the page gave it)"
             )
         try:
             newer_runs(after=newer.after, **newer.filters)
         except BadFilter as exc:
-            return _bad(str(exc))
+            return bad_request(str(exc))
     return streamed(request, RunsWatch(request, shown, newer))
 
 
@@ -311,5 +317,7 @@ def log_events(
     pod_or_404(task, pod)
     seen = request.headers.get("Last-Event-ID") or request.GET.get("seen", "")
     if seen and not DIGEST.match(seen):
-        return _bad(f"seen: {seen[:80]!r} is not a digest this page sent (hexadecimal, 1-40)")
+        return bad_request(
+            f"seen: {seen[:80]!r} is not a digest this page sent (hexadecimal, 1-40)"
+        )
     return streamed(request, LogWatch(request, run.id, task.task_id, pod, seen))

@@ -20,6 +20,7 @@ urlpatterns = [
     ),
     path("runs/<str:run_id>/files/<path:path>", run_files.download, name="download"),
     path("servers/", servers.servers, name="servers"),
+    path("servers/events/", servers.servers_events, name="servers-events"),
     path("compare/", compare.compare, name="compare"),
     path("submit/", submit.submit, name="submit"),
     path("submit/types/<str:name>/", submit.task_type, name="task-type"),

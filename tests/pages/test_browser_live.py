@@ -14,7 +14,9 @@ from typing import Any
 import pytest
 from django.db.models import F
 from playwright.sync_api import Browser, BrowserContext, Page, Request, expect
+from pytest_django import Settings
 
+from runs.backends import backend
 from runs.models import Run
 from runs.pages import run_page
 from tests.api import scenes as api_scenes
@@ -146,6 +148,26 @@ def test_a_run_submitted_while_the_list_is_open_is_announced_and_shown_on_click(
     expect(page.locator(f"tr[data-run='{newer.id}']")).to_have_count(1)
     expect(page.locator("#newer-runs")).to_have_text("")
     assert was_not_reloaded(page), "the page was reloaded"
+
+
+def test_the_servers_page_moves_with_its_stream_and_never_polls(
+    context: BrowserContext, base_url: str, settings: Settings
+) -> None:
+    """A node reserved while the page is open shows up by itself, from the page's stream."""
+    settings.SIMRUN_SERVERS_POLL_S = 0.2
+    run = scan_run()
+    page = context.new_page()
+    log_in(page, base_url, "paul")
+    requests = recorded(page)
+    page.clock.install()
+    page.goto(f"{base_url}/servers/")
+    mark_page(page)
+    expect(page.locator("#servers-live")).to_contain_text("not reserved")
+    ten_seconds_later(page)
+    backend().reserve(backend().nodes()[0].name, run.id)
+    expect(page.locator("#servers-live")).to_contain_text(f"reserved by run {run.id}")
+    assert was_not_reloaded(page), "the page was reloaded"
+    assert_no_polling(requests, f"{base_url}/servers/")
 
 
 def test_without_javascript_a_live_run_page_reloads_itself(

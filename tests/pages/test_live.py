@@ -15,30 +15,9 @@ from runs.models import Run
 from runs.selectors.runs_list import cursor_at
 from tests import factories
 from tests.pages.scenes import one_more_unit_done, scan_run
+from tests.pages.streams import connect_url, events
 
 pytestmark = pytest.mark.django_db
-
-
-def events(client: Client, url: str, **headers: str) -> list[tuple[str, str]]:
-    """(kind, data) of each event the stream sends."""
-    response = client.get(url, **headers)
-    assert response.status_code == 200, response.content
-    assert response["Content-Type"] == "text/event-stream"
-    text = b"".join(response.streaming_content).decode()  # type: ignore[attr-defined]
-    found = []
-    for block in text.split("\n\n"):
-        lines = block.split("\n")
-        kind = next((line[7:] for line in lines if line.startswith("event: ")), None)
-        if kind is not None:
-            data = "\n".join(line[6:] for line in lines if line.startswith("data: "))
-            found.append((kind, data))
-    return found
-
-
-def connect_url(html: str) -> str:
-    match = re.search(r'sse-connect="([^"]+)"', html)
-    assert match is not None, "the page opens no event stream"
-    return match.group(1).replace("&amp;", "&")
 
 
 def test_a_live_run_page_follows_its_stream_and_polls_nothing(paul: Client) -> None:

@@ -14,6 +14,7 @@ from runs.store import run_paths
 from runs.tasks import delete_run
 from tests import factories
 from tests.pages.scenes import scan_run
+from tests.pages.streams import connect_url, events
 
 pytestmark = pytest.mark.django_db
 HX = {"HTTP_HX_REQUEST": "true"}
@@ -39,6 +40,28 @@ def test_servers_names_the_run_that_reserved_a_node(paul: Client) -> None:
 def test_servers_refresh_answers_the_list_alone(paul: Client) -> None:
     html = paul.get("/servers/", HTTP_HX_TARGET="servers-live", **HX).content.decode()
     assert html.lstrip().startswith('<div id="servers-live"') and "<html" not in html
+
+
+def test_servers_follow_their_stream_which_sends_the_servers_when_they_changed(
+    paul: Client,
+) -> None:
+    """The page polls nothing: its stream asks the backend and sends the servers' part only
+    when it differs from the one shown (a node reserved, here)."""
+    html = paul.get("/servers/").content.decode()
+    assert 'hx-trigger="every' not in html
+    url = connect_url(html)
+    assert url.startswith("/servers/events/?seen=")
+    assert events(paul, url) == []
+    run = scan_run()
+    backend().reserve(backend().nodes()[0].name, run.id)
+    sent = events(paul, url)
+    assert [kind for kind, _ in sent] == ["servers"]
+    assert "reserved by run <a href=" in sent[0][1] and 'sse-swap="servers"' in sent[0][1]
+
+
+def test_the_servers_stream_refuses_a_bad_digest(paul: Client) -> None:
+    response = paul.get("/servers/events/?seen=not-hex")
+    assert response.status_code == 400 and "seen: 'not-hex' is not a digest" in response.text
 
 
 def test_compare_shows_runs_side_by_side_and_marks_differences(paul: Client) -> None:
