@@ -46,5 +46,10 @@ def backend() -> Backend:
             executor_memory_gb=settings.SIMRUN_EXECUTOR_MEMORY_GB,
             kubeconfig=settings.SIMRUN_KUBECONFIG,
             watch_timeout_s=settings.SIMRUN_WATCH_TIMEOUT_S,
+            nodes_limit_bytes=settings.SIMRUN_ARGO_NODES_LIMIT_MB * 1024 * 1024,
+            argo_server_url=settings.SIMRUN_ARGO_SERVER_URL,
+            argo_server_token_file=settings.SIMRUN_ARGO_SERVER_TOKEN_FILE,
+            argo_server_ca_file=settings.SIMRUN_ARGO_SERVER_CA_FILE,
+            argo_server_insecure=settings.SIMRUN_ARGO_SERVER_INSECURE,
         )
     )

@@ -70,12 +70,17 @@ class PodStatus:
 
 @dataclass(frozen=True)
 class BackendStatus:
-    """A workflow as the backend sees it."""
+    """A workflow as the backend sees it.
+
+    `unreadable`: why the backend cannot read the workflow's pods now (e.g. Argo offloaded
+    its node status and no Argo server is configured); `pods` and `failures` are then empty
+    and mean nothing: the controller keeps the run as it is and shows this as its message."""
 
     phase: WorkflowPhase
     pods: Mapping[str, PodStatus] = field(default_factory=dict)
     failures: Mapping[str, list[AttemptFailure]] = field(default_factory=dict)
     message: str = ""
+    unreadable: str = ""
 
 
 @dataclass(frozen=True)

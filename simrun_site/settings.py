@@ -234,6 +234,12 @@ SIMRUN_BUILD_TIMEOUT_S = env.number("SIMRUN_BUILD_TIMEOUT_S", 1800.0, minimum=1)
 SIMRUN_EXECUTOR_CORES = env.number("SIMRUN_EXECUTOR_CORES", 0.1, minimum=0)
 SIMRUN_EXECUTOR_MEMORY_GB = env.number("SIMRUN_EXECUTOR_MEMORY_GB", 0.25, minimum=0)
 SIMRUN_WATCH_TIMEOUT_S = env.integer("SIMRUN_WATCH_TIMEOUT_S", 60, minimum=1)
+# a large workflow's node status: compressed (bounded), or offloaded and read through Argo's server
+SIMRUN_ARGO_NODES_LIMIT_MB = env.integer("SIMRUN_ARGO_NODES_LIMIT_MB", 64, minimum=1)
+SIMRUN_ARGO_SERVER_URL = env.string("SIMRUN_ARGO_SERVER_URL", "")  # empty: none
+SIMRUN_ARGO_SERVER_TOKEN_FILE = env.string("SIMRUN_ARGO_SERVER_TOKEN_FILE", "")  # empty: the pod's
+SIMRUN_ARGO_SERVER_CA_FILE = env.string("SIMRUN_ARGO_SERVER_CA_FILE", "")  # empty: system CAs
+SIMRUN_ARGO_SERVER_INSECURE = env.boolean("SIMRUN_ARGO_SERVER_INSECURE", False)
 
 REST_FRAMEWORK = {
     "DEFAULT_AUTHENTICATION_CLASSES": ["runs.api.auth.BearerTokenAuthentication"],

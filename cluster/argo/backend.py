@@ -1,7 +1,8 @@
 """ArgoBackend: runs as Argo Workflows whose plain pods Kueue admits and preempts.
 
 A run is one Workflow (`manifest.py`) in the cluster's namespace; its status is read from the
-DAG's nodes (`status.py`); node capacity and placements come from the nodes and pods
+DAG's nodes (`status.py`), wherever Argo put them (`node_status.py`; offloaded ones through
+the Argo server, `argo_server.py`); node capacity and placements come from the nodes and pods
 (`nodes.py`); a reservation is a taint and a label on a node; environment images are built by
 a Job of buildctl and looked up in the registry's API (`images.py`, `builds.py`); one watch
 thread wakes the controller on every change of a workflow (`watch.py`).
@@ -24,11 +25,13 @@ from kubernetes.client import ApiClient, BatchV1Api, Configuration, CoreV1Api, C
 from kubernetes.client.rest import ApiException
 
 from cluster.argo import images
+from cluster.argo.argo_server import hydrated
 from cluster.argo.builds import run_build
 from cluster.argo.config import ClusterConfig
 from cluster.argo.logs import task_logs, workflow_pods
 from cluster.argo.manifest import RUN_LABEL, workflow_manifest
 from cluster.argo.names import label_value
+from cluster.argo.node_status import NodesUnreadable, offload_version, workflow_nodes
 from cluster.argo.nodes import (
     RESERVED_KEY,
     WORKER_LABEL,
@@ -38,7 +41,7 @@ from cluster.argo.nodes import (
     pod_requests,
     used_by_others,
 )
-from cluster.argo.status import DONE_PHASES, workflow_status
+from cluster.argo.status import DONE_PHASES, unreadable_status, workflow_status
 from cluster.argo.watch import GROUP, PLURAL, VERSION, WorkflowWatch
 from cluster.backend import BackendStatus, Placement, PodLog, RunLaunch
 from runs.plans import Node
@@ -109,9 +112,17 @@ class ArgoBackend:
                 raise
         return launch.workflow_name
 
+    def _status_of(self, workflow: dict[str, Any]) -> BackendStatus:
+        """The status of a workflow as listed or read, its nodes wherever Argo put them."""
+        try:
+            workflow = hydrated(workflow, self.config)
+        except NodesUnreadable as error:
+            return unreadable_status(workflow, str(error))
+        return workflow_status(workflow, limit_bytes=self.config.nodes_limit_bytes)
+
     def status(self, name: str) -> BackendStatus:
         """B1, B2: the workflow's status; KeyError when it does not exist."""
-        return workflow_status(self._workflow(name))
+        return self._status_of(self._workflow(name))
 
     def statuses(
         self, names: Collection[str], *, may_reuse: Collection[str] = ()
@@ -120,7 +131,8 @@ class ArgoBackend:
         their label, a page per `LIST_PAGE`) instead of one read per workflow; None for a
         workflow the list does not hold. Every name is read now (`may_reuse` is not needed);
         a workflow whose resourceVersion is the one parsed last time keeps its status object
-        (no parse, and the tick compares it by identity)."""
+        (no parse, and the tick compares it by identity), but for offloaded nodes the Argo
+        server did not give (asked again at every read)."""
         wanted = set(names)
         found: dict[str, BackendStatus | None] = dict.fromkeys(wanted)
         if not wanted:
@@ -137,13 +149,14 @@ class ArgoBackend:
                 parsed[name] = known
                 continue
             try:
-                status = workflow_status(workflow)
+                status = self._status_of(workflow)
             except (KeyError, TypeError, ValueError, AttributeError):
                 log.exception("argo backend: cannot read the status of %s", name)
                 del found[name]
                 continue
             found[name] = status
-            parsed[name] = (version, status)
+            if not (status.unreadable and offload_version(workflow)):  # the server: ask again
+                parsed[name] = (version, status)
         self._parsed = parsed  # only the workflows of this read: the others ended or went
         return found
 
@@ -197,7 +210,13 @@ class ArgoBackend:
             workflow = self._workflow(name)
         except KeyError:
             return True
-        nodes = (workflow.get("status") or {}).get("nodes") or {}
+        try:
+            nodes = workflow_nodes(
+                hydrated(workflow, self.config), limit_bytes=self.config.nodes_limit_bytes
+            )
+        except NodesUnreadable as error:  # which nodes ended is unknown: delete no pod
+            log.warning("argo backend: %s: its gated pods are left (%s)", name, error)
+            return True
         waiting = False
         for node_id, pod in workflow_pods(self.core, self.config.namespace, name).items():
             ended = (pod.get("status") or {}).get("phase") in ("Succeeded", "Failed")
@@ -224,8 +243,10 @@ class ArgoBackend:
 
     def logs(self, name: str, task_id: str, tail_lines: int | None = None) -> list[PodLog]:
         """B10: the logs of a task's pods, every attempt, oldest first."""
+        workflow = hydrated(self._workflow(name), self.config)
+        limit = self.config.nodes_limit_bytes
         return task_logs(
-            self.core, self.config.namespace, self._workflow(name), task_id, tail_lines
+            self.core, self.config.namespace, workflow, task_id, tail_lines, limit_bytes=limit
         )
 
     # -- nodes and pods ---------------------------------------------------------------------

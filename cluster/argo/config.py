@@ -8,6 +8,8 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+from cluster.argo.node_status import NODES_LIMIT_BYTES
+
 SERVICE_ENVIRONMENT = "service"
 """The environment of a model without a pyproject.toml: the cluster's default image."""
 STALE_MARGIN_S = 60
@@ -60,6 +62,17 @@ class ClusterConfig:
     shutdown_wait_s: float = 30.0
     """K10: how long a stop waits for Argo to fail the pending nodes before it leaves their
     gated pods (Argo stops them if Kueue ever admits them)."""
+    nodes_limit_bytes: int = NODES_LIMIT_BYTES
+    """The most JSON a workflow's `status.compressedNodes` may decompress to (node_status.py)."""
+    argo_server_url: str = ""
+    """The Argo server (`https://argo-server.<namespace>:2746`), to read the node status Argo
+    offloaded to its database (argo_server.py); empty: such a run keeps its state and says so."""
+    argo_server_token_file: str = ""
+    """The bearer token for the Argo server; empty: the pod's service account token."""
+    argo_server_ca_file: str = ""
+    """The CA of the Argo server's certificate; empty: the system's CAs."""
+    argo_server_insecure: bool = False
+    """Skip the check of the Argo server's certificate (Argo's default self-signed one)."""
 
     @property
     def registry_api(self) -> str:

@@ -15,6 +15,7 @@ from typing import Any
 from kubernetes.client import CoreV1Api
 from kubernetes.client.rest import ApiException
 
+from cluster.argo.node_status import NODES_LIMIT_BYTES, workflow_nodes
 from cluster.argo.status import DONE_PHASES, attempt_number, attempts_of, pod_nodes
 from cluster.backend import LOG_LIMIT_BYTES, PodLog
 
@@ -69,14 +70,16 @@ def task_logs(
     workflow: Mapping[str, Any],
     task_id: str,
     tail_lines: int | None = None,
+    *,
+    limit_bytes: int = NODES_LIMIT_BYTES,
 ) -> list[PodLog]:
     """B10: a log per attempt of every pod of the task, oldest first; KeyError for an unknown
-    task."""
+    task, NodesUnreadable when the workflow's nodes cannot be read (`node_status.py`)."""
     entries = [e for e in pod_nodes(workflow) if e.task_id == task_id]
     if not entries:
         raise KeyError(task_id)
     name = workflow["metadata"]["name"]
-    nodes: Mapping[str, Any] = (workflow.get("status") or {}).get("nodes") or {}
+    nodes = workflow_nodes(workflow, limit_bytes=limit_bytes)
     by_name = {n.get("name"): n for n in nodes.values()}
     pods = workflow_pods(core, namespace, name)
     found: list[tuple[tuple[str, str, int], PodLog]] = []

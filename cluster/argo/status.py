@@ -1,11 +1,13 @@
 """A workflow's status as the controller reads it: per pod, per attempt (B1, B2, K1-K3).
 
-The pods are named from the workflow's spec (the `pod` argument of each DAG task, with
-`{{item}}` of an expanded task replaced by its item), so the names are the controller's
-(`<task>`, `<task>-w0`, `<task>-w1`…, `<task>-merge`) whatever Argo calls its nodes. Each pod
-is the DAG node `<workflow>.<dag task>` (or `<workflow>.<dag task>(<index>:<item>)` of an
-expanded task); a template with a retry strategy makes it a Retry node whose children are the
-attempts `…(0)`, `…(1)`…
+The nodes are read wherever Argo put them (`node_status.workflow_nodes`: `status.nodes`, or
+`status.compressedNodes` of a large workflow). The pods are named from the workflow's spec
+(the `pod` argument of each DAG task, with `{{item}}` of an expanded task replaced by its
+item), so the names are the controller's (`<task>`, `<task>-w0`, `<task>-w1`…,
+`<task>-merge`) whatever Argo calls its nodes. Each pod is the DAG node
+`<workflow>.<dag task>` (or `<workflow>.<dag task>(<index>:<item>)` of an expanded task); a
+template with a retry strategy makes it a Retry node whose children are the attempts `…(0)`,
+`…(1)`…
 
 - Retry node Succeeded → succeeded; Failed or Error → failed (skipped when the workflow was
   shut down before the pod ever ran); Omitted or Skipped → skipped; no node yet → waiting
@@ -26,6 +28,7 @@ from collections.abc import Iterator, Mapping
 from dataclasses import dataclass
 from typing import Any
 
+from cluster.argo.node_status import NODES_LIMIT_BYTES, NodesUnreadable, workflow_nodes
 from cluster.backend import (
     AttemptFailure,
     BackendStatus,
@@ -204,11 +207,18 @@ def workflow_phase(workflow: Mapping[str, Any]) -> WorkflowPhase:
     return WorkflowPhase.PENDING
 
 
-def workflow_status(workflow: Mapping[str, Any]) -> BackendStatus:
-    """B1, B2: the status of a workflow as the API returns it (a plain dict)."""
-    nodes: Mapping[str, Any] = (workflow.get("status") or {}).get("nodes") or {}
-    by_name = {n.get("name"): n for n in nodes.values()}
+def workflow_status(
+    workflow: Mapping[str, Any], *, limit_bytes: int = NODES_LIMIT_BYTES
+) -> BackendStatus:
+    """B1, B2: the status of a workflow as the API returns it (a plain dict); its nodes
+    compressed or not (`node_status.py`). Nodes that cannot be read (offloaded, corrupt)
+    give an `unreadable` status that says why, so the run keeps its state."""
     phase = workflow_phase(workflow)
+    try:
+        nodes = workflow_nodes(workflow, limit_bytes=limit_bytes)
+    except NodesUnreadable as error:
+        return unreadable_status(workflow, str(error))
+    by_name = {n.get("name"): n for n in nodes.values()}
     ended = phase is not WorkflowPhase.RUNNING and phase is not WorkflowPhase.PENDING
     pods: dict[str, PodStatus] = {}
     failures: dict[str, list[AttemptFailure]] = {}
@@ -219,6 +229,12 @@ def workflow_status(workflow: Mapping[str, Any]) -> BackendStatus:
             failures[entry.pod] = failed
     message = (workflow.get("status") or {}).get("message", "")
     return BackendStatus(phase=phase, pods=pods, failures=failures, message=message)
+
+
+def unreadable_status(workflow: Mapping[str, Any], why: str) -> BackendStatus:
+    """The status of a workflow whose nodes cannot be read: its phase, no pods, and why."""
+    message = (workflow.get("status") or {}).get("message", "")
+    return BackendStatus(phase=workflow_phase(workflow), message=message, unreadable=why)
 
 
 def task_of_pods(workflow: Mapping[str, Any]) -> dict[str, str]:

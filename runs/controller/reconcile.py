@@ -96,7 +96,10 @@ def observe(run: Run, tasks: list[Task], status: BackendStatus | None, now: date
     Facts first, then rules: the store is read only where the status says the derivation
     depends on it (`rules.wants_marker`, `rules.wants_reported_kills`; the reports of a task
     that ends, of a pod whose failure fails it), so a run whose status did not change costs
-    no file access."""
+    no file access. A status the backend could not read (`unreadable`) changes only the
+    run's message."""
+    if status is not None and status.unreadable:  # nothing to derive from: keep, and say why
+        return Observed(run=rules.live_message(run.message, status))
     task_records = [_record(task, status) for task in tasks]
     markers = {
         t.task_id: has_merge_marker(task_paths(run.id, t.task_id))
@@ -215,7 +218,7 @@ def _run_change(
     if observed.outcome is None:
         live = rules.live_run_state(states)
         started = {"started_at": now} if live == RunState.RUNNING and run.started_at is None else {}
-        return {"state": live, **started}
+        return {"state": live, **started, **rules.live_message(run.message, status)}
     began, ended = _span(tasks, observed, now)
     change: dict[str, Any] = {}
     if began is not None and (run.started_at is None or began < run.started_at):

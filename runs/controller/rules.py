@@ -189,6 +189,14 @@ def live_run_state(task_states: Mapping[str, str]) -> RunState:
     return RunState.QUEUED
 
 
+def live_message(current: str, status: BackendStatus | None) -> dict[str, str]:
+    """The message of a run still going, as a change of its record: why the backend cannot
+    read its pods now (`BackendStatus.unreadable`: the run keeps its state meanwhile), else
+    none; {} when the record already says it."""
+    wanted = status.unreadable if status is not None else ""
+    return {} if current == wanted else {"message": wanted}
+
+
 def resolve_gone(
     stored: Mapping[str, str],
     *,

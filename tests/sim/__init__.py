@@ -6,6 +6,7 @@ where each behaviour comes from: docs/simulator.md.
 """
 
 from tests.sim.apiserver import AccessRecord
+from tests.sim.argo.packing import NodeStatusStorage
 from tests.sim.argo.templates import ExecutorConfig, node_id, pod_name
 from tests.sim.cluster import NodeSpec, SimCluster
 from tests.sim.registry import Build, BuildKit, Registry
@@ -16,6 +17,7 @@ __all__ = [
     "BuildKit",
     "ExecutorConfig",
     "NodeSpec",
+    "NodeStatusStorage",
     "Registry",
     "SimCluster",
     "node_id",

@@ -1,10 +1,11 @@
 """`SimCluster`: the simulated cluster as tests and benchmarks drive it.
 
 It wires the store, the API server, Kueue, the scheduler, the taint manager, the kubelets,
-the Job controller, Argo and the registry with BuildKit, runs the controllers in one
-background thread (a pass every `tick_s`, at once after any write), and offers the controls
-a test needs: nodes to add, remove, lose and restore; a pod to preempt as Kueue would;
-controllers to pause and resume; the clock to advance; waits with deadlines.
+the Job controller, Argo (its controller, and its server's API for offloaded nodes) and the
+registry with BuildKit, runs the controllers in one background thread (a pass every
+`tick_s`, at once after any write), and offers the controls a test needs: nodes to add,
+remove, lose and restore; a pod to preempt as Kueue would; controllers to pause and resume;
+the clock to advance; waits with deadlines.
 """
 
 from __future__ import annotations
@@ -22,6 +23,8 @@ import kubernetes
 from tests.sim.admission import default_tolerations, pod_defaults, priority_admission
 from tests.sim.apiserver import AccessRecord, ApiServer
 from tests.sim.argo.controller import DONE, ArgoController
+from tests.sim.argo.packing import NodeStatusPacker, NodeStatusStorage
+from tests.sim.argo.server import ArgoServer
 from tests.sim.argo.templates import ExecutorConfig, node_id
 from tests.sim.clock import SimClock
 from tests.sim.jobs import JobController
@@ -72,6 +75,7 @@ class SimCluster:
         memory_poll_s: float = 0.05,
         with_registry: bool = True,
         single_process_oom_kill: bool = False,
+        node_status: NodeStatusStorage | None = None,
     ) -> None:
         self.namespace = namespace
         self._own_workdir = workdir is None
@@ -96,7 +100,11 @@ class SimCluster:
             single_process_oom_kill,
         )
         self.kueue = Kueue(self.store)
-        self.argo = ArgoController(self.store, self.kubelet.terminate_containers, executor)
+        self.packer = NodeStatusPacker(node_status)
+        self.argo = ArgoController(
+            self.store, self.kubelet.terminate_containers, executor, self.packer
+        )
+        self.argo_server = ArgoServer(self.store, self.packer)
         self.api = ApiServer(self.store, self.kubelet)
 
         self.loop = ControllerLoop(
@@ -137,6 +145,7 @@ class SimCluster:
         self.configure_queue(self._quota or None)
         self.api.start()
         self.api.write_kubeconfig(self.kubeconfig, self.namespace)
+        self.argo_server.start()
         self.loop.start()
         return self
 
@@ -145,6 +154,7 @@ class SimCluster:
         self.loop.stop()
         self.kubelet.shutdown()
         self.api.stop()
+        self.argo_server.stop()
         if self.registry is not None:
             self.registry.stop()
         if self._own_workdir:
@@ -293,10 +303,11 @@ class SimCluster:
     def node_status(
         self, workflow: str, node_name: str, namespace: str | None = None
     ) -> dict[str, Any] | None:
-        """The status node named `<workflow>.<node_name>` (or the root for "")."""
+        """The status node named `<workflow>.<node_name>` (or the root for ""), wherever the
+        simulated Argo stored it (`argo/packing.py`)."""
         found = self.workflow(workflow, namespace)
         name = f"{workflow}.{node_name}" if node_name else workflow
-        nodes = ((found or {}).get("status") or {}).get("nodes") or {}
+        nodes = self.packer.hydrated_status(found or {}).get("nodes") or {}
         return nodes.get(node_id(workflow, name))
 
     # -- controllers and time ------------------------------------------------------------

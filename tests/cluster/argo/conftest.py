@@ -28,8 +28,11 @@ from tests.cluster.argo.lab import (
 )
 
 
-def _sim_lab(tmp_path: Path, store: Path, **config: Any) -> Iterator[Lab]:
-    sim = start_sim(tmp_path, store)
+def sim_lab_of(
+    tmp_path: Path, store: Path, sim_options: dict[str, Any] | None = None, **config: Any
+) -> Iterator[Lab]:
+    """A lab on a new simulated cluster (`sim_options` of SimCluster), checked at its end."""
+    sim = start_sim(tmp_path, store, **(sim_options or {}))
     cluster_config = sim_config(sim, **config)
     lab = Lab(ArgoBackend(cluster_config, sim.api_client()), cluster_config, store, sim)
     try:
@@ -44,7 +47,7 @@ def _sim_lab(tmp_path: Path, store: Path, **config: Any) -> Iterator[Lab]:
 @pytest.fixture
 def sim_lab(tmp_path: Path, store: Path) -> Iterator[Lab]:
     """The simulated cluster (3 nodes of 4 cores, 16 GiB) and the backend on it."""
-    yield from _sim_lab(tmp_path, store)
+    yield from sim_lab_of(tmp_path, store)
 
 
 @pytest.fixture(params=["sim", pytest.param("real", marks=pytest.mark.cluster)])
@@ -53,7 +56,7 @@ def lab(
 ) -> Iterator[Lab]:
     """The simulator, then a real cluster when SIMRUN_KUBECONFIG is set."""
     if request.param == "sim":
-        yield from _sim_lab(tmp_path, store)
+        yield from sim_lab_of(tmp_path, store)
         return
     if not os.environ.get("SIMRUN_KUBECONFIG"):
         pytest.skip("needs a real cluster: set SIMRUN_KUBECONFIG (docs/argo-backend.md)")

@@ -201,8 +201,9 @@ def sim_config(sim: SimCluster, **overrides: Any) -> ClusterConfig:
     return ClusterConfig(**values)
 
 
-def start_sim(workdir: Path, store: Path, nodes: int = 3) -> SimCluster:
-    """A running simulated cluster whose pods mount `store` and a scratch directory."""
+def start_sim(workdir: Path, store: Path, nodes: int = 3, **options: Any) -> SimCluster:
+    """A running simulated cluster whose pods mount `store` and a scratch directory;
+    `options` of SimCluster (e.g. `node_status`)."""
     scratch = workdir / "scratch"
     scratch.mkdir(parents=True, exist_ok=True)
     (store / "snapshots").mkdir(parents=True, exist_ok=True)
@@ -212,6 +213,7 @@ def start_sim(workdir: Path, store: Path, nodes: int = 3) -> SimCluster:
         volume_dirs={"simrun-store": store, "scratch": scratch},
         priority_classes=PRIORITIES,
         memory_poll_s=0.05,
+        **options,
     )
     return sim.start()
 

@@ -231,3 +231,30 @@ def test_a_merge_killed_again_fails_naming_the_merges_own_retry_memory(store: Pa
     assert (observed.outcome, observed.tasks[task.pk]["state"]) == ("failed", "failed")
     message = observed.run["message"]
     assert "scan-merge was killed for memory again at the retry memory of 2.5 GiB" in message
+
+
+def test_a_status_that_cannot_be_read_keeps_the_run_and_its_tasks_and_says_why(
+    store: Path,
+) -> None:
+    """B13: a workflow whose node status the backend cannot read (Argo offloaded it, no Argo
+    server): no task changes, no outcome, the run's message says why; a readable status
+    afterwards derives as usual and clears the message."""
+    run, task = split_run()
+    Task.objects.filter(pk=task.pk).update(state="running")
+    why = "Argo offloaded this workflow's node status to its database"
+    ended = BackendStatus(phase=WorkflowPhase.SUCCEEDED, unreadable=why)
+
+    assert reconcile_with(Run.objects.get(pk=run.pk), ended, now=timezone.now()).value == "written"
+
+    stored = Run.objects.get(pk=run.pk)
+    assert (stored.state, stored.message) == ("running", why)
+    assert Task.objects.get(pk=task.pk).state == "running"
+    assert reconcile_with(stored, ended, now=timezone.now()).value == "unchanged"
+    running = BackendStatus(
+        phase=WorkflowPhase.RUNNING, pods={"scan-w0": PodStatus("scan-w0", PodPhase.RUNNING)}
+    )
+    reconcile_with(Run.objects.get(pk=run.pk), running, now=timezone.now())
+    assert (Run.objects.get(pk=run.pk).state, Run.objects.get(pk=run.pk).message) == (
+        "running",
+        "",
+    )

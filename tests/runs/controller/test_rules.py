@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from cluster.backend import AttemptFailure, PodPhase, PodStatus
+from cluster.backend import AttemptFailure, BackendStatus, PodPhase, PodStatus, WorkflowPhase
 from runs.controller import rules
 
 P = PodPhase
@@ -233,3 +233,15 @@ def test_a_merge_pod_is_a_base_pod_unless_the_coordinator_merges() -> None:
         "scan-merge",
     ]
     assert rules.base_pods("t", splittable=False, coordinator_merges=False) == ["t"]
+
+
+def test_a_live_run_says_why_its_status_cannot_be_read_and_nothing_else() -> None:
+    """B13: a status the backend cannot read (Argo offloaded its nodes) is the run's message, until
+    a readable status clears it; {} when the record already says what it should."""
+    unreadable = BackendStatus(WorkflowPhase.RUNNING, unreadable="Argo offloaded …")
+    readable = BackendStatus(WorkflowPhase.RUNNING)
+    assert rules.live_message("", unreadable) == {"message": "Argo offloaded …"}
+    assert rules.live_message("Argo offloaded …", unreadable) == {}
+    assert rules.live_message("Argo offloaded …", readable) == {"message": ""}
+    assert rules.live_message("", readable) == {}
+    assert rules.live_message("", None) == {}

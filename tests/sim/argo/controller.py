@@ -6,7 +6,8 @@ pods of finished nodes are labelled `completed: "true"` (the pod cleanup queue o
 workflow/controller/pod/cleanup.go), and the workflow is deleted once its `ttlStrategy`
 (`secondsAfterFailure`, `secondsAfterSuccess`, else `secondsAfterCompletion`; `ttl` in
 workflow/gccontroller/gc_controller.go) has passed on the simulator's clock; its pods go
-with it through their owner reference.
+with it through their owner reference. A large workflow's nodes are stored compressed or
+offloaded, and read back, as Argo's hydrator does (`packing.py`).
 
 Not simulated (a workflow using them fails with a `simulator:` message or ignores them):
 steps, script, resource, suspend and HTTP templates, `depends`, `when`, exit handlers and
@@ -22,6 +23,7 @@ from typing import Any
 
 from tests.sim.argo.nodes import fulfilled
 from tests.sim.argo.operation import Operation
+from tests.sim.argo.packing import NodeStatusPacker
 from tests.sim.argo.templates import (
     COMPLETED_LABEL,
     NODE_ID,
@@ -55,11 +57,16 @@ class ArgoController:
     name = "argo"
 
     def __init__(
-        self, store: Store, terminate: Callable[[Obj], None], executor: ExecutorConfig | None = None
+        self,
+        store: Store,
+        terminate: Callable[[Obj], None],
+        executor: ExecutorConfig | None = None,
+        packer: NodeStatusPacker | None = None,
     ) -> None:
         self.store = store
         self.terminate = terminate
         self.executor = executor or ExecutorConfig.from_configmap()
+        self.packer = packer or NodeStatusPacker()
 
     def _pods(self) -> dict[tuple[str, str], dict[str, Obj]]:
         """Pods of workflows by (namespace, workflow), then by node id."""
@@ -79,19 +86,28 @@ class ArgoController:
             if m.get("deletionTimestamp"):
                 continue
             own = pods.get((m["namespace"], m["name"]), {})
+            hydrated = self.packer.hydrated(workflow)  # as Argo's operator does first
             if (workflow.get("status") or {}).get("phase") in DONE:
-                self._finished(workflow, own)
+                self._finished(hydrated, own)
                 continue
-            operation = Operation(workflow, dict(own), self.store, self.executor, self.terminate)
+            operation = Operation(hydrated, dict(own), self.store, self.executor, self.terminate)
             operation.run()
-            self._write(workflow, operation.status)
+            if operation.status != hydrated.get("status"):
+                self._write(workflow, operation.status)
 
     def _write(self, workflow: Obj, new_status: dict[str, Any]) -> None:
+        """Write the status, its nodes dehydrated (`packing.py`): compressed or offloaded when
+        the workflow is large; marked Error when it stays too large (`persistUpdates`)."""
+
         def apply(obj: Obj) -> None:
-            obj["status"] = new_status
+            obj["status"] = new_status  # the operation's own copy
+            error = self.packer.dehydrate(obj)
+            if error:
+                obj["status"].update(phase="Error", message=error)
+                obj["status"].setdefault("finishedAt", self.store.clock.stamp())
             labels = meta(obj).setdefault("labels", {})
-            labels[PHASE_LABEL] = new_status.get("phase", "Running")
-            if new_status.get("phase") in DONE:
+            labels[PHASE_LABEL] = obj["status"].get("phase", "Running")
+            if obj["status"].get("phase") in DONE:
                 labels[COMPLETED_LABEL] = "true"
 
         self.store.modify(WORKFLOWS, meta(workflow)["namespace"], meta(workflow)["name"], apply)
