@@ -28,6 +28,7 @@ class PodTimes:
     created: float
     started: float | None
     ended: float | None
+    adopted: bool = False  # handed to a standby pod process started ahead
 
 
 def process_clock_offset() -> float:
@@ -69,6 +70,7 @@ def pod_times(run_id: str, pod: str, attempt: int = 0) -> PodTimes | None:
         created=float(spec["created"]),
         started=started,
         ended=None if ended is None else float(ended["ended"]),
+        adopted=child is not None and "adopted" in child,
     )
 
 

@@ -50,6 +50,7 @@ from cluster.local.standby_files import (
     StandbyFiles,
     files_of,
 )
+from simrun_harness.layout import check_name
 
 FAILED_BACKOFF_S = 300.0
 CLOSE_WAIT_S = 5.0
@@ -114,8 +115,12 @@ class Standbys:
         harness script (a `command` task)."""
         if spec.kind not in launcher.HARNESS_KINDS:
             return None
-        self.used(launch.environment)
-        return partial(self.claim, launch.environment)
+        try:
+            environment = check_name(launch.environment, what="environment")
+        except ValueError:  # no directory name: its pods start fresh
+            return None
+        self.used(environment)
+        return partial(self.claim, environment)
 
     def claim(self, environment: str, attempt: Path, env: Mapping[str, str]) -> ProcessId | None:
         """Hand the attempt in `attempt` (its pod's environment `env`) to a ready standby of

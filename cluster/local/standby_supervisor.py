@@ -40,7 +40,7 @@ from cluster.local.supervisor import supervise
 from simrun_harness.standby import OK, READY, handoff_message
 
 CLAIM_WAIT_S = 30.0  # a claimed standby that is ending waits this long for its attempt
-HANDOFF_TIMEOUT_S = 30.0  # for the pod process's answer to its attempt
+HANDOFF_TIMEOUT_S = 120.0  # for its answer (it may still be importing a heavy plugin)
 LOG_TAIL = 2000
 
 
@@ -210,6 +210,7 @@ def adopt(attempt: Path, waiting: Waiting) -> int:
     signal.set_wakeup_fd(-1)
     with contextlib.suppress(BlockingIOError):
         waiting.terminated |= bool(os.read(waiting.wake_read, 512))  # a SIGTERM just now
+    os.close(waiting.wake_read)
     os.close(waiting.fifo)
     waiting.files.remove(keep_logs=True)
     with open(attempt / SUPERVISOR_LOG, "ab") as log:
