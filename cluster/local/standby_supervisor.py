@@ -231,6 +231,8 @@ def main() -> None:
         raise SystemExit("standby supervisor: no spec on stdin")
     files = StandbyFiles(directory, os.getpid())
     waiting = Waiting(files, spec)
+    import psutil  # noqa: F401 - now, while it waits: a fresh supervisor imports it once its pod runs
+
     try:
         attempt = waiting.wait()
     except BaseException:  # a bug: said in `failed`, so none is started for a while

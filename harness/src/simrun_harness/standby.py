@@ -92,21 +92,30 @@ def project_dirs() -> list[str]:
     return found
 
 
-def stamp(projects: Sequence[str]) -> Stamp:
-    """The stamps of what this process runs: the import path's directories, the imported
-    modules' files and the files of the plugins' `projects` (`project_dirs`)."""
+def stamp(projects: Sequence[str], modules: Sequence[str] = (), *, path: bool = True) -> Stamp:
+    """The stamps of what this process runs: the files of the plugins' `projects`
+    (`project_dirs`), the files of `modules` (`module_files`) and, with `path`, the import
+    path's directories."""
     found: Stamp = {}
-    for entry in sys.path:
-        _stat(entry or ".", found)
-    for module in list(sys.modules.values()):
-        path = getattr(module, "__file__", None)
-        if isinstance(path, str):
-            _stat(path, found)
     for project in projects:
         for folder, dirs, files in os.walk(project):
             dirs[:] = [d for d in dirs if d not in SKIPPED_DIRS and not d.endswith(".egg-info")]
             for name in files:
                 _stat(os.path.join(folder, name), found)
+    for entry in sys.path if path else ():
+        _stat(entry or ".", found)
+    for module in modules:
+        _stat(module, found)
+    return found
+
+
+def module_files() -> list[str]:
+    """The files of the modules imported so far."""
+    found = []
+    for module in list(sys.modules.values()):
+        path = getattr(module, "__file__", None)
+        if isinstance(path, str):
+            found.append(path)
     return found
 
 
@@ -192,9 +201,13 @@ def take(message: dict[str, Any], name: str, own_log: str) -> None:
 
 def serve(fd_in: int, fd_out: int, own_log: str) -> Callable[[], Any] | None:
     """Wait for the attempt and take it; its main, None when there is none to run."""
-    mains = prepare()
     projects = project_dirs()
-    before = stamp(projects)
+    # the plugins' files before the imports, so one edited during them is stale too; the
+    # rest after (the imports may write bytecode beside a module, changing its directory)
+    before = stamp(projects, path=False)
+    mains = prepare()
+    modules = module_files()
+    before = {**stamp((), modules), **before}
     os.write(fd_out, READY)
     line = _read_line(fd_in)
     if not line:
@@ -202,7 +215,7 @@ def serve(fd_in: int, fd_out: int, own_log: str) -> Callable[[], Any] | None:
     message = json.loads(line)
     try:
         name = _check(message, mains)
-        path = changed(before, stamp(projects))
+        path = changed(before, stamp(projects, modules))
         if path is not None:
             raise Refused(f"stale: {path} changed since the standby started")
         take(message, name, own_log)

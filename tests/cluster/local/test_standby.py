@@ -105,6 +105,7 @@ def test_a_cancelled_pod_gets_sigterm_and_exits_143(looping: LocalBackend) -> No
     and exits 143, as on a preemption."""
     name = run_probe(looping, "r1", seconds=60)
     wait_for(lambda: "runs 1 processes" in looping.logs(name, "p")[0].text, timeout=30)
+    wait_for(lambda: (attempt_dir(looping, "r1") / "child.json").exists())
     assert adopted(looping, "r1") is bool(looping._standbys)
     looping.cancel(name)
     wait_for(lambda: looping.status(name).pods[POD].phase is PodPhase.FAILED, timeout=30)
@@ -129,7 +130,7 @@ def test_a_pod_over_its_memory_limit_is_killed_by_its_supervisor(looping: LocalB
 EDITS = {
     "module": ("second", "data", "helper"),
     "data": ("first", "changed", "helper"),
-    "helper": ("first", "data", "edited"),
+    "helper": ("first", "data", "edited!"),
     "install": ("first", "data", "helper"),
 }
 
@@ -148,7 +149,9 @@ def test_a_plugin_changed_after_the_standby_imported_it_runs_in_a_fresh_process(
     elif edit == "data":
         probe.data.write_text("changed")
     elif edit == "helper":
-        probe.helper.write_text('HELPER = "edited"\n')
+        # another size: Python takes a module's bytecode for current when the source's size
+        # and its modification time in whole seconds are those it was compiled from
+        probe.helper.write_text('HELPER = "edited!"\n')
     else:
         (probe.site_packages / "other-1.0.dist-info").mkdir()
     name = run_probe(backend, "r1")
