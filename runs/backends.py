@@ -22,6 +22,7 @@ def backend() -> Backend:
             memory_gb=settings.SIMRUN_LOCAL_MEMORY_GB or None,
             priority_value=value_of,
             poll_s=min(0.25, settings.SIMRUN_POLL_S),
+            standby=settings.SIMRUN_LOCAL_STANDBY,
         )
     from cluster.argo.backend import ArgoBackend
     from cluster.argo.config import ClusterConfig

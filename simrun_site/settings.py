@@ -210,6 +210,9 @@ SIMRUN_REDIS_URL = env.string(
 )
 SIMRUN_LOCAL_CORES = env.number("SIMRUN_LOCAL_CORES", 0.0, minimum=0)
 SIMRUN_LOCAL_MEMORY_GB = env.number("SIMRUN_LOCAL_MEMORY_GB", 0.0, minimum=0)
+# standby pod processes, started and imported ahead: how many of the most recently used
+# environments keep one (0: none; every pod starts fresh) (docs/local-backend.md)
+SIMRUN_LOCAL_STANDBY = env.integer("SIMRUN_LOCAL_STANDBY", 2, minimum=0)
 SIMRUN_PYTHON = env.string("SIMRUN_PYTHON", "3.13")
 # `simrun serve` gives up on a service that exits more than BURST times within WINDOW seconds
 SIMRUN_RESTART_BURST = env.integer("SIMRUN_RESTART_BURST", 5, minimum=0)

@@ -14,6 +14,7 @@ import psutil
 SERVICES = ("web", "worker", "watcher")
 POD_COMMANDS = ("simrun-worker", "simrun-merge", "simrun-exec")
 SUPERVISOR = "cluster.local.supervisor"
+STANDBY = "cluster.local.standby_supervisor"  # a standby pod's, and a pod's once handed one
 
 
 def service_pids(data_dir: Path) -> dict[str, int]:
@@ -34,16 +35,19 @@ def service_restarts(data_dir: Path) -> dict[str, int]:
 
 
 def pod_processes(store: Path) -> list[psutil.Process]:
-    """The pods' own processes (the harness), not their supervisors."""
+    """The pods' own processes (the harness and its pool), not their supervisors: by their
+    name, and their run directory or working directory in the store (a pod handed to a
+    standby has the SIMRUN_* variables in its environment, but not in /proc's copy of the
+    environment it started with)."""
     found = []
-    for proc in psutil.process_iter(["cmdline", "environ", "status"]):
+    for proc in psutil.process_iter(["name", "environ", "cwd", "status"]):
         if proc.info.get("status") == psutil.STATUS_ZOMBIE:
             continue
-        line = " ".join(proc.info.get("cmdline") or [])
-        environ = proc.info.get("environ") or {}
-        if SUPERVISOR in line or not any(c in line for c in POD_COMMANDS):
+        if proc.info.get("name") not in POD_COMMANDS:
             continue
-        if str(store) in environ.get("SIMRUN_RUN_DIR", ""):
+        environ = proc.info.get("environ") or {}
+        where = f"{environ.get('SIMRUN_RUN_DIR', '')} {proc.info.get('cwd') or ''}"
+        if str(store) in where:
             found.append(proc)
     return found
 
@@ -54,8 +58,7 @@ def kill_one(data_dir: Path, rng: random.Random) -> str | None:
     pods = pod_processes(data_dir / "store")
     if pods and (not services or rng.random() < 0.5):
         victim = rng.choice(pods)
-        line = " ".join(victim.info.get("cmdline") or [])
-        what = "pod " + next((c for c in POD_COMMANDS if c in line), "?")
+        what = f"pod {victim.info.get('name')}"
     elif services:
         name = rng.choice(sorted(services))
         victim, what = psutil.Process(services[name]), name
@@ -69,7 +72,7 @@ def kill_one(data_dir: Path, rng: random.Random) -> str | None:
 
 def tree_rss(pid: int) -> int:
     """Resident bytes of a service: its process and descendants, without pod supervisors
-    (and so without their pods)."""
+    and standbys (and so without their pods)."""
     total = 0
     try:
         todo = [psutil.Process(pid)]
@@ -78,7 +81,8 @@ def tree_rss(pid: int) -> int:
     while todo:
         proc = todo.pop()
         with contextlib.suppress(psutil.Error):
-            if SUPERVISOR in " ".join(proc.cmdline()):
+            line = " ".join(proc.cmdline())
+            if SUPERVISOR in line or STANDBY in line:
                 continue
             total += proc.memory_info().rss
             todo.extend(proc.children())

@@ -22,11 +22,13 @@ from runs.store import store
 
 @dataclass(frozen=True)
 class PodTimes:
-    """One attempt of a pod: created by the backend, its process started, ended."""
+    """One attempt of a pod: created by the backend, its process started (a standby's: when
+    it took the attempt), ended."""
 
     created: float
     started: float | None
     ended: float | None
+    adopted: bool = False  # handed to a standby pod process started ahead
 
 
 def process_clock_offset() -> float:
@@ -61,10 +63,14 @@ def pod_times(run_id: str, pod: str, attempt: int = 0) -> PodTimes | None:
         return None
     child = _json(folder / "child.json")
     ended = _json(folder / "exit.json")
+    started = None
+    if child is not None:  # a standby started ahead: when it took the attempt
+        started = child.get("adopted") or float(child["started"]) - _OFFSET[0]
     return PodTimes(
         created=float(spec["created"]),
-        started=None if child is None else float(child["started"]) - _OFFSET[0],
+        started=started,
         ended=None if ended is None else float(ended["ended"]),
+        adopted=child is not None and "adopted" in child,
     )
 
 

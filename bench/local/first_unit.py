@@ -9,10 +9,17 @@ node (the previous one has ended). Prints p50 and p90, and where the time goes:
 
     submit   create_run returned → the backend created the coordinator's attempt
              (Celery delivery, the submission task, the backend's submit and first tick)
-    launch   attempt created → the pod process started (the supervisor's start)
-    harness  pod process started → first unit done (imports, ledger, pool, one unit)
+    launch   attempt created → the pod process started (the supervisor's start), or, for a
+             pod handed to a standby (docs/local-backend.md), → the standby took the attempt
+             (the claim, the hand-over and whatever was left of the standby's imports)
+    harness  pod process started (or took the attempt) → first unit done (a fresh one's
+             interpreter and imports; the ledger, the pool, one unit)
 
-    python bench/local/first_unit.py [--runs 10] [--units 4] [--seconds 0.005] [--json]
+`--standby N` sets SIMRUN_LOCAL_STANDBY for the services (default: the setting's default,
+2; 0: every pod a fresh process, as before standbys).
+
+    python bench/local/first_unit.py [--runs 10] [--units 4] [--seconds 0.005]
+                                     [--standby N] [--json]
 """
 
 from __future__ import annotations
@@ -50,6 +57,7 @@ def measure_one(identity: object, units: int, seconds: float, name: str) -> dict
         "submit": pod.created - returned,
         "launch": pod.started - pod.created,
         "harness": first - pod.started,
+        "standby": float(pod.adopted),
     }
 
 
@@ -58,9 +66,11 @@ def main() -> None:
     parser.add_argument("--runs", type=int, default=10)
     parser.add_argument("--units", type=int, default=4)
     parser.add_argument("--seconds", type=float, default=0.005, help="CPU seconds per unit")
+    parser.add_argument("--standby", type=int, default=None, help="SIMRUN_LOCAL_STANDBY")
     parser.add_argument("--json", action="store_true", help="print the figures as JSON too")
     args = parser.parse_args()
-    with stack(services=True):
+    extra = {} if args.standby is None else {"SIMRUN_LOCAL_STANDBY": str(args.standby)}
+    with stack(services=True, extra_env=extra):
         from runs.services.identities import create_identity
 
         identity = create_identity(name="bench", kind="person", password="bench-pw-123")
@@ -75,10 +85,12 @@ def main() -> None:
                 f"run {i + 1:2d}: {sample['total']:.3f} s  (submit {sample['submit']:.3f}, "
                 f"launch {sample['launch']:.3f}, harness {sample['harness']:.3f}; "
                 f"create_run itself {sample['create_run']:.3f})"
+                + ("  [standby]" if sample["standby"] else "")
             )
     totals = [s["total"] for s in samples]
     summary = {
         "runs": args.runs,
+        "standby_runs": int(sum(s["standby"] for s in samples)),
         "p50_s": quantile(totals, 0.5),
         "p90_s": quantile(totals, 0.9),
         "phase_medians_s": {
@@ -87,7 +99,8 @@ def main() -> None:
         },
     }
     print(
-        f"\nsubmission → first unit done, {args.runs} runs: "
+        f"\nsubmission → first unit done, {args.runs} runs "
+        f"({summary['standby_runs']} handed to a standby): "
         f"p50 {summary['p50_s']:.3f} s, p90 {summary['p90_s']:.3f} s"
     )
     phases = summary["phase_medians_s"]

@@ -8,6 +8,7 @@ restarted service finds its pods (see docs/local-backend.md):
     <state>/node.lock                   held while pods are admitted
     <state>/scratch/<run>/<pod>/        the pods' scratch, removed when the run ended
     <state>/wheels/                     the harness's wheels for environments
+    <state>/standby/<environment>/      standby pods (cluster/local/standby.py)
     <run>/pods/...                      the run's files (cluster/local/run_files.py)
 
 `tick()` advances every live run: it records attempts whose supervisor is gone, enforces
@@ -26,6 +27,7 @@ import shutil
 import signal
 import time
 from collections.abc import Callable, Collection, Hashable, Mapping
+from functools import partial
 from pathlib import Path
 
 from cluster.backend import (
@@ -47,6 +49,7 @@ from cluster.local.launches import pod_shape
 from cluster.local.loop import Loop
 from cluster.local.machine import default_cores, default_memory_gb, free_scratch_gb, machine_name
 from cluster.local.run_files import CANCELLED, ENDED, STOPPED, RunFiles
+from cluster.local.standby import Standbys
 from cluster.local.statuses import RunStatuses
 from runs.plans import Node
 from simrun_harness.layout import StorePaths, check_name
@@ -71,6 +74,7 @@ class LocalBackend:
         memory_poll_s: float = 0.1,
         kill_margin_s: float = 30.0,
         scratch_gb: float | None = None,
+        standby: int = 0,
     ) -> None:
         """`store`: the run store; `cores`/`memory_gb`: what runs may use (default: this
         machine's less a margin); `priority_value`: a priority class's value (default
@@ -92,7 +96,16 @@ class LocalBackend:
         self.memory_poll_s = memory_poll_s
         self.kill_margin_s = kill_margin_s
         self.scratch_gb = scratch_gb
-        self._loop = Loop(self._tick, bell=self.state / BELL_FILE, poll_s=poll_s)
+        self._standbys = (
+            Standbys(
+                self.state / "standby",
+                count=standby,
+                bin_of=partial(launcher.environment_bin, self.store.environments),
+            )
+            if standby > 0
+            else None
+        )
+        self._loop = Loop(self._pass, bell=self.state / BELL_FILE, poll_s=poll_s)
         self._statuses = RunStatuses(self._run)
         # Written once and never changed: the run id of each index entry (None once the run
         # ended: an end is final, and a pass no longer looks at it) and each live run's launch.
@@ -186,6 +199,16 @@ class LocalBackend:
     def tick(self) -> bool:
         """Advance every live run and admit what can start; whether anything changed."""
         return self._tick()[0]
+
+    def _pass(self) -> tuple[bool, Hashable]:
+        """A pass of the loop: a tick, then the standbys kept (only the loop starts them)."""
+        found = self._tick()
+        if self._standbys is not None:
+            try:
+                self._standbys.keep()
+            except OSError:  # the next pass tries again; the pods start fresh meanwhile
+                log.exception("local backend: cannot keep the standby pods")
+        return found
 
     def _tick(self) -> tuple[bool, Hashable]:
         launcher.reap()
@@ -296,6 +319,7 @@ class LocalBackend:
             kill_after_s=launch.grace_s + self.kill_margin_s,
             poll_s=self.memory_poll_s,
             doorbell=self.state / BELL_FILE,
+            standby=None if self._standbys is None else self._standbys.claimer(launch, view.spec),
         )
 
     # -- the protocol -----------------------------------------------------------------------
@@ -452,5 +476,8 @@ class LocalBackend:
         self._loop.subscribe(callback)
 
     def close(self) -> None:
-        """Stop the background loop (the pods keep running)."""
+        """Stop the background loop and end the standbys it started (the pods keep
+        running)."""
         self._loop.close()
+        if self._standbys is not None:
+            self._standbys.close()

@@ -13,6 +13,7 @@ import subprocess
 import sys
 import threading
 import time
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -26,6 +27,7 @@ SERVICE_ENVIRONMENT = "service"  # run in the service's own Python environment
 STALE_MARGIN_S = 60  # the coordinator takes a worker as gone after its grace plus this
 REPO_ROOT = Path(__file__).resolve().parents[2]
 PASSED_THROUGH = ("HOME", "USER", "LOGNAME", "LANG", "LC_ALL", "LC_CTYPE", "TZ", "TMPDIR")
+HARNESS_KINDS = ("exec", "coordinator", "extra", "merge")  # pods that run a harness script
 COMMANDS = {
     "exec": ["simrun-exec"],
     "coordinator": ["simrun-worker"],
@@ -57,6 +59,27 @@ def environment_bin(environments: Path, environment: str) -> Path:
     return environments / environment / "bin"
 
 
+def base_env(bin_dir: Path) -> dict[str, str]:
+    """What every pod process of the environment `bin_dir` gets, before its attempt's
+    SIMRUN_* variables and its task's own: a few of the service's, PATH, unbuffered output.
+    A standby of the environment is started with exactly this (cluster/local/standby.py)."""
+    env = {k: os.environ[k] for k in PASSED_THROUGH if k in os.environ}
+    env.update(
+        PATH=os.pathsep.join([str(bin_dir), os.environ.get("PATH", "/usr/bin:/bin")]),
+        PYTHONUNBUFFERED="1",
+    )
+    return env
+
+
+def supervisor_env() -> dict[str, str]:
+    """The environment of a supervisor: the service's, with this repository importable."""
+    env = dict(os.environ)
+    env["PYTHONPATH"] = os.pathsep.join(
+        p for p in (str(REPO_ROOT), os.environ.get("PYTHONPATH", "")) if p
+    )
+    return env
+
+
 def pod_args(spec: PodSpec, task: TaskLaunch) -> list[str]:
     """What the pod runs: a command task's args, else the harness's console script."""
     if spec.kind == "command":
@@ -80,10 +103,8 @@ def pod_env(
 ) -> dict[str, str]:
     """The environment of one attempt of a pod of `shape` (the plan's shape of this pod) at
     `memory_gb`, `per_worker_gb` and `processes` (the retry values after a kill for memory)."""
-    env = {k: os.environ[k] for k in PASSED_THROUGH if k in os.environ}
+    env = base_env(place.bin_dir)
     env.update(
-        PATH=os.pathsep.join([str(place.bin_dir), os.environ.get("PATH", "/usr/bin:/bin")]),
-        PYTHONUNBUFFERED="1",
         SIMRUN_RUN=launch.run_id,
         SIMRUN_TASK=task.task_id,
         SIMRUN_WORKER=spec.worker,
@@ -122,9 +143,12 @@ def start_attempt(
     kill_after_s: float,
     poll_s: float,
     doorbell: Path | None = None,
+    standby: Callable[[Path, Mapping[str, str]], ProcessId | None] | None = None,
 ) -> ProcessId:
     """Write the attempt's file and start its supervisor, detached; the supervisor's id.
-    The supervisor rings `doorbell` (`cluster.local.doorbell`) when the attempt has ended."""
+    The supervisor rings `doorbell` (`cluster.local.doorbell`) when the attempt has ended.
+    `standby` (`Standbys.claim` of the environment) hands the attempt to a standby, whose
+    supervisor becomes the attempt's; when it has none, a supervisor is started."""
     directory.mkdir(parents=True, exist_ok=True)  # a leftover of a failed start is reused
     cwd.mkdir(parents=True, exist_ok=True)
     spec = {
@@ -140,25 +164,30 @@ def start_attempt(
         "created": time.time(),
     }
     write_json(directory / ATTEMPT_FILE, spec)
-    supervisor_env = dict(os.environ)
-    supervisor_env["PYTHONPATH"] = os.pathsep.join(
-        p for p in (str(REPO_ROOT), os.environ.get("PYTHONPATH", "")) if p
-    )
+    claimed = None if standby is None else standby(directory, env)
+    if claimed is not None:
+        write_json(directory / SUPERVISOR_FILE, claimed.to_json())
+        return claimed
     with open(directory / SUPERVISOR_LOG, "ab") as log:
         process = subprocess.Popen(
             [sys.executable, "-m", "cluster.local.supervisor", str(directory)],
-            env=supervisor_env,
+            env=supervisor_env(),
             cwd=directory,
             stdin=subprocess.DEVNULL,
             stdout=log,
             stderr=subprocess.STDOUT,
             start_new_session=True,
         )
-    with _children_lock:
-        _children[process.pid] = process
+    keep_reaped(process)
     identity = ProcessId.of(process.pid)
     write_json(directory / SUPERVISOR_FILE, identity.to_json())
     return identity
+
+
+def keep_reaped(process: subprocess.Popen[bytes]) -> None:
+    """Have `reap` collect the exit of a supervisor this process started."""
+    with _children_lock:
+        _children[process.pid] = process
 
 
 def reap() -> None:

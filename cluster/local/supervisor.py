@@ -15,6 +15,10 @@ the attempt's log, and until the pod ends it:
 
 When the pod process ends, whatever is left of its tree is killed, the exit status is written
 once into `exit.json` of the attempt directory, and the backend's doorbell is rung.
+
+A standby supervisor (`cluster.local.standby_supervisor`) calls `supervise` with the pod
+process it started ahead: the attempt is handed to that process instead of a fresh one being
+started, and everything above is the same (it is this supervisor's child all the same).
 """
 
 from __future__ import annotations
@@ -46,6 +50,8 @@ from simrun_harness.exits import EXIT_POOL_BROKEN, EXIT_TERMINATED
 
 if TYPE_CHECKING:  # psutil is imported once the pod has started: its start waits for nothing
     import psutil
+
+    from cluster.local.standby_supervisor import StandbyChild
 
 GIB = 1024**3
 
@@ -140,7 +146,7 @@ def kill_all(pgid: int, known: dict[int, psutil.Process]) -> None:
 class Supervision:
     """The state of one supervised pod process."""
 
-    def __init__(self, directory: Path) -> None:
+    def __init__(self, directory: Path, standby: StandbyChild | None = None) -> None:
         spec = read_json(directory / ATTEMPT_FILE)
         if spec is None:
             raise SystemExit(f"supervisor: no {ATTEMPT_FILE} in {directory}")
@@ -158,6 +164,8 @@ class Supervision:
         self.oom_killed = False
         self.peak = 0
         self.known: dict[int, psutil.Process] = {}
+        self.standby = standby
+        self.adopted: float | None = None  # when the standby took the attempt
 
     def _remember(self, pids: list[int]) -> None:
         """Keep a handle on every process seen in the tree, to kill it even if it leaves."""
@@ -173,6 +181,14 @@ class Supervision:
             self.term_at = time.monotonic()
 
     def start(self) -> subprocess.Popen[bytes]:
+        """The pod process: the standby's, if it takes the attempt, else a fresh one."""
+        if self.standby is not None:
+            log_file = self.directory / LOG_FILE
+            child, why = self.standby.hand(args=self.args, env=self.env, cwd=self.cwd, log=log_file)
+            if child is not None:
+                self.adopted = time.time()
+                return child
+            print(f"supervisor: a fresh process, not the standby: {why}", file=sys.stderr)
         with open(self.directory / LOG_FILE, "ab") as log:
             try:
                 return subprocess.Popen(
@@ -247,13 +263,22 @@ class Supervision:
         return ExitStatus(code, self.oom_killed, time.time(), message=message)
 
 
-def supervise(directory: Path) -> int:
-    """Run and supervise the attempt in `directory`; the pod's exit code."""
+def supervise(
+    directory: Path, *, standby: StandbyChild | None = None, terminated: bool = False
+) -> int:
+    """Run and supervise the attempt in `directory`; the pod's exit code. `standby`: a pod
+    process started ahead, to hand the attempt to; `terminated`: SIGTERM came before."""
     if (directory / EXIT_FILE).exists():  # declared lost before it could start
+        if standby is not None:
+            standby.end()
         return 0
-    run = Supervision(directory)
+    run = Supervision(directory, standby)
     signal.signal(signal.SIGTERM, run.on_term)
+    if terminated:
+        run.on_term(signal.SIGTERM, None)
     if run.term_at is not None or (directory / EVICTED_FILE).exists():
+        if standby is not None:
+            standby.end()
         status = ExitStatus(EXIT_TERMINATED, False, time.time(), message="not started")
         write_exit(directory, status)
         return EXIT_TERMINATED
@@ -262,7 +287,10 @@ def supervise(directory: Path) -> int:
     except OSError:
         write_exit(directory, ExitStatus(127, False, time.time(), message="cannot start"))
         return 127
-    write_json(directory / CHILD_FILE, ProcessId.of(child.pid).to_json())
+    started = ProcessId.of(child.pid).to_json()
+    if run.adopted is not None:  # started ahead: when it took the attempt
+        started["adopted"] = run.adopted
+    write_json(directory / CHILD_FILE, started)
     returncode = run.watch(child)
     kill_all(child.pid, run.known)  # the pod ended: nothing of it may stay behind
     status = run.status(returncode)

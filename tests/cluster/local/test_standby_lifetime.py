@@ -1,0 +1,186 @@
+"""Standbys never leak: they end with their backend, their service, their environment; there
+is at most one per environment, only for the most recently used ones; a dead one is never
+handed work and is replaced; they hold no cores or memory of the node."""
+
+from __future__ import annotations
+
+import os
+import shutil
+import signal
+import subprocess
+import sys
+import textwrap
+import time
+from collections.abc import Callable, Iterator
+from pathlib import Path
+
+import pytest
+
+from cluster.backend import PodPhase, WorkflowPhase
+from cluster.local.atomic_files import locked, read_json
+from cluster.local.attempts import ProcessId
+from cluster.local.backend import LocalBackend
+from cluster.local.standby_files import LOCK_FILE, USED_FILE
+from tests.cluster.local.builders import NODE, command_task, launch, shape
+from tests.cluster.local.probe_environment import Probe, probe_environment
+from tests.cluster.local.standbys import (
+    POD,
+    adopted,
+    finish,
+    imported_standby,
+    live_standbys,
+    run_probe,
+    standby_dir,
+    standby_processes,
+    want_standby,
+)
+from tests.waiting import wait_for
+
+REPO = Path(__file__).resolve().parents[3]
+
+
+@pytest.fixture
+def probe(store: Path, tmp_path: Path) -> Probe:
+    return probe_environment(store / "environments", tmp_path / "probe-plugin")
+
+
+@pytest.fixture
+def keeping(
+    make_backend: Callable[..., LocalBackend], store: Path, probe: Probe
+) -> Iterator[Callable[..., LocalBackend]]:
+    """Backends whose loop runs and keeps standbys (one environment's unless told)."""
+
+    def make(standby: int = 1) -> LocalBackend:
+        backend = make_backend(standby=standby)
+        backend.subscribe(lambda: None)
+        return backend
+
+    yield make
+    for proc in standby_processes(store):
+        proc.kill()
+
+
+def test_closing_the_backend_ends_its_standbys(keeping: Callable[..., LocalBackend]) -> None:
+    backend = keeping()
+    want_standby(backend, "probe")
+    imported_standby(backend, "probe")
+    assert len(standby_processes(backend.state)) == 2  # the supervisor and its pod process
+    backend.close()
+    wait_for(lambda: not standby_processes(backend.state), what="the standby to end")
+    assert not live_standbys(backend, "probe")
+
+
+def test_a_standby_ends_when_the_service_that_started_it_dies(store: Path, probe: Probe) -> None:
+    """kill -9 of the service: the standby's stdin (a pipe from it) closes, so it ends."""
+    service = textwrap.dedent(
+        f"""
+        import sys, threading
+        sys.path.insert(0, {str(REPO)!r})
+        from cluster.local.backend import LocalBackend
+        backend = LocalBackend({str(store)!r}, cores=2, memory_gb=4, node_name={NODE!r},
+                               priority_value={{}}, poll_s=0.1, standby=1)
+        backend.subscribe(lambda: None)
+        threading.Event().wait()
+        """
+    )
+    proc = subprocess.Popen([sys.executable, "-c", service], start_new_session=True)
+    try:
+        marker = store / "local" / "standby" / "probe" / USED_FILE
+        marker.parent.mkdir(parents=True)
+        marker.touch()
+        wait_for(lambda: list(marker.parent.glob("*.imported")), timeout=60)
+        assert len(standby_processes(store)) == 2
+    finally:
+        os.killpg(proc.pid, signal.SIGKILL)
+        proc.wait()
+    wait_for(lambda: not standby_processes(store), what="the standby to end", timeout=20)
+    assert not list(marker.parent.glob("*.json"))
+
+
+def test_a_standby_ends_when_its_environment_is_removed(
+    keeping: Callable[..., LocalBackend], probe: Probe
+) -> None:
+    backend = keeping()
+    want_standby(backend, "probe")
+    imported_standby(backend, "probe")
+    shutil.rmtree(probe.root)
+    wait_for(lambda: not standby_processes(backend.state), what="the standby to end")
+    wait_for(lambda: not standby_dir(backend, "probe").exists(), what="its files to go")
+
+
+def test_two_loops_on_one_store_keep_one_standby_per_environment(
+    keeping: Callable[..., LocalBackend],
+) -> None:
+    """Two services (two watchers, say) pass over the same store: one standby between them."""
+    first, second = keeping(), keeping()
+    want_standby(first, "probe")
+    imported_standby(first, "probe")
+    for backend in (first, second, first, second):
+        assert backend._standbys is not None
+        backend._standbys.keep()
+    assert len(live_standbys(first, "probe")) == 1
+    assert len(standby_processes(first.state)) == 2
+
+
+def test_only_the_most_recently_used_environments_keep_a_standby(
+    keeping: Callable[..., LocalBackend], store: Path, probe: Probe, tmp_path: Path
+) -> None:
+    probe_environment(store / "environments", tmp_path / "other-plugin", name="other")
+    backend = keeping(standby=1)
+    want_standby(backend, "probe")
+    imported_standby(backend, "probe")
+    want_standby(backend, "other")
+    an_hour_ago = time.time() - 3600
+    os.utime(standby_dir(backend, "probe") / USED_FILE, (an_hour_ago, an_hour_ago))
+    imported_standby(backend, "other")
+    wait_for(lambda: not live_standbys(backend, "probe"), what="probe's standby to end")
+    assert len(standby_processes(backend.state)) == 2
+
+
+def test_a_standby_whose_supervisor_died_is_not_handed_work_and_is_replaced(
+    keeping: Callable[..., LocalBackend], make_backend: Callable[..., LocalBackend]
+) -> None:
+    """Its FIFO has no reader: the launch starts a fresh supervisor (no attempt lost to the
+    dead one), and the loop starts a new standby."""
+    looping = keeping()
+    want_standby(looping, "probe")
+    dead = imported_standby(looping, "probe")
+    launching = make_backend(standby=1)  # no loop: it claims standbys, never keeps them
+    with locked(looping.state / "standby" / LOCK_FILE):  # the loop replaces none meanwhile
+        os.kill(dead.pid, signal.SIGKILL)
+        identity = ProcessId.from_json(read_json(dead.identity))
+        assert identity is not None
+        wait_for(lambda: not identity.alive())
+        name = run_probe(launching, "r1")
+    assert finish(launching, name) is WorkflowPhase.SUCCEEDED
+    assert launching.status(name).pods[POD].attempts == 1  # not lost to the dead one
+    assert not adopted(launching, "r1")
+    replaced = imported_standby(looping, "probe")
+    assert replaced.pid != dead.pid
+
+
+def test_a_standby_whose_pod_process_died_is_replaced(
+    keeping: Callable[..., LocalBackend],
+) -> None:
+    backend = keeping()
+    want_standby(backend, "probe")
+    first = imported_standby(backend, "probe")
+    [pod] = [p for p in standby_processes(backend.state) if p.pid != first.pid]
+    pod.kill()
+    wait_for(lambda: imported_standby(backend, "probe").pid != first.pid)
+    name = run_probe(backend, "r1")
+    assert finish(backend, name) is WorkflowPhase.SUCCEEDED
+    assert adopted(backend, "r1")
+
+
+def test_a_standby_holds_none_of_the_node(keeping: Callable[..., LocalBackend]) -> None:
+    """Idle, it is no running work: a pod that takes every core and all the memory starts."""
+    backend = keeping()
+    want_standby(backend, "probe")
+    imported_standby(backend, "probe")
+    assert backend.placements() == []
+    whole = command_task("all", "import time; time.sleep(30)", pod=shape(cores=2, memory_gb=4))
+    name = backend.submit(launch("r1", whole))
+    wait_for(lambda: backend.status(name).pods["all"].phase is PodPhase.RUNNING)
+    assert len(standby_processes(backend.state)) == 2
+    backend.cancel(name)
