@@ -3,10 +3,10 @@
 A model snapshot with a `pyproject.toml` runs in an environment of its own: its dependencies
 from its `uv.lock`, or, without a lock, resolved under the pinned versions of the harness's
 dependencies (`constraints.txt` of the context), plus the harness. The environment is named
-by a digest of its context (so of the lock), the Python version and the harness version: two
-runs of the same model share it, and it is built once. A model without a `pyproject.toml`
-runs in the service's own environment (`SERVICE_ENVIRONMENT`) locally, the default image on
-the cluster.
+by a digest of its context (so of the lock), the Python version and the harness (its version
+and the digest of its files): two runs of the same model share it, and it is built once. A
+model without a `pyproject.toml` runs in the service's own environment (`SERVICE_ENVIRONMENT`)
+locally, the default image on the cluster.
 
 A model whose dependencies include local paths (runs/local_packages.py) is built from its
 snapshot directory, so relative paths resolve there; the digest of every local package's files
@@ -23,10 +23,12 @@ import json
 import re
 import sys
 from collections.abc import Mapping
+from functools import cache
 from importlib.metadata import PackageNotFoundError, requires, version
+from importlib.util import find_spec
 from pathlib import Path
 
-from runs.local_packages import identity_text, local_packages
+from runs.local_packages import identity_text, local_packages, tree_digest
 
 SERVICE_ENVIRONMENT = "service"
 HARNESS = "simrun-harness"
@@ -46,6 +48,24 @@ def python_version() -> str:
 def harness_version() -> str:
     """The version of the installed harness, which every environment gets."""
     return version(HARNESS)
+
+
+def harness_identity(package: Path | None = None) -> str:
+    """The harness's version and a digest of its package's files (`package`: the installed
+    `simrun_harness`), which names the environments. Its version stays 0.1.0 while its code
+    changes (an upgrade of simrun, an edit in a checkout): named by the version alone, an
+    environment would keep the harness it was first built with for ever."""
+    if package is None:
+        return _installed_harness_identity()
+    return f"{harness_version()}+{tree_digest(package)[:16]}"
+
+
+@cache
+def _installed_harness_identity() -> str:  # the installed package changes with the process
+    spec = find_spec("simrun_harness")
+    if spec is None or not spec.submodule_search_locations:
+        raise RuntimeError("the simrun_harness package is not installed")
+    return harness_identity(Path(next(iter(spec.submodule_search_locations))))
 
 
 def harness_constraints() -> bytes:
@@ -116,4 +136,4 @@ def model_environment(model_dir: Path) -> tuple[str, dict[str, bytes]]:
     context = environment_context(model_dir)
     if not context:
         return SERVICE_ENVIRONMENT, {}
-    return environment_digest(context, python_version(), harness_version()), context
+    return environment_digest(context, python_version(), harness_identity()), context

@@ -10,6 +10,7 @@ wheels are built once into a wheel directory that uv resolves with `--find-links
 from __future__ import annotations
 
 import errno
+import hashlib
 import json
 import os
 import shutil
@@ -30,10 +31,12 @@ from runs.environments import (
     PROJECT_FILE,
     SERVICE_ENVIRONMENT,
     SOURCE_DIR_FILE,
+    harness_identity,
     harness_version,
     local_packages_of,
     python_version,
 )
+from runs.local_packages import tree_digest
 from simrun_harness.layout import check_name
 
 MARKER = ".simrun-environment.json"
@@ -79,33 +82,27 @@ def _wheel_name(source: Path) -> str:
 
 
 def ensure_wheels(wheels: Path, sources: Sequence[Path] = WHEEL_SOURCES) -> Path:
-    """Build the wheels of the harness and the example plugin once (when their sources are
-    here and no wheel of their version is); the wheel directory."""
-    wheels.mkdir(parents=True, exist_ok=True)
+    """Build the wheels of the harness and the example plugin (those whose sources are here)
+    into a directory of `wheels` named by a digest of their files, once; that directory.
+    Their versions never change, so a wheel found by its version would install an old harness
+    into every environment built after an upgrade or an edit."""
+    present = [source for source in sources if (source / PROJECT_FILE).is_file()]
+    digest = hashlib.sha256()
+    for source in present:
+        digest.update(f"{source.name}:{tree_digest(source)}\n".encode())
+    folder = wheels / f"sources-{digest.hexdigest()[:16]}"
     uv_bin = uv.find_uv_bin()
     # Processes (worker, watcher) that build environments at once: without it two of them
     # find no wheel and both build into the same directory, one reading the other's half.
+    wheels.mkdir(parents=True, exist_ok=True)
     with locked(wheels / ".lock"):
-        for source in sources:
-            if not (source / PROJECT_FILE).is_file():
+        for source in present:
+            if any(folder.glob(f"{_wheel_name(source)}-*.whl")):
                 continue
-            if any(wheels.glob(f"{_wheel_name(source)}-*.whl")):
-                continue
-            _run(
-                [
-                    uv_bin,
-                    "build",
-                    "--wheel",
-                    "--python",
-                    sys.executable,
-                    "--out-dir",
-                    wheels,
-                    source,
-                ],
-                source,
-                f"building the wheel of {source.name}",
-            )
-    return wheels
+            args: list[str | Path] = [uv_bin, "build", "--wheel", "--python", sys.executable]
+            args += ["--out-dir", folder]
+            _run([*args, source], source, f"building the wheel of {source.name}")
+    return folder
 
 
 def _requirements(
@@ -164,7 +161,7 @@ def _write_marker(venv: Path, ref: str, context: Mapping[str, bytes]) -> None:
     marker: dict[str, object] = {
         "ref": ref,
         "python": python_version(),
-        "harness": harness_version(),
+        "harness": harness_identity(),
         "local_packages": local_packages_of(context),
         "built": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
     }
@@ -206,7 +203,10 @@ def build_environment(context: Mapping[str, bytes], ref: str, root: Path, wheels
         args += ["-r", requirements]
         if pins is not None:
             args += ["-c", pins]
+        # its version is the same old one in every wheel: taken from this wheel directory,
+        # never from uv's cache of an earlier harness
         args += [f"{HARNESS}=={harness_version()}", "--find-links", wheels]
+        args += ["--refresh-package", HARNESS]
         # uv keeps a built wheel of a local directory until its pyproject.toml changes: an
         # edited module would be installed stale from the cache, so local ones are rebuilt
         for name in local:

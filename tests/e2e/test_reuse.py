@@ -14,7 +14,7 @@ import pytest
 from runs.cli import run_commands
 from runs.models import Run
 from runs.selectors.reuse import run_reuse
-from runs.services.runs import cancel_run, delete_run
+from runs.services.runs import cancel_run, finish_deletion, request_deletion
 from runs.store import reports, task_paths
 from simrun_harness.ledger import counts
 from tests import factories
@@ -78,7 +78,8 @@ def test_a_run_again_reuses_every_unit_and_survives_deleting_its_source(
     assert summary_changed.tasks.get(task_id="summary").reused == {}
 
     # cleanup of the source keeps what links to it readable
-    delete_run(run_id=first.pk, identity=factories.owner())
+    request_deletion(run_id=first.pk, identity=factories.owner())
+    finish_deletion(run_id=first.pk)  # what its delete_run task does
     assert not task_paths(first.pk, "scan").root.exists()
     assert outputs(again) == expected
     unit = task_paths(again.pk, "scan").unit_dir("u000000") / "points.nc"

@@ -2,14 +2,17 @@
 
 from __future__ import annotations
 
+import shutil
 import subprocess
 import threading
+import zipfile
 from collections.abc import Callable
 from pathlib import Path
 
 import pytest
 import uv
 
+import simrun_harness
 from cluster.backend import TaskLaunch, WorkflowPhase
 from cluster.local import venvs
 from cluster.local.backend import LocalBackend
@@ -17,6 +20,7 @@ from runs.environments import (
     SERVICE_ENVIRONMENT,
     environment_context,
     environment_digest,
+    harness_identity,
     harness_version,
     model_environment,
     python_version,
@@ -100,6 +104,53 @@ def test_the_digest_names_the_lock_the_python_and_the_harness() -> None:
     )
 
 
+def test_the_harness_is_named_by_its_files_not_only_its_version(tmp_path: Path) -> None:
+    """Its version never changes: an edited or upgraded harness must name new environments,
+    or they would keep the harness they were first built with; caches do not count."""
+    package = tmp_path / "simrun_harness"
+    package.mkdir()
+    (package / "worker.py").write_text("A = 1\n")
+    first = harness_identity(package)
+    (package / "__pycache__").mkdir()
+    (package / "__pycache__" / "worker.cpython-313.pyc").write_bytes(b"compiled")
+    assert harness_identity(package) == first
+    (package / "worker.py").write_text("A = 2\n")
+    assert harness_identity(package) != first
+    assert first.startswith(harness_version() + "+")
+
+
+def test_a_model_environment_is_named_with_the_installed_harness(tmp_path: Path) -> None:
+    folder = model(tmp_path, NO_DEPENDENCIES)
+    installed = Path(simrun_harness.__file__).parent
+    expected = environment_digest(
+        environment_context(folder), python_version(), harness_identity(installed)
+    )
+    assert model_environment(folder)[0] == expected
+
+
+def test_an_edited_harness_gets_wheels_of_its_own(tmp_path: Path) -> None:
+    """The wheels are kept by a digest of their sources: an edit builds new ones (with the
+    edit), and the same sources find theirs again without building."""
+    source = tmp_path / "harness"
+    shutil.copytree(
+        venvs.REPO_ROOT / "harness", source, ignore=shutil.ignore_patterns("__pycache__")
+    )
+    first = venvs.ensure_wheels(tmp_path / "wheels", sources=(source,))
+    [wheel] = first.glob("simrun_harness-*.whl")
+    built = wheel.stat().st_mtime_ns
+    assert venvs.ensure_wheels(tmp_path / "wheels", sources=(source,)) == first
+    assert wheel.stat().st_mtime_ns == built
+    init = source / "src" / "simrun_harness" / "__init__.py"
+    init.write_text(init.read_text() + "EDITED = 1\n")
+
+    second = venvs.ensure_wheels(tmp_path / "wheels", sources=(source,))
+
+    assert second != first
+    [edited] = second.glob("simrun_harness-*.whl")
+    with zipfile.ZipFile(edited) as archive:
+        assert "EDITED = 1" in archive.read("simrun_harness/__init__.py").decode()
+
+
 # -- builds ---------------------------------------------------------------------------------
 
 
@@ -130,7 +181,7 @@ def test_a_locked_environment_installs_its_lock_and_the_harness(
     tmp_path: Path, wheels: Path
 ) -> None:
     context = environment_context(model(tmp_path, NO_DEPENDENCIES, lock=True))
-    ref = environment_digest(context, python_version(), harness_version())
+    ref = environment_digest(context, python_version(), harness_identity())
     venvs.build_environment(context, ref, tmp_path / "environments", wheels)
     python = tmp_path / "environments" / ref / "bin" / "python"
     subprocess.run([python, "-c", "import simrun_harness, pydantic"], check=True)
@@ -138,7 +189,7 @@ def test_a_locked_environment_installs_its_lock_and_the_harness(
 
 def test_concurrent_builders_of_one_environment_both_find_it(tmp_path: Path, wheels: Path) -> None:
     context = environment_context(model(tmp_path, NO_DEPENDENCIES))
-    ref = environment_digest(context, python_version(), harness_version())
+    ref = environment_digest(context, python_version(), harness_identity())
     root = tmp_path / "environments"
     errors: list[BaseException] = []
 
@@ -162,7 +213,7 @@ def test_a_build_that_fails_raises_with_the_last_lines_of_its_output(
     tmp_path: Path, wheels: Path
 ) -> None:
     context = environment_context(model(tmp_path, MISSING_DEPENDENCY))
-    ref = environment_digest(context, python_version(), harness_version())
+    ref = environment_digest(context, python_version(), harness_identity())
     root = tmp_path / "environments"
     with pytest.raises(RuntimeError, match="simrun-no-such-package-for-tests"):
         venvs.build_environment(context, ref, root, wheels)
