@@ -142,7 +142,9 @@ def through_simrun(
     if merge_pod:
         task["coordinator_merges"] = False
     run, called, _ = submit(identity, task, "scan")
-    ended, _ = wait_for_end(run.pk, timeout=900)
+    # polled once a second: the run's ended_at ends the wall time, and each poll's CPU (and
+    # Postgres's) competes with the run, not with the bare pool
+    ended, _ = wait_for_end(run.pk, timeout=900, every=1.0)
     cpu = sampler.stop()
     machine = _busy() - busy
     if ended.state != "succeeded":
