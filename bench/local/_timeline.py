@@ -129,15 +129,15 @@ def submit(identity: Identity, task: dict[str, object], name: str) -> tuple[Run,
     return run, called, time.time()
 
 
-def wait_for_end(run_id: str, timeout: float = 600) -> tuple[Run, float]:
-    """The run once it ended, and when this process saw that (polling every 0.25 s; the run's
-    `ended_at`, not this time, ends the measured wall time)."""
+def wait_for_end(run_id: str, timeout: float = 600, every: float = 0.25) -> tuple[Run, float]:
+    """The run once it ended, and when this process saw that (polling every `every` s; the
+    run's `ended_at`, not this time, ends the measured wall time)."""
 
     def ended() -> Run | None:
         run = Run.objects.get(pk=run_id)
         return run if run.state in RunState.ended() else None
 
-    run = wait_for(ended, timeout=timeout, what=f"run {run_id} to end", every=0.25)
+    run = wait_for(ended, timeout=timeout, what=f"run {run_id} to end", every=every)
     return run, time.time()
 
 

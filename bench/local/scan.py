@@ -41,16 +41,23 @@ the cores, what it would have been had they left the cores alone (exact for CPU-
 for the waits in simrun's phases it flatters simrun slightly).
 
     python bench/local/scan.py [--units 2000] [--seconds 0.01] [--repeats 3] [--merge-pod] [--json]
+
+The store is a temporary directory (`TMPDIR`, else /tmp). Each unit of simrun makes a
+directory there, which the bare pool does not: its cost is printed (`directory_cost`), since
+on this VM it ranges from ~40 µs to ~500 µs a directory with what was deleted nearby lately.
 """
 
 from __future__ import annotations
 
 import argparse
 import json
+import os
 import resource
 import statistics
 import subprocess
 import sys
+import tempfile
+import time
 from pathlib import Path
 from typing import Any
 
@@ -90,6 +97,21 @@ def _busy() -> float:
     """CPU seconds the whole machine has been busy (every core, every user)."""
     t = psutil.cpu_times()
     return t.user + t.nice + t.system + t.irq + t.softirq + getattr(t, "steal", 0.0)
+
+
+def directory_cost(store: Path, count: int = 200) -> float:
+    """Microseconds (CPU) to make a unit's directory in the store and rename it into place,
+    as a pool process does for every unit (the bare pool makes none). It varies with the
+    file system's state: ext4 without a journal (this VM's) skips every inode freed in the
+    last minute or more at each allocation, so where many files were just deleted (/tmp on
+    a shared machine) one directory can cost ten times what it costs elsewhere. The probe
+    deletes nothing, so it does not add to that."""
+    probe = Path(tempfile.mkdtemp(prefix=".probe-", dir=store))
+    start = time.process_time()
+    for i in range(count):
+        os.mkdir(probe / f".d{i}")
+        os.rename(probe / f".d{i}", probe / f"d{i}")
+    return (time.process_time() - start) / count * 1e6
 
 
 def bare(units: int, seconds: float) -> dict[str, float]:
@@ -142,7 +164,9 @@ def through_simrun(
     if merge_pod:
         task["coordinator_merges"] = False
     run, called, _ = submit(identity, task, "scan")
-    ended, _ = wait_for_end(run.pk, timeout=900)
+    # polled once a second: the run's ended_at ends the wall time, and each poll's CPU (and
+    # Postgres's) competes with the run, not with the bare pool
+    ended, _ = wait_for_end(run.pk, timeout=900, every=1.0)
     cpu = sampler.stop()
     machine = _busy() - busy
     if ended.state != "succeeded":
@@ -200,9 +224,11 @@ def main() -> None:
         through_simrun(the_stack, identity, 20, 0.001)  # warm-up: the worker's first submission
         for i in range(args.repeats):
             bares.append(bare(args.units, args.seconds))
+            probe = directory_cost(the_stack.store)
             runs.append(
                 through_simrun(the_stack, identity, args.units, args.seconds, args.merge_pod)
             )
+            runs[-1]["directory_us"] = probe
             b, r = bares[-1], runs[-1]
             print(
                 f"repeat {i + 1}: bare pool {b['wall']:.2f} s, simrun {r['wall']:.2f} s, "
@@ -247,7 +273,9 @@ def report(
         print(f"    {name:14s} {statistics.median(r['phases'][name] for r in runs):8.3f}")
     print(
         "  unit wall time in the pod (median of medians): "
-        f"{statistics.median(r['unit_seconds_median'] for r in runs) * 1000:.1f} ms"
+        f"{statistics.median(r['unit_seconds_median'] for r in runs) * 1000:.1f} ms; a unit's "
+        f"directory made and renamed in the store: "
+        f"{statistics.median(r['directory_us'] for r in runs):.0f} µs CPU"
     )
     print("  CPU seconds per part during a simrun scan (medians):")
     for part in PARTS:

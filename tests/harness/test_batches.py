@@ -1,20 +1,30 @@
-"""Short units go out in batches of claims: the rule, a death inside a batch, a killed holder."""
+"""Short units go out in batches of claims and their results are read in batches: the rules,
+the ring of a process running low, a death inside a batch, a killed holder, live progress."""
 
 from __future__ import annotations
 
 import os
 import signal
+import threading
+import time
 from collections import Counter
 from pathlib import Path
 from typing import Any, ClassVar
 
 from pydantic import BaseModel
 
+from simrun_harness.batching import (
+    LINGER_MAX_S,
+    MAX_QUEUED,
+    queue_depth,
+    results_may_wait,
+    ring_at,
+)
 from simrun_harness.exits import EXIT_OK
+from simrun_harness.jobs import Job, JobResult, JobRunner
 from simrun_harness.plugin import NoSettings, SplitTaskType, TaskContext
-from simrun_harness.pool import Death, Job, JobResult, JobRunner, PoolEvent, ProcessPool
+from simrun_harness.pool import Death, PoolEvent, ProcessPool
 from simrun_harness.progress import read_progress
-from simrun_harness.worker import MAX_QUEUED, queue_depth
 from tests.harness.conftest import Store, expected_counting_output, out_files
 from tests.waiting import wait_for
 
@@ -27,6 +37,72 @@ def test_short_units_are_queued_in_batches_long_ones_one_at_a_time_and_fairly_at
     assert queue_depth(0.05, left=1000, processes=2) == (3, 6)  # 0.25 s queued behind it
     assert queue_depth(0.005, left=10, processes=2) == (3, 6)  # a fair share of what is left
     assert queue_depth(0.005, left=0, processes=2) == (1, 1)
+
+
+def test_results_wait_unread_only_while_every_busy_process_holds_a_queue_that_rings() -> None:
+    assert ring_at(1) is None and ring_at(12) == 11  # rings where it is topped up
+    assert results_may_wait([(24, True), (12, True)], low=12) == LINGER_MAX_S
+    assert results_may_wait([(24, True), (0, False)], low=12) == LINGER_MAX_S  # one idle
+    assert results_may_wait([(24, True), (11, True)], low=12) == 0  # one low: the last units
+    assert results_may_wait([(24, True), (12, False)], low=12) == 0  # a queue that never rings
+    assert results_may_wait([(1, False), (1, False)], low=1) == 0  # no batches: each at once
+    assert results_may_wait([(0, False)], low=12) == 0
+
+
+class _Gated(SplitTaskType):
+    """Unit "gate" runs until a file `go` is beside the units; any other writes nothing."""
+
+    name: ClassVar[str] = "gated"
+    settings_model: ClassVar[type[BaseModel]] = NoSettings
+
+    def run_unit(self, ctx: TaskContext, unit: Any, out: Path) -> None:
+        while unit == "gate" and not (out.parent / "go").exists():
+            time.sleep(0.01)
+
+
+def test_results_wait_unread_until_their_process_runs_low_and_rings(tmp_path: Path) -> None:
+    """A batch of 4 that rings with 1 left: the results of its first two units do not end a
+    wait that lets results wait; the third, leaving 1, rings and ends it at once."""
+    units = tmp_path / "units"
+    units.mkdir()
+    context = TaskContext(task_id="t", settings=NoSettings(), scratch=tmp_path / "scratch")
+    pool = ProcessPool(JobRunner(_Gated(), context, units, "t-w0@0"), 1)
+    pool.start()
+    events: list[PoolEvent] = []
+    waiting = threading.Thread(
+        target=lambda: events.extend(pool.wait(600, linger=600)), daemon=True
+    )
+    try:
+        values = ["ok", "ok", "gate", "ok"]
+        pool.submit(
+            pool.slots[0], *(Job("unit", f"u{i}", v) for i, v in enumerate(values)), ring_at=1
+        )
+        waiting.start()
+        # u2 started, so the results of u0 and u1 are sent
+        wait_for(lambda: any(n.startswith(".u2.") for n in os.listdir(units)), what="u2 to start")
+        waiting.join(1.0)
+        assert waiting.is_alive(), "two results ended the wait before the process ran low"
+        (units / "go").touch()
+        wait_for(lambda: not waiting.is_alive(), timeout=60, what="the ring to end the wait")
+    finally:
+        pool.shutdown(kill=True)
+    names = [e.job.name for e in events if isinstance(e, JobResult)]
+    assert names[:3] == ["u0", "u1", "u2"], names
+
+
+def test_a_running_worker_s_progress_lines_appear_as_its_units_are_done(
+    run_store: Store,
+) -> None:
+    """Results are read in batches, and their lines written at each wake, not at the end."""
+    units = 200
+    paths = run_store.write_task("sleep", {"units": units, "seconds": 0.02})
+    worker = run_store.start("simrun-worker", run_store.env("t-w0", processes=2))
+
+    seen = wait_for(lambda: list(read_progress(paths.progress)), timeout=60, what="progress")
+
+    assert len(seen) < units  # 2 s of units at least: lines came while it ran
+    assert worker.wait() == EXIT_OK
+    assert len(list(read_progress(paths.progress))) == units
 
 
 class _Dies(SplitTaskType):

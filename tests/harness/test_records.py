@@ -44,6 +44,23 @@ def test_progress_lines_parse_and_torn_lines_are_skipped(tmp_path: Path) -> None
     assert list(read_progress(tmp_path / "missing.jsonl")) == []
 
 
+def test_unit_lines_wait_for_a_flush_and_other_events_keep_their_order(tmp_path: Path) -> None:
+    """The worker flushes once per wake: a batch of lines is one write."""
+    path = tmp_path / "progress.jsonl"
+    writer = ProgressWriter(path, "t-w1")
+    writer.unit_done("u000001", 0.5, None)
+    writer.unit_done("u000002", 0.5, None)
+    assert path.read_text() == ""
+    writer.flush()
+    assert [e.unit for e in read_progress(path)] == ["u000001", "u000002"]
+    writer.unit_done("u000003", 0.5, None)
+    writer.claims_returned(["u000004"], "t-w2@0")  # written at once, after the waiting line
+    assert [e.unit or e.units for e in read_progress(path)][2:] == ["u000003", ["u000004"]]
+    writer.unit_done("u000005", 0.5, None)
+    writer.close()
+    assert [e.unit for e in read_progress(path)][-1] == "u000005"
+
+
 def test_a_report_round_trips_through_its_file(tmp_path: Path) -> None:
     now = datetime.now(UTC)
     report = WorkerReport(

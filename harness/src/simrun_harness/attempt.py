@@ -22,9 +22,10 @@ from simrun_harness.exits import (
     EXIT_POOL_BROKEN,
     EXIT_TERMINATED,
 )
+from simrun_harness.jobs import Job, JobResult
 from simrun_harness.layout import TaskPaths
 from simrun_harness.memory import GB, MemoryMeter, largest, pod_over_limit, to_gb
-from simrun_harness.pool import Death, Job, JobResult, ProcessPool
+from simrun_harness.pool import Death, ProcessPool
 from simrun_harness.report import (
     ReportError,
     ReportRole,

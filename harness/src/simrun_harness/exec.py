@@ -14,10 +14,11 @@ from simrun_harness.attempt import Attempt
 from simrun_harness.config import ConfigError, single_config
 from simrun_harness.console import run_console
 from simrun_harness.exits import EXIT_CONFIGURATION, EXIT_FAILED, EXIT_OK
+from simrun_harness.jobs import Job, JobRunner
 from simrun_harness.merge import load_or_report
 from simrun_harness.output import is_published, prepare_output, publish_output
 from simrun_harness.plugin import UnsplitTaskType
-from simrun_harness.pool import Job, JobRunner, ProcessPool
+from simrun_harness.pool import ProcessPool
 from simrun_harness.report import ReportError
 from simrun_harness.reuse import link_output, store_root_of
 from simrun_harness.termination import StopSignal

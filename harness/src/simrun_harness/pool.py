@@ -4,6 +4,9 @@ A small pool of forked processes, one pipe each, instead of `multiprocessing.Poo
 silently replaces a killed process and hangs) or `ProcessPoolExecutor` (which cannot say
 which job a dead process held). The parent waits on the pipes, the processes' sentinels and
 the signal wake-up pipe at once, so a result, a death and a SIGTERM are all seen at once.
+A parent whose processes have work queued may let results wait unread (`wait`'s `linger`)
+and sleep until a process running low rings (one pipe shared by the pool), so it wakes
+once per batch of short units rather than once per unit.
 
 The processes are forked before the parent starts any thread; they inherit the loaded task
 type and its settings, ignore SIGTERM/SIGINT (the parent decides when they stop) and die
@@ -14,60 +17,20 @@ from __future__ import annotations
 
 import contextlib
 import ctypes
-import errno
 import multiprocessing
 import os
 import selectors
-import shutil
 import signal
 import sys
-import time
-import traceback
 from collections import deque
 from collections.abc import Sequence
-from dataclasses import dataclass, field, replace
+from dataclasses import dataclass, field
 from multiprocessing.connection import Connection
 from multiprocessing.process import BaseProcess
-from pathlib import Path
-from typing import Any, Literal
 
-from simrun_harness.memory import own_peak_rss_bytes
-from simrun_harness.plugin import (
-    SettingsError,
-    SplitTaskType,
-    TaskContext,
-    TaskType,
-    UnsplitTaskType,
-)
+from simrun_harness.jobs import Job, JobResult, JobRunner, Outcome, run_job
 
-JobKind = Literal["unit", "merge", "run"]
 _PR_SET_PDEATHSIG = 1
-
-
-@dataclass(frozen=True)
-class Job:
-    """One piece of work for a pool process."""
-
-    kind: JobKind
-    name: str | None = None
-    value: Any = None
-    out: str | None = None
-    unit_dirs: tuple[str, ...] = ()
-
-
-@dataclass(frozen=True)
-class JobResult:
-    """What a pool process sends back after a job."""
-
-    job: Job
-    ok: bool
-    seconds: float
-    peak_rss_bytes: int
-    duplicate: bool = False
-    message: str | None = None
-    traceback: str | None = None
-    settings_error: bool = False
-    """The job raised `SettingsError`: a configuration error, not a failed analysis."""
 
 
 @dataclass(frozen=True)
@@ -80,74 +43,6 @@ class Death:
 
 
 PoolEvent = JobResult | Death
-Outcome = tuple[bool, float, int, bool, str | None, str | None, bool]
-"""A job's result as a pool process sends it: the fields of `JobResult` after `job`, which
-the parent takes from the jobs it sent (less to pickle both ways, per unit)."""
-
-
-class JobRunner:
-    """Runs jobs of one task type inside a pool process."""
-
-    def __init__(self, task_type: TaskType, context: TaskContext, units_dir: Path, token: str):
-        self.task_type = task_type
-        self.context = context
-        self.units_dir = units_dir
-        self.token = token
-
-    def setup(self, index: int) -> None:
-        """Give this process a scratch directory of its own."""
-        scratch = self.context.scratch / f"p{index}"
-        scratch.mkdir(parents=True, exist_ok=True)
-        self.context = replace(self.context, scratch=scratch)
-
-    def run(self, job: Job) -> bool:
-        """Run a job; returns True when a unit's output was already in place (a duplicate)."""
-        if job.kind == "unit":
-            assert isinstance(self.task_type, SplitTaskType) and job.name is not None
-            return self._unit(self.task_type, job.name, job.value)
-        assert job.out is not None
-        out = Path(job.out)
-        if job.kind == "merge":
-            assert isinstance(self.task_type, SplitTaskType)
-            self.task_type.merge(self.context, [Path(p) for p in job.unit_dirs], out)
-        else:
-            assert isinstance(self.task_type, UnsplitTaskType)
-            self.task_type.run(self.context, out)
-        return False
-
-    def _unit(self, task_type: SplitTaskType, name: str, value: Any) -> bool:
-        """Compute a unit into a private directory, then rename it into place.
-
-        A unit whose output is already in place (its earlier holder was killed between the
-        rename and the commit) is not computed again. A holder that was late (its claim taken
-        back, its private directory swept as abandoned: `Ledger.sweep_partials`) and finds
-        the unit done meanwhile counts it as a duplicate, not as a failure of the unit.
-        """
-        final = os.path.join(self.units_dir, name)
-        if os.path.isdir(final):
-            return True
-        tmp = self.units_dir / f".{name}.{self.token}.{os.getpid()}"
-        try:
-            os.mkdir(tmp)
-        except FileExistsError:  # left by a killed run of this process id
-            shutil.rmtree(tmp)
-            os.mkdir(tmp)
-        try:
-            task_type.run_unit(self.context, value, tmp)
-        except Exception:
-            if not os.path.isdir(tmp) and os.path.isdir(final):
-                return True  # swept while we were late: the unit was done elsewhere
-            raise
-        try:
-            os.rename(tmp, final)
-        except OSError as exc:
-            if exc.errno == errno.ENOENT and os.path.isdir(final):
-                return True  # swept while we were late: the unit was done elsewhere
-            if exc.errno not in (errno.EEXIST, errno.ENOTEMPTY):
-                raise
-            shutil.rmtree(tmp, ignore_errors=True)  # an earlier holder's output won
-            return True
-        return False
 
 
 def _die_with_parent() -> None:
@@ -159,41 +54,31 @@ def _die_with_parent() -> None:
             pass
 
 
-def _outcome(runner: JobRunner, job: Job) -> Outcome:
-    """Run one job; what the parent needs to know of it (the job itself it knows already)."""
-    start = time.perf_counter()
-    try:
-        duplicate = runner.run(job)
-    except BaseException as exc:  # a unit may raise anything, SystemExit included
-        return (
-            False,
-            time.perf_counter() - start,
-            own_peak_rss_bytes(),
-            False,
-            f"{type(exc).__name__}: {exc}",
-            traceback.format_exc(),
-            isinstance(exc, SettingsError),
-        )
-    return (True, time.perf_counter() - start, own_peak_rss_bytes(), duplicate, None, None, False)
-
-
-def _child_main(conn: Connection, runner: JobRunner, index: int, parent: int) -> None:
+def _child_main(
+    conn: Connection, runner: JobRunner, index: int, parent: int, ring: tuple[int, int]
+) -> None:
     _die_with_parent()
     if os.getppid() != parent:  # the parent died before the line above
         os._exit(1)
     signal.signal(signal.SIGTERM, signal.SIG_IGN)
     signal.signal(signal.SIGINT, signal.SIG_IGN)
     signal.set_wakeup_fd(-1)
+    os.close(ring[0])
     runner.setup(index)
     while True:
         try:
-            batch = conn.recv()
+            message = conn.recv()
         except (EOFError, OSError):
             return
-        if batch is None:
+        if message is None:
             return
-        for job in batch:  # one outcome per job, sent at once: a death names its own job
-            conn.send(_outcome(runner, job))
+        batch, ring_at = message
+        for done, job in enumerate(batch, start=1):
+            conn.send(run_job(runner, job))  # at once: a death names its own job
+            if ring_at is not None and len(batch) - done <= ring_at:
+                ring_at = None  # once: running low, wake the parent (it may let results wait)
+                with contextlib.suppress(BlockingIOError):
+                    os.write(ring[1], b"r")
 
 
 @dataclass
@@ -205,6 +90,8 @@ class Slot:
     conn: Connection
     outstanding: deque[Job] = field(default_factory=deque)
     ended: bool = False
+    rings: bool = False
+    """Its last batch rings when the process runs low (`ProcessPool.submit`)."""
 
     @property
     def pid(self) -> int:
@@ -222,15 +109,21 @@ class ProcessPool:
         # One selector for the pool's life: `multiprocessing.connection.wait` and
         # `Connection.poll` build and fill a new one on every call, three per unit.
         self._selector: selectors.BaseSelector | None = None
+        # Deaths, rings and wake fds: what ends a wait while results may wait unread.
+        self._urgent: selectors.BaseSelector | None = None
         self._wake: set[int] = set()
+        self._ring: tuple[int, int] | None = None  # written by a process running low
 
     def start(self) -> None:
         context = multiprocessing.get_context("fork")
+        self._ring = os.pipe()
+        for fd in self._ring:
+            os.set_blocking(fd, False)
         for index in range(self.processes):
             parent_end, child_end = context.Pipe(duplex=True)
             process = context.Process(
                 target=_child_main,
-                args=(child_end, self.runner, index, os.getpid()),
+                args=(child_end, self.runner, index, os.getpid(), self._ring),
                 name=f"simrun-unit-{index}",
                 daemon=True,
             )
@@ -238,21 +131,31 @@ class ProcessPool:
             child_end.close()
             self.slots.append(Slot(index, process, parent_end))
         self._selector = selectors.DefaultSelector()  # after the forks: not inherited
+        self._urgent = selectors.DefaultSelector()
+        for selector in (self._selector, self._urgent):
+            selector.register(self._ring[0], selectors.EVENT_READ, None)
         for slot in self.slots:
             self._selector.register(slot.conn.fileno(), selectors.EVENT_READ, slot)
             self._selector.register(slot.process.sentinel, selectors.EVENT_READ, slot)
+            self._urgent.register(slot.process.sentinel, selectors.EVENT_READ, slot)
 
     def _forget(self, slot: Slot) -> None:
         """Stop watching an ended process's pipe and sentinel."""
-        if self._selector is None:
-            return
-        for fd in (slot.conn.fileno(), slot.process.sentinel):
-            with contextlib.suppress(KeyError, ValueError, OSError):
-                self._selector.unregister(fd)
+        for selector in (self._selector, self._urgent):
+            if selector is None:
+                continue
+            for fd in (slot.conn.fileno(), slot.process.sentinel):
+                with contextlib.suppress(KeyError, ValueError, OSError):
+                    selector.unregister(fd)
 
     @property
     def busy(self) -> int:
         return sum(len(slot.outstanding) for slot in self.slots)
+
+    def queues(self) -> list[tuple[int, bool]]:
+        """(jobs held, the running one included; whether its last batch rings) of each live
+        process."""
+        return [(len(slot.outstanding), slot.rings) for slot in self.slots if not slot.ended]
 
     def pids(self) -> list[int]:
         return [slot.pid for slot in self.slots if not slot.ended]
@@ -265,28 +168,53 @@ class ProcessPool:
         slot = min(live, key=lambda s: len(s.outstanding))
         return slot if len(slot.outstanding) < depth else None
 
-    def submit(self, slot: Slot, *jobs: Job) -> None:
-        """Send jobs to a process in one message; it runs them in order."""
+    def submit(self, slot: Slot, *jobs: Job, ring_at: int | None = None) -> None:
+        """Send jobs to a process in one message; it runs them in order.
+
+        With `ring_at`, the process rings once the jobs of this batch it has left to run
+        fall to `ring_at`: that ends a `wait` that lets results wait (`linger`).
+        """
         slot.outstanding.extend(jobs)
+        slot.rings = ring_at is not None
         with contextlib.suppress(OSError):  # a dead process: its sentinel reports the death
-            slot.conn.send(jobs)
+            slot.conn.send((jobs, ring_at))
 
     def held_jobs(self) -> list[Job]:
         return [job for slot in self.slots for job in slot.outstanding]
 
-    def wait(self, timeout: float, wake: Sequence[int] = ()) -> list[PoolEvent]:
+    def wait(
+        self, timeout: float, wake: Sequence[int] = (), *, linger: float = 0.0
+    ) -> list[PoolEvent]:
         """Results and deaths, waiting up to `timeout` s or until a `wake` fd is readable.
 
-        One result is read per ready pipe and call; a pipe holding more stays ready, so the
-        next call returns at once with it.
+        A result ends the wait only after `linger` s (a death, a ring or a wake fd ends it at
+        once), so a caller whose processes have work queued wakes once for a batch of
+        results, not once per result. Every result ready when the wait ends is returned.
         """
-        assert self._selector is not None, "the pool is not started"
+        assert self._selector is not None and self._urgent is not None, "the pool is not started"
         for fd in set(wake) - self._wake:
             self._selector.register(fd, selectors.EVENT_READ, None)
+            self._urgent.register(fd, selectors.EVENT_READ, None)
             self._wake.add(fd)
-        ready = self._selector.select(max(0.0, timeout))
-        readable = {key.fd for key, _ in ready}
+        timeout = max(0.0, timeout)
+        if linger > 0 and self._urgent.select(min(timeout, linger)):
+            timeout = 0.0  # a death, a ring or a wake fd: return with the results ready
+        elif linger > 0:
+            timeout = max(0.0, timeout - linger)
         events: list[PoolEvent] = []
+        readable = {key.fd for key, _ in self._selector.select(timeout)}
+        while readable:
+            if self._ring is not None and self._ring[0] in readable:
+                with contextlib.suppress(BlockingIOError):  # what it announced is read below
+                    os.read(self._ring[0], 4096)
+            if not self._read(readable, events):
+                break
+            readable = {key.fd for key, _ in self._selector.select(0)}  # sent meanwhile
+        return events
+
+    def _read(self, readable: set[int], events: list[PoolEvent]) -> bool:
+        """One result from each readable pipe, or a death; whether there was any."""
+        found = False
         for slot in self.slots:
             if slot.ended:
                 continue
@@ -305,7 +233,8 @@ class ProcessPool:
                 job = slot.outstanding[0] if slot.outstanding else None
                 slot.outstanding.clear()
                 events.append(Death(slot.pid, slot.process.exitcode, job))
-        return events
+            found = found or died or slot.conn.fileno() in readable
+        return found
 
     def _received(self, slot: Slot, outcome: Outcome) -> JobResult:
         return JobResult(slot.outstanding.popleft(), *outcome)
@@ -345,4 +274,11 @@ class ProcessPool:
         if self._selector is not None and all(slot.ended for slot in self.slots):
             self._selector.close()
             self._selector = None
+            if self._urgent is not None:
+                self._urgent.close()
+                self._urgent = None
+            if self._ring is not None:
+                for fd in self._ring:
+                    os.close(fd)
+                self._ring = None
             self._wake.clear()

@@ -3,10 +3,11 @@
     {"event": "unit_done", "time": "2025-01-01T10:00:00.123+00:00", "worker": "scan-w1",
      "unit": "u000042", "seconds": 1.25, "peak_memory_gb": 0.31}
 
-Each line is written by a single `write` on a file opened with O_APPEND. On a local file
-system lines never interleave; over NFS, appends from several machines are not atomic, so
-the reader skips a line it cannot parse. The ledger, not this file, is the truth about which
-units are done; the progress file is for people watching (progress bars, rates, the last unit).
+Lines are written whole, a batch of them by a single `write` on a file opened with
+O_APPEND. On a local file system lines never interleave; over NFS, appends from several
+machines are not atomic, so the reader skips a line it cannot parse. The ledger, not this
+file, is the truth about which units are done; the progress file is for people watching
+(progress bars, rates, the last unit).
 """
 
 from __future__ import annotations
@@ -63,27 +64,41 @@ def read_progress(path: Path) -> Iterator[ProgressEvent]:
 
 
 class ProgressWriter:
-    """Appends events of one worker to the progress file, one `write` per line."""
+    """Appends events of one worker to the progress file.
+
+    `unit_done` lines wait in memory until `flush` (the worker flushes once per wake of its
+    loop, for the units whose results it read together), so a batch of lines is one `write`;
+    any other event flushes them and goes out at once, in order.
+    """
 
     def __init__(self, path: Path, worker: str) -> None:
         self.worker = worker
         self._worker_json = json.dumps(worker)
         self._fd = os.open(path, os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o644)
+        self._pending: list[str] = []
 
     def _write(self, record: dict[str, object]) -> None:
-        os.write(self._fd, (json.dumps(record, separators=(",", ":")) + "\n").encode())
+        self._pending.append(json.dumps(record, separators=(",", ":")) + "\n")
+        self.flush()
 
     def unit_done(self, unit: str, seconds: float, peak_memory_gb: float | None) -> None:
-        # formatted by hand, a line per unit: what json.dumps of a dict would write, cheaper
+        """A unit done: its line waits for the next `flush`."""
+        # formatted by hand: what json.dumps of a dict would write, cheaper
         peak = "null" if peak_memory_gb is None else repr(round(peak_memory_gb, 6))
-        os.write(
-            self._fd,
-            (
-                f'{{"event":"{UNIT_DONE}","time":"{datetime.now(UTC).isoformat()}",'
-                f'"worker":{self._worker_json},"unit":{json.dumps(unit)},'
-                f'"seconds":{round(seconds, 6)!r},"peak_memory_gb":{peak}}}\n'
-            ).encode(),
+        self._pending.append(
+            f'{{"event":"{UNIT_DONE}","time":"{datetime.now(UTC).isoformat()}",'
+            f'"worker":{self._worker_json},"unit":{json.dumps(unit)},'
+            f'"seconds":{round(seconds, 6)!r},"peak_memory_gb":{peak}}}\n'
         )
+
+    def flush(self) -> None:
+        """Write the waiting lines, in one `write` (whole lines: never torn on a local disk)."""
+        if not self._pending or self._fd < 0:
+            return
+        data = "".join(self._pending).encode()
+        self._pending.clear()
+        while data:  # a regular file takes it all at once; a short write is not lost
+            data = data[os.write(self._fd, data) :]
 
     def claims_returned(self, units: list[str], holder: str) -> None:
         """The coordinator returned the claims of a stale holder (or a worker its own)."""
@@ -99,5 +114,6 @@ class ProgressWriter:
 
     def close(self) -> None:
         if self._fd >= 0:
+            self.flush()
             os.close(self._fd)
             self._fd = -1

@@ -25,6 +25,7 @@ from collections import defaultdict
 from typing import Any, NoReturn
 
 from simrun_harness.attempt import Attempt
+from simrun_harness.batching import queue_depth, results_may_wait, ring_at
 from simrun_harness.config import (
     ConfigError,
     WorkerConfig,
@@ -42,6 +43,7 @@ from simrun_harness.exits import (
     EXIT_STORE,
     EXIT_TERMINATED,
 )
+from simrun_harness.jobs import Job, JobResult, JobRunner
 from simrun_harness.ledger import (
     Holder,
     Ledger,
@@ -54,7 +56,7 @@ from simrun_harness.ledger import (
 )
 from simrun_harness.merge import load_or_report, merge_output
 from simrun_harness.plugin import SettingsError, SplitTaskType
-from simrun_harness.pool import Death, Job, JobResult, JobRunner, ProcessPool
+from simrun_harness.pool import Death, ProcessPool
 from simrun_harness.progress import ProgressWriter
 from simrun_harness.report import ReportError
 from simrun_harness.reuse import link_units, store_root_of
@@ -64,25 +66,7 @@ from simrun_harness.termination import StopSignal
 
 log = logging.getLogger("simrun")
 
-QUEUE_S = 0.25
-"""Seconds of work queued per process beyond its running unit, once unit times are known:
-short units never wait for the worker's round trip (nor for it to be scheduled on a busy
-machine); units of QUEUE_S or more get nothing queued, so no claim waits behind a long unit."""
-MAX_QUEUED = 32
 LEDGER_POLL_S = 0.2
-
-
-def queue_depth(mean_s: float | None, *, left: int, processes: int) -> tuple[int, int]:
-    """(refill below, fill up to): units a process holds, the running one included.
-
-    Up to the running unit plus QUEUE_S of queued work once unit times are known (one unit
-    before), topped up once it falls below half of that, so short units are claimed and sent
-    in batches; never more than a fair share of the `left` pending units we know of, so no
-    process idles at the end while another works through its queue.
-    """
-    depth = 1 if mean_s is None else 1 + min(MAX_QUEUED, int(QUEUE_S / max(mean_s, 1e-6)))
-    depth = min(depth, 1 + left // max(1, processes))
-    return max(1, (depth + 1) // 2), depth
 
 
 class Worker:
@@ -100,6 +84,7 @@ class Worker:
         self.poll_s = min(1.0, config.heartbeat_s)
         self.held: set[str] = set()
         self._mean_s: float | None = None
+        self._low = 1
         self._units: list[Any] = []
         self._exhausted = False
         self._next_beat = self._next_poll = self._next_sweep = 0.0
@@ -225,6 +210,7 @@ class Worker:
                 if code is not None:
                     return code
             code = self._collect(ledger, pool, progress)
+            progress.flush()  # the lines of this wake's units, in one write
             if code is not None:
                 return code
 
@@ -256,6 +242,7 @@ class Worker:
         low, depth = queue_depth(
             self._mean_s, left=ledger.candidates_left(), processes=pool.processes
         )
+        self._low = low
         while not self._exhausted and (slot := pool.free_slot(low)) is not None:
             batch: list[Job] = []
             while len(slot.outstanding) + len(batch) < depth:
@@ -266,7 +253,7 @@ class Worker:
                 self.held.add(name)
                 batch.append(Job("unit", name, self._units[unit_index(name)]))
             if batch:
-                pool.submit(slot, *batch)
+                pool.submit(slot, *batch, ring_at=ring_at(low))
 
     def _idle(
         self, task: LoadedTask, ledger: Ledger, pool: ProcessPool, total: int, *, polled: bool
@@ -291,10 +278,17 @@ class Worker:
 
     def _collect(self, ledger: Ledger, pool: ProcessPool, progress: ProgressWriter) -> int | None:
         """Wait for results (or a signal, or the next timer) and commit them; an exit code
-        when a unit raised or a pool process died."""
+        when a unit raised or a pool process died.
+
+        While every process has enough queued, results wait unread until one runs low and
+        rings (`results_may_wait`): the worker wakes once for a batch of them, not once per
+        unit; a death or a signal still wakes it at once. Their progress lines go out in one
+        write per wake (`_loop`).
+        """
         timeout = min(self._next_beat, self._next_poll) - time.monotonic()
         timeout = min(timeout, self.attempt.watch(pool))
-        for event in pool.wait(timeout, wake=[self.stop.fileno()]):
+        linger = results_may_wait(pool.queues(), low=self._low)
+        for event in pool.wait(timeout, wake=[self.stop.fileno()], linger=linger):
             if isinstance(event, Death):
                 self.attempt.broken_by(event)
                 error = self.attempt.error
