@@ -51,6 +51,11 @@ class Stat:
         return uptime - self.key[1] / TICKS >= SETTLED_S
 
 
+# a pod's supervisor: started for its attempt, or started ahead as a standby and handed it
+# (the next standby, importing while the run goes on, counts too: it is simrun's work)
+SUPERVISORS = ("cluster.local.supervisor", "cluster.local.standby_supervisor")
+
+
 def _uptime() -> float:
     with open("/proc/uptime", "rb") as handle:
         return float(handle.read().split()[0])
@@ -152,16 +157,16 @@ class CpuSampler:
     def _part(self, pid: int, procs: dict[int, Stat]) -> str | None:
         """The part a process belongs to; None for a process of someone else."""
 
-        def ours(p: int) -> bool:  # a supervisor of a pod of this stack's store
+        def ours(p: int) -> bool:  # a supervisor (or a standby's) of this stack's store
             text = self._text(p, procs)
-            return "cluster.local.supervisor" in text and self.store in text
+            return any(name in text for name in SUPERVISORS) and self.store in text
 
         if pid in self.roots:  # the Celery worker's and the watcher's own processes
             return self.roots[pid]
         text = self._text(pid, procs)
         if text.startswith("postgres:") and f" {self.database} " in f"{text} ":
             return "postgres"
-        if "cluster.local.supervisor" in text:
+        if any(name in text for name in SUPERVISORS):
             return "supervisor" if ours(pid) else None
         parent, current, hops = procs[pid].ppid, procs[pid].ppid, 0
         while current in procs and hops < 50:

@@ -105,6 +105,7 @@ class LocalBackend:
             if standby > 0
             else None
         )
+        self._idle_cores = self.cores  # after the last pass's admission: for the standbys
         self._loop = Loop(self._pass, bell=self.state / BELL_FILE, poll_s=poll_s)
         self._statuses = RunStatuses(self._run)
         # Written once and never changed: the run id of each index entry (None once the run
@@ -205,7 +206,8 @@ class LocalBackend:
         found = self._tick()
         if self._standbys is not None:
             try:
-                self._standbys.keep()
+                # a new standby's imports take a core for a moment: not from running pods
+                self._standbys.keep(may_start=self._idle_cores >= min(1.0, self.cores))
             except OSError:  # the next pass tries again; the pods start fresh meanwhile
                 log.exception("local backend: cannot keep the standby pods")
         return found
@@ -259,6 +261,9 @@ class LocalBackend:
             reserved = None if reservation is None else str(reservation["run_id"])
             decision = admit(self.cores, self.memory_gb, demands, holdings, reserved)
             self._act(decision, running)
+        started = set(decision.start)
+        busy = sum(h.cores for h in holdings) + sum(d.cores for d in demands if d.key in started)
+        self._idle_cores = self.cores - busy
         return changed or bool(decision.start or decision.evict), tuple(signature)
 
     def _act(self, decision: Decision, running: dict[Key, Attempt]) -> None:

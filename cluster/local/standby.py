@@ -146,9 +146,10 @@ class Standbys:
 
     # -- the process that runs the loop ---------------------------------------------------
 
-    def keep(self) -> None:
+    def keep(self, *, may_start: bool = True) -> None:
         """Start a standby for each of the `count` most recently used environments that has
-        none; end the others' and those of removed environments."""
+        none (unless not `may_start`: the node's cores are taken by pods, whose units a new
+        standby's imports would slow); end the others' and those of removed environments."""
         if not self.root.is_dir():
             return
         with locked(self.root / LOCK_FILE):
@@ -164,7 +165,7 @@ class Standbys:
                         self._end(files)
                     if not present and not live:
                         shutil.rmtree(directory, ignore_errors=True)
-                elif not live and not self._failed_lately(directory):
+                elif may_start and not live and not self._failed_lately(directory):
                     self._start(directory, python)
 
     def _live(self, directory: Path) -> list[StandbyFiles]:

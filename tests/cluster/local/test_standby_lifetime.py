@@ -184,3 +184,20 @@ def test_a_standby_holds_none_of_the_node(keeping: Callable[..., LocalBackend]) 
     wait_for(lambda: backend.status(name).pods["all"].phase is PodPhase.RUNNING)
     assert len(standby_processes(backend.state)) == 2
     backend.cancel(name)
+
+
+def test_no_standby_is_started_while_pods_take_every_core(
+    keeping: Callable[..., LocalBackend],
+) -> None:
+    """A new standby's imports would take a core from the units of a run that has them all:
+    it is started once a core is idle again."""
+    backend = keeping()
+    whole = command_task("all", "import time; time.sleep(60)", pod=shape(cores=2, memory_gb=1))
+    name = backend.submit(launch("r1", whole))
+    wait_for(lambda: backend.status(name).pods["all"].phase is PodPhase.RUNNING)
+    want_standby(backend, "probe")
+    for _ in range(2):
+        backend._pass()  # what the loop does (it passes beside this too)
+    assert standby_processes(backend.state) == []
+    backend.cancel(name)
+    imported_standby(backend, "probe")
