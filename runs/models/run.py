@@ -187,6 +187,16 @@ class Task(models.Model):
 
     class Meta:
         ordering = ["run", "position"]
+        indexes = [
+            # The few tasks whose observations or logs are still to be kept (C11, C12): every
+            # controller tick asks which followed runs have one, and without this index that
+            # reads every task ever run.
+            models.Index(
+                fields=["run"],
+                name="task_final_work",
+                condition=Q(state__in=TaskState.final()) & (Q(observed=False) | Q(logs_kept=False)),
+            ),
+        ]
         constraints = [
             models.UniqueConstraint(fields=["run", "task_id"], name="task_unique_per_run"),
         ]
