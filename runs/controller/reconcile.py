@@ -327,30 +327,45 @@ class Reconciled(StrEnum):
     CONFLICT = "conflict"  # somebody else wrote the record meanwhile: nothing written
 
 
-def reconcile_with(run: Run, status: BackendStatus | None, *, now: datetime) -> Reconciled:
+def reconcile_with(
+    run: Run, status: BackendStatus | None, *, now: datetime, revision: str = ""
+) -> Reconciled:
     """Derive a run from its status (None: its workflow is gone), read after the record's
     version; write if it changed and nobody else wrote meanwhile. A write is applied to `run`
     and its prefetched tasks too, so what follows in the tick works from them. The row notes
-    which status it was derived from (`derived_from`); when only that changed, it is noted
-    without a new version (nothing a reader sees changed)."""
+    which status it was derived from (`derived_from`, with the backend's `revision` of it
+    unless the record may change with the status unchanged); when only that changed, it is
+    noted without a new version (nothing a reader sees changed)."""
     tasks = list(run.tasks.all())
     observed = observe(run, tasks, status, now)
-    if not observed.tasks and all(getattr(run, k) == v for k, v in observed.run.items()):
-        noted = derived_from(run.version, status)
-        if run.derived_from != noted:  # C22: only on the version read
-            Run.objects.filter(pk=run.pk, version=run.version).update(derived_from=noted)
-            run.derived_from = noted
-        return Reconciled.UNCHANGED  # no new version for the event streams
-    observed.run["derived_from"] = derived_from(run.version + 1, status)
-    if not write_if_unchanged(run, observed):
-        return Reconciled.CONFLICT
-    for key, value in observed.run.items():
-        setattr(run, key, value)
-    run.version += 1
-    for task in tasks:
-        for key, value in observed.tasks.get(task.pk, {}).items():
-            setattr(task, key, value)
-    return Reconciled.WRITTEN
+    if observed.tasks or any(getattr(run, k) != v for k, v in observed.run.items()):
+        observed.run["derived_from"] = noted_in_row(run.version + 1, status, revision, observed.run)
+        if not write_if_unchanged(run, observed):
+            return Reconciled.CONFLICT
+        for key, value in observed.run.items():
+            setattr(run, key, value)
+        run.version += 1
+        for task in tasks:
+            for key, value in observed.tasks.get(task.pk, {}).items():
+                setattr(task, key, value)
+        return Reconciled.WRITTEN
+    noted = noted_in_row(run.version, status, revision, observed.run)
+    if run.derived_from != noted:  # C22: only on the version read
+        Run.objects.filter(pk=run.pk, version=run.version).update(derived_from=noted)
+        run.derived_from = noted
+    return Reconciled.UNCHANGED  # no new version for the event streams
+
+
+def noted_in_row(
+    version: int, status: BackendStatus | None, revision: str, fields: dict[str, Any]
+) -> str:
+    """`derived_from` of the record at `version` with these fields, derived from `status`."""
+    watches = status is not None and rules.watches_store_or_clock(
+        merge_pending=fields["merge_pending"],
+        failures=status.failures,
+        oom_kills=fields["oom_kills"],
+    )
+    return derived_from(version, status, "" if watches else revision)
 
 
 def reconcile_run(run: Run, backend: Backend, *, now: datetime | None = None) -> bool:

@@ -17,7 +17,7 @@ from __future__ import annotations
 import hashlib
 import json
 from collections.abc import Collection, Iterable, Mapping, Sequence
-from dataclasses import dataclass, field, fields, is_dataclass
+from dataclasses import dataclass, field, fields, is_dataclass, replace
 from functools import cached_property
 from typing import Protocol, TypeVar
 
@@ -35,6 +35,8 @@ class Derived:
     status: BackendStatus | None
     merge_pending: Mapping[str, str] = field(default_factory=dict)
     oom_kills: Mapping[str, Sequence[int]] = field(default_factory=dict)
+    revision: str = ""  # what the backend read `status` from (`Backend.revisions`), if it says
+    read: bool = True  # False: noted from its row by its revision, `status` not read here
 
     @cached_property
     def watches(self) -> bool:
@@ -61,6 +63,7 @@ class Row(Protocol):
 
 
 R = TypeVar("R", bound=Row)
+REVISION_MAX = 40  # longer revisions are not noted in a row (`Run.derived_from`: 96 at most)
 
 
 class Seen:
@@ -84,11 +87,36 @@ class Seen:
                 found.append(row)
         return found
 
-    def to_derive(self, rows: Iterable[R], statuses: Mapping[str, BackendStatus | None]) -> list[R]:
+    def to_read(self, rows: Iterable[R], revisions: Mapping[str, str]) -> list[R]:
+        """The rows whose status must be read, by the backend's revisions now (by workflow
+        name): not noted at their version and state, noted from another revision or none, or
+        whose record may change all the same (`Derived.watches`). The others are unchanged."""
+        notes = self._runs
+        found = []
+        for row in rows:
+            noted = notes.get(row.pk)
+            if (
+                noted is None
+                or noted.version != row.version
+                or noted.state != row.state
+                or not noted.revision
+                or noted.revision != revisions.get(row.workflow_name)
+                or noted.watches
+            ):
+                found.append(row)
+        return found
+
+    def to_derive(
+        self,
+        rows: Iterable[R],
+        statuses: Mapping[str, BackendStatus | None],
+        revisions: Mapping[str, str] | None = None,
+    ) -> list[R]:
         """The rows whose status was read (`statuses`, by workflow name) and whose record must
         be derived: not noted at its version and state as derived from a status equal to that
         one, or one that may change all the same (`Derived.watches`). One loop, no call per
-        row: a tick asks it of every live run."""
+        row: a tick asks it of every live run. A run whose status is the one noted but read
+        from another revision (`revisions`) is noted at that revision."""
         notes = self._runs
         found = []
         for row in rows:
@@ -100,8 +128,14 @@ class Seen:
                 found.append(row)
                 continue
             status = statuses[name]
-            if (noted.status is not status and noted.status != status) or noted.watches:
+            if (
+                not noted.read
+                or (noted.status is not status and noted.status != status)
+                or noted.watches
+            ):
                 found.append(row)
+            elif revisions is not None and noted.revision != revisions.get(name, ""):
+                notes[row.pk] = replace(noted, status=status, revision=revisions.get(name, ""))
         return found
 
     def note(self, run_id: str, derived: Derived) -> None:
@@ -116,14 +150,30 @@ class Seen:
             del self._runs[run_id]
 
 
-def derived_from(version: int, status: BackendStatus | None) -> str:
+def derived_from(version: int, status: BackendStatus | None, revision: str = "") -> str:
     """What a record at `version` derived from `status` notes in its row, so that a process
     that noted nothing (a restart) can tell it would derive to itself: `<version>:<digest>`,
-    the digest equal exactly when the statuses are equal; empty for a workflow gone."""
+    the digest equal exactly when the statuses are equal, and `@<revision>` when the backend
+    said what it read the status from (`Backend.revisions`): a restarted process whose backend
+    says the same revision needs not read the status at all. Empty for a workflow gone."""
     if status is None:
         return ""
     text = json.dumps(status, sort_keys=True, separators=(",", ":"), default=_plain)
-    return f"{version}:{hashlib.blake2b(text.encode(), digest_size=16).hexdigest()}"
+    digest = f"{version}:{hashlib.blake2b(text.encode(), digest_size=16).hexdigest()}"
+    return f"{digest}@{revision}" if revision and len(revision) <= REVISION_MAX else digest
+
+
+def same_status(noted: str, version: int, status: BackendStatus | None) -> bool:
+    """Whether a row's `derived_from` says its record at `version` was derived from a status
+    equal to `status` (whatever revision it names)."""
+    return bool(noted) and noted.partition("@")[0] == derived_from(version, status)
+
+
+def same_revision(noted: str, version: int, revision: str | None) -> bool:
+    """Whether a row's `derived_from` says its record at `version` was derived from what the
+    backend read at `revision`: then from a status equal to what it would read now."""
+    digest, _, found = noted.partition("@")
+    return bool(found) and found == revision and digest.partition(":")[0] == str(version)
 
 
 def _plain(value: object) -> object:

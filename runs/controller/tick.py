@@ -33,7 +33,7 @@ from runs.controller.reconcile import (
     reconcile_with,
     unnoted_rows,
 )
-from runs.controller.seen import Derived, Seen, derived_from
+from runs.controller.seen import Derived, Seen, same_revision, same_status
 from runs.models import Run, RunState, Task
 from runs.ports import Backend, BackendStatus
 from runs.services import background
@@ -73,16 +73,13 @@ def tick(
     asked = {r.pk: r.version for r in fresh}
     unnoted = unnoted_rows(asked)
     statuses: dict[str, BackendStatus | None] = {}
+    revisions: dict[str, str] | None = None
     if live:
         try:
-            names = list(map(WORKFLOW_NAME, live))
-            statuses = backend.statuses(names, may_reuse=reusable(names, fresh, unnoted))
+            statuses, revisions = read_statuses(backend, live, seen, fresh, unnoted)
         except Exception:  # the API server gone, say: settle what can be, derive next tick
             log.exception("reading the statuses of %d runs failed; retried later", len(live))
-    for row in fresh:
-        if row.pk in unnoted and row.workflow_name in statuses:
-            note_from_row(seen, row, unnoted[row.pk], statuses[row.workflow_name])
-    due = {r.pk: r for r in seen.to_derive(live, statuses)}
+    due = {r.pk: r for r in seen.to_derive(live, statuses, revisions)}
     backoff = BACKOFF if backoff is None else backoff
     wanted = set(due) | {r.pk for r in rows if r.final_work or r.state not in LIVE}
     wanted = {pk for pk in wanted if backoff.due(pk)}
@@ -91,7 +88,8 @@ def tick(
         try:
             if run.pk in due:
                 row = due[run.pk]
-                _reconcile(run, row, statuses[row.workflow_name], seen, now)
+                revision = (revisions or {}).get(row.workflow_name, "")
+                _reconcile(run, row, statuses[row.workflow_name], revision, seen, now)
             if run.state != RunState.SUBMITTING:
                 after_reconcile(run, backend)
         except Exception as exc:  # C15: one bad record must not stop the others
@@ -118,11 +116,57 @@ def wanted_runs(wanted: set[str]) -> list[Run]:
     return list(Run.objects.filter(pk__in=wanted).defer(*RUN_UNUSED).prefetch_related(tasks))
 
 
-def note_from_row(seen: Seen, row: Followed, rest: Unnoted, status: BackendStatus | None) -> None:
+def read_statuses(
+    backend: Backend,
+    live: list[Followed],
+    seen: Seen,
+    fresh: list[Followed],
+    unnoted: Mapping[str, Unnoted],
+) -> tuple[dict[str, BackendStatus | None], dict[str, str] | None]:
+    """The statuses a tick derives from, and the backend's revisions when it has them.
+
+    With revisions (Argo: one list of the workflows' metadata), only the statuses of runs
+    noted from another revision (or none) are read: a run whose row says it was derived from
+    the revision the backend has now is noted from its row without its status (a restart).
+    A run not noted whose row says it was derived from a status equal to the one read is
+    noted from its row (`note_from_row`)."""
+    names = list(map(WORKFLOW_NAME, live))
+    revisions = backend.revisions(names)
+    ask = names
+    if revisions is not None:
+        for row in fresh:
+            rest = unnoted.get(row.pk)
+            revision = revisions.get(row.workflow_name)
+            if rest is not None and same_revision(rest.derived_from, row.version, revision):
+                seen.note(row.pk, noted_by_revision(row, rest, revision or ""))
+        ask = list(map(WORKFLOW_NAME, seen.to_read(live, revisions)))
+    statuses = backend.statuses(ask, may_reuse=reusable(names, fresh, unnoted)) if ask else {}
+    for row in fresh:
+        if row.pk in unnoted and row.workflow_name in statuses:
+            revision = (revisions or {}).get(row.workflow_name, "")
+            note_from_row(seen, row, unnoted[row.pk], statuses[row.workflow_name], revision)
+    return statuses, revisions
+
+
+def noted_by_revision(row: Followed, rest: Unnoted, revision: str) -> Derived:
+    """A run whose row says it was derived from what the backend read at `revision`, which
+    it still has: as if derived here, its status not read (`read=False`). A row notes its
+    revision only when its derivation depended on nothing else (`rules.watches_store_or_clock`),
+    so the run is skipped until the revision changes."""
+    return Derived(
+        row.version, row.state, None, rest.merge_pending, rest.oom_kills, revision, read=False
+    )
+
+
+def note_from_row(
+    seen: Seen, row: Followed, rest: Unnoted, status: BackendStatus | None, revision: str = ""
+) -> None:
     """A run this process has not noted whose row says it was derived, at its version, from
     a status equal to `status` (a restarted process): noted from the row, as if derived here."""
-    if rest.derived_from and rest.derived_from == derived_from(row.version, status):
-        derived = Derived(row.version, row.state, status, rest.merge_pending, rest.oom_kills)
+    if same_status(rest.derived_from, row.version, status):
+        derived = Derived(
+            row.version, row.state, status, rest.merge_pending, rest.oom_kills, revision
+        )
         seen.note(row.pk, derived)
 
 
@@ -148,17 +192,26 @@ def _ns(at: datetime) -> int:
 
 
 def _reconcile(
-    run: Run, row: Followed, status: BackendStatus | None, seen: Seen, now: datetime
+    run: Run,
+    row: Followed,
+    status: BackendStatus | None,
+    revision: str,
+    seen: Seen,
+    now: datetime,
 ) -> None:
-    """Derive one run from the status read after `row`; note what its record now says."""
+    """Derive one run from the status read after `row` (at the backend's `revision`, if it
+    has them); note what its record now says."""
     if run.version != row.version:
         seen.drop(run.pk)  # written after the status was read: derived again next tick
         return
-    result = reconcile_with(run, status, now=now)
+    result = reconcile_with(run, status, now=now, revision=revision)
     if result is Reconciled.CONFLICT:
         seen.drop(run.pk)
     else:
-        seen.note(run.pk, Derived(run.version, run.state, status, run.merge_pending, run.oom_kills))
+        derived = Derived(
+            run.version, run.state, status, run.merge_pending, run.oom_kills, revision
+        )
+        seen.note(run.pk, derived)
 
 
 def after_reconcile(run: Run, backend: Backend) -> None:
