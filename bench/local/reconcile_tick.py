@@ -330,10 +330,12 @@ def run_sizes(
         results[size] = {"before": before, "first": first, "tick": tick, "loop_pass_s": loop_pass}
         print(
             f"{size:5d} runs: tick {tick['total'] * 1000:.1f} ms (median of {args.ticks}; "
+            f"CPU {tick['cpu'] * 1000:.1f} ms; "
             f"statuses() {tick['statuses'] * 1000:.1f} ms, {tick['derived']:.0f} runs derived, "
             f"{tick['status_reads']:.0f} statuses read from files, {tick['queries']:.0f} queries, "
             f"load {tick['load']:.2f}); first tick after a restart {first['total'] * 1000:.0f} ms "
-            f"({first['derived']:.0f} derived, {first['status_reads']:.0f} read from files, "
+            f"(CPU {first['cpu'] * 1000:.0f} ms; {first['derived']:.0f} derived, "
+            f"{first['status_reads']:.0f} read from files, "
             f"{first['queries']:.0f} queries); the tick writing the new runs "
             f"{before['total'] * 1000:.0f} ms ({before['queries']:.0f} queries); the loop's "
             f"pass {loop_pass * 1000:.0f} ms",

@@ -9,6 +9,7 @@ overwrites what that process derived.
 
 from __future__ import annotations
 
+import json
 import logging
 from collections.abc import Mapping
 from dataclasses import dataclass, field, replace
@@ -18,7 +19,8 @@ from typing import Any, NamedTuple
 
 from django.conf import settings
 from django.db import transaction
-from django.db.models import BooleanField, ExpressionWrapper, F, Q
+from django.db.models import BooleanField, ExpressionWrapper, F, Q, TextField
+from django.db.models.functions import Cast
 from django.utils import timezone
 
 from runs.controller import records, rules
@@ -41,6 +43,7 @@ class Observed:
     outcome: str | None = None
 
 
+MANY_UNNOTED = 200  # more runs to read the rest of than this: read as the followed runs
 FOLLOWED = (  # the runs the controller follows: live ones and ended ones with work pending
     Q(state__in=RunState.live())
     | Q(pending_release=True)
@@ -93,11 +96,31 @@ def followed_rows() -> list[Followed]:
 def unnoted_rows(versions: Mapping[str, int]) -> dict[str, Unnoted]:
     """The rest of the rows of the runs in `versions` (id → the version a tick read), by id,
     in one query (none for no run); a run written since (another version) is left out. Only
-    a run its tick has not noted needs these, its JSON fields decoded: at a steady tick, none."""
+    a run its tick has not noted needs these, its JSON fields decoded: at a steady tick, none;
+    at the first tick of a process, every one (then selected as followed, not by their ids)."""
     if not versions:
         return {}
-    rows = Run.objects.filter(pk__in=list(versions)).order_by().values_list("pk", *Unnoted._fields)
-    return {pk: Unnoted._make(rest) for pk, *rest in rows if rest[0] == versions[pk]}
+    runs = Run.objects.filter(FOLLOWED)
+    if len(versions) <= MANY_UNNOTED:
+        runs = Run.objects.filter(pk__in=list(versions))
+    rows = (
+        runs.order_by()
+        .annotate(
+            pending_text=Cast("merge_pending", TextField()),
+            kills_text=Cast("oom_kills", TextField()),
+        )
+        .values_list("pk", "version", "updated_at", "derived_from", "pending_text", "kills_text")
+    )
+    return {
+        pk: Unnoted(version, updated_at, noted, _decoded(pending), _decoded(kills))
+        for pk, version, updated_at, noted, pending, kills in rows
+        if versions.get(pk) == version
+    }
+
+
+def _decoded(text: str) -> Any:
+    """A JSON field read as its text: decoded, but for the empty object most rows hold."""
+    return {} if text == "{}" else json.loads(text)
 
 
 def write_if_unchanged(run: Run, observed: Observed) -> bool:

@@ -10,6 +10,7 @@ from typing import Any
 import pytest
 from django.db.models import F
 
+from runs.controller import reconcile
 from runs.controller.reconcile import Followed, Unnoted, followed_rows, unnoted_rows
 from runs.controller.tick import reusable
 from runs.models import Run, Task
@@ -57,22 +58,33 @@ def test_a_run_has_final_task_work_while_a_final_task_is_not_observed_or_its_log
     assert len(found) == len(expected) - 1
 
 
+@pytest.mark.parametrize("many", [False, True])
 def test_the_rest_of_a_row_is_read_at_the_version_the_tick_read(
-    django_assert_num_queries: Any,
+    many: bool, django_assert_num_queries: Any, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     """A run written after the tick read its version is left out: its row is newer than the
-    status the tick compares it with. No run asked about, no query."""
+    status the tick compares it with; so is a run not asked about. No run asked, no query.
+    Many runs asked (a new process) are read as the followed runs, not by their ids."""
+    if many:
+        monkeypatch.setattr(reconcile, "MANY_UNNOTED", 1)
+    kills = {"scan-w0": [0]}
     kept = factories.run(derived_from="1:abc", merge_pending={"t": "2026-12-03T10:00:00"})
+    other = factories.run(derived_from="1:abc", oom_kills=kills)
     written = factories.run()
-    versions = {kept.pk: kept.version, written.pk: written.version}
+    factories.run()  # not asked about
+    versions = {r.pk: r.version for r in (kept, other, written)}
     Run.objects.filter(pk=written.pk).update(version=F("version") + 1)
 
     with django_assert_num_queries(1):
         rest = unnoted_rows(versions)
 
-    assert list(rest) == [kept.pk]
+    assert sorted(rest) == sorted([kept.pk, other.pk])
     assert rest[kept.pk].derived_from == "1:abc"
-    assert rest[kept.pk].merge_pending == {"t": "2026-12-03T10:00:00"}
+    assert (rest[kept.pk].merge_pending, rest[kept.pk].oom_kills) == (
+        {"t": "2026-12-03T10:00:00"},
+        {},
+    )
+    assert (rest[other.pk].merge_pending, rest[other.pk].oom_kills) == ({}, kills)
     with django_assert_num_queries(0):
         assert unnoted_rows({}) == {}
 
