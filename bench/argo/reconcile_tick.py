@@ -6,16 +6,21 @@ A template run is made by the real path (`create_run`, its launch submitted to t
 wait and the simulated Argo gives its workflow the status a queued run has (a DAG, a Retry node
 and a pod node per pod); a tick derives its record. Then the simulator's controllers are paused
 and the template is cloned, in the database (its Run and Task rows) and in the simulator's
-store (its Workflow object with the status, renamed), to the number of live runs asked. What is
-measured is the controller's side: the requests it makes (the simulator's access log), the list
+store (its Workflow object with the status, renamed), to the number of live runs asked; each
+clone's row notes the revision of its workflow, as the process that derived it would have. What
+is measured is the controller's side: the requests it makes (the simulator's access log), the list
 pages it reads and parses, and its tick, in wall time and in CPU time of the tick's thread (the
 simulated API server answers from a thread of the same process, so the wall time includes its
 work).
 Per size (`--pods`: live pods in all; `--pods-per-run`: the
 shape of a run, 1 = a `command` task, k > 1 = a split task of k - 1 workers and a merge):
 
-- the first tick of a restarted process (a new `Seen`: every run derived, none changed);
-- `--ticks` steady ticks (median).
+- the first tick of a restarted process (a new `Seen`; no run changed): one list of the
+  workflows' metadata, every run noted from its row by its workflow's revision;
+- `--ticks` steady ticks (median);
+- the first tick of a restarted process after every workflow was written since its record
+  was derived (the rows name no revision; the statuses are the same): every status read and
+  compared with the digest its row notes.
 
     nice -n 10 python bench/argo/reconcile_tick.py [--pods 100 1000 5000] [--pods-per-run 1 10]
     nice -n 10 python bench/argo/reconcile_tick.py --runs 10 1000 --pods-per-run 4
@@ -25,8 +30,10 @@ from __future__ import annotations
 
 import argparse
 import copy
+import cProfile
 import json
 import os
+import pstats
 import statistics
 import sys
 import tempfile
@@ -106,18 +113,35 @@ def clone_runs(template: Any, workflow: dict[str, Any], count: int, sim: Any) ->
         for r in runs
         for t in tasks
     )
+    digest = template.derived_from.partition("@")[0]
     for run in runs:
         obj = json.loads(text.replace(template.workflow_name, run.workflow_name))
         meta = obj["metadata"]
         meta["labels"][RUN_LABEL] = label_value(run.id)
         for key in ("uid", "resourceVersion", "creationTimestamp"):
             meta.pop(key, None)
-        sim.store.create(WORKFLOWS, sim.namespace, obj)
+        made = sim.store.create(WORKFLOWS, sim.namespace, obj)
+        # as the process before noted it, having derived the run from this revision
+        run.derived_from = f"{digest}@{made['metadata']['resourceVersion']}"
+    Run.objects.bulk_update(runs, ["derived_from"], batch_size=500)
     return ids
 
 
-def measure(backend: Any, sim: Any, seen: Any) -> dict[str, float]:
-    """One tick: its time, its `statuses()` time, its requests, the runs it derived."""
+def written_since(ids: list[str]) -> dict[str, str]:
+    """Make every run's row name no revision, as if its workflow was written after its
+    record was derived (its status the same): a restarted process reads every status and
+    compares its digest. What the rows said, to put back."""
+    from runs.models import Run
+
+    noted = dict(Run.objects.filter(pk__in=ids).values_list("pk", "derived_from"))
+    runs = [Run(pk=pk, derived_from=text.partition("@")[0]) for pk, text in noted.items()]
+    Run.objects.bulk_update(runs, ["derived_from"], batch_size=500)
+    return noted
+
+
+def measure(backend: Any, sim: Any, seen: Any, *, profile: bool = False) -> dict[str, float]:
+    """One tick: its time, its `statuses()` time, its requests, the runs it derived; with
+    `profile`, the profile of the tick's thread printed."""
     from runs.controller import tick as tick_module
 
     calls = {"statuses": 0.0, "derived": 0.0}
@@ -137,11 +161,19 @@ def measure(backend: Any, sim: Any, seen: Any) -> dict[str, float]:
     backend.statuses, tick_module.reconcile_with = timed_statuses, counted
     before = len(sim.access_log)
     load = os.getloadavg()[0]
+    profiler = cProfile.Profile() if profile else None
     try:
         started, cpu = time.perf_counter(), time.thread_time()
+        if profiler is not None:
+            profiler.enable()
         runs = tick_module.tick(backend, seen=seen)
         total, cpu = time.perf_counter() - started, time.thread_time() - cpu
     finally:
+        if profiler is not None:
+            profiler.disable()
+            stats = pstats.Stats(profiler)
+            stats.sort_stats("cumulative").print_stats(40)
+            stats.sort_stats("tottime").print_stats(25)
         del backend.statuses
         tick_module.reconcile_with = derive
     return {
@@ -175,14 +207,28 @@ def run_shape(args: argparse.Namespace, backend: Any, sim: Any, per: int) -> lis
     print(f"{per} pods a run: the Workflow object is {size_b} bytes with {nodes} pod nodes")
     live = 1
     found = []
+    ids = [template.pk]
     for size in sizes_of(args, per):
-        clone_runs(template, workflow, size - live, sim)
+        ids += clone_runs(template, workflow, size - live, sim)
         live = size
         seen = Seen()
-        first = measure(backend, sim, seen)
+        largest = size == sizes_of(args, per)[-1]
+        first = measure(backend, sim, seen, profile=args.profile and largest)
         steady = [measure(backend, sim, seen) for _ in range(args.ticks)]
         tick = {k: statistics.median(s[k] for s in steady) for k in steady[0]}
-        row = {"pods_per_run": per, "runs": size, "pods": size * per, "first": first, "tick": tick}
+        noted = written_since(ids)
+        changed = measure(backend, sim, Seen())
+        Run.objects.bulk_update(
+            [Run(pk=k, derived_from=v) for k, v in noted.items()], ["derived_from"]
+        )
+        row = {
+            "pods_per_run": per,
+            "runs": size,
+            "pods": size * per,
+            "first": first,
+            "changed": changed,
+            "tick": tick,
+        }
         found.append(row)
         print(
             f"{per:3d} pods a run, {size:5d} runs ({size * per:5d} pods): first tick after a "
@@ -191,7 +237,10 @@ def run_shape(args: argparse.Namespace, backend: Any, sim: Any, per: int) -> lis
             f"statuses() {first['statuses'] * 1000:.0f} ms, {first['requests']:.0f} requests); "
             f"steady tick {tick['total'] * 1000:6.1f} ms (CPU {tick['cpu'] * 1000:.1f} ms; "
             f"statuses() "
-            f"{tick['statuses'] * 1000:.1f} ms, {tick['requests']:.0f} requests); load "
+            f"{tick['statuses'] * 1000:.1f} ms, {tick['requests']:.0f} requests); first tick "
+            f"after a restart with every workflow written since its record "
+            f"{changed['total'] * 1000:.0f} ms (CPU {changed['cpu'] * 1000:.0f} ms, "
+            f"{changed['derived']:.0f} derived, {changed['requests']:.0f} requests); load "
             f"{first['load']:.1f}",
             flush=True,
         )
@@ -209,12 +258,12 @@ def report(rows: list[dict[str, Any]]) -> None:
         small, large = mine[0], mine[-1]
         if large["runs"] == small["runs"]:
             continue
-        for kind in ("first", "tick"):
+        for kind in ("first", "changed", "tick"):
             for what in ("total", "cpu"):
                 dt = large[kind][what] - small[kind][what]
                 runs = large["runs"] - small["runs"]
                 print(
-                    f"{per} pods a run, {kind:5s} {what:5s}: "
+                    f"{per} pods a run, {kind:7s} {what:5s}: "
                     f"{large[kind][what] / small[kind][what]:.1f}x for "
                     f"{large['runs'] / small['runs']:.0f}x the runs; "
                     f"{dt / runs * 1e6:.0f} µs a run, {dt / (runs * per) * 1e6:.0f} µs a pod"
@@ -228,6 +277,7 @@ def main() -> None:
     parser.add_argument("--pods-per-run", type=int, nargs="+", default=[1, 10])
     parser.add_argument("--ticks", type=int, default=5, help="timed steady ticks per size")
     parser.add_argument("--json", action="store_true")
+    parser.add_argument("--profile", action="store_true", help="profile the largest first tick")
     args = parser.parse_args()
     with stack(services=False) as the_stack:
         from cluster.argo.backend import ArgoBackend

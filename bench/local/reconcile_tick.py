@@ -210,21 +210,24 @@ def measure_tick(backend: Any, seen: Any, *, profile: bool = False) -> dict[str,
     profiler = cProfile.Profile() if profile else None
     try:
         with CaptureQueriesContext(connection) as queries:
-            started = time.perf_counter()
+            started, cpu = time.perf_counter(), time.thread_time()
             if profiler is not None:
                 profiler.enable()
             runs = tick_module.tick(backend, seen=seen)
-            total = time.perf_counter() - started
+            total, cpu = time.perf_counter() - started, time.thread_time() - cpu
     finally:
         if profiler is not None:
             profiler.disable()
-            pstats.Stats(profiler).sort_stats("cumulative").print_stats(40)
+            stats = pstats.Stats(profiler)
+            stats.sort_stats("cumulative").print_stats(45)
+            stats.sort_stats("tottime").print_stats(25)
         tick_module.reconcile_with = original_derive
         del backend.statuses
     kinds = Counter(_kind(q["sql"]) for q in queries.captured_queries)
     return {
         "runs": runs,
         "total": total,
+        "cpu": cpu,  # of the tick's thread: not the loop's, which passes beside it
         "statuses": statuses.seconds,
         "derived": derive.calls,
         "derive": derive.seconds,
@@ -273,6 +276,9 @@ def main() -> None:
     parser.add_argument("--ticks", type=int, default=7, help="timed steady ticks per size")
     parser.add_argument("--json", action="store_true")
     parser.add_argument("--profile", action="store_true", help="profile the first tick")
+    parser.add_argument(
+        "--profile-steady", action="store_true", help="profile the last steady tick"
+    )
     parser.add_argument("--argo", action="store_true", help="then the same on the Argo backend")
     args = parser.parse_args()
     with stack(services=False):  # the tick runs in this process, as in the watcher
@@ -316,17 +322,20 @@ def run_sizes(
         wait_for_passes(passes, 2)  # one whole pass of the loop after the records were written
         seen = Seen()  # the process restarted: it has noted nothing
         first = measure_tick(backend, seen, profile=args.profile)
-        steady = [measure_tick(backend, seen) for _ in range(args.ticks)]
+        steady = [measure_tick(backend, seen) for _ in range(args.ticks - 1)]
+        steady.append(measure_tick(backend, seen, profile=args.profile_steady))
         print(f"{size:5d} runs: their states {run_states()}", flush=True)
         loop_pass = statistics.median(passes.each[passed:] or passes.each[-1:] or [0.0])
         tick = median_of(steady)
         results[size] = {"before": before, "first": first, "tick": tick, "loop_pass_s": loop_pass}
         print(
             f"{size:5d} runs: tick {tick['total'] * 1000:.1f} ms (median of {args.ticks}; "
+            f"CPU {tick['cpu'] * 1000:.1f} ms; "
             f"statuses() {tick['statuses'] * 1000:.1f} ms, {tick['derived']:.0f} runs derived, "
             f"{tick['status_reads']:.0f} statuses read from files, {tick['queries']:.0f} queries, "
             f"load {tick['load']:.2f}); first tick after a restart {first['total'] * 1000:.0f} ms "
-            f"({first['derived']:.0f} derived, {first['status_reads']:.0f} read from files, "
+            f"(CPU {first['cpu'] * 1000:.0f} ms; {first['derived']:.0f} derived, "
+            f"{first['status_reads']:.0f} read from files, "
             f"{first['queries']:.0f} queries); the tick writing the new runs "
             f"{before['total'] * 1000:.0f} ms ({before['queries']:.0f} queries); the loop's "
             f"pass {loop_pass * 1000:.0f} ms",

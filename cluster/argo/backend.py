@@ -17,14 +17,14 @@ import json
 import logging
 import threading
 import time
-from collections.abc import Callable, Collection, Iterator, Mapping
+from collections.abc import Callable, Collection, Mapping
 from typing import Any
 
 from kubernetes import config as kube_config
 from kubernetes.client import ApiClient, BatchV1Api, Configuration, CoreV1Api, CustomObjectsApi
 from kubernetes.client.rest import ApiException
 
-from cluster.argo import images
+from cluster.argo import images, listing
 from cluster.argo.argo_server import hydrated
 from cluster.argo.builds import run_build
 from cluster.argo.config import ClusterConfig
@@ -49,7 +49,6 @@ from runs.plans import Node
 log = logging.getLogger(__name__)
 
 MERGE_PATCH = "application/merge-patch+json"
-LIST_PAGE = 500  # workflows per page of a list
 RESERVE_ATTEMPTS = 10
 SHUTDOWN_POLL_S = 0.05
 TASK_LABEL = "simrun/task"
@@ -82,6 +81,7 @@ class ArgoBackend:
         self.custom = CustomObjectsApi(self.api)
         self._closing = threading.Event()
         self._parsed: dict[str, tuple[str, BackendStatus]] = {}  # name → (resourceVersion, it)
+        self._run_labels: dict[str, str] = {}  # workflow name → its run label, by `revisions`
         self._watch = WorkflowWatch(
             lambda: ApiClient(self.api.configuration), config.namespace, config.watch_timeout_s
         )
@@ -124,21 +124,43 @@ class ArgoBackend:
         """B1, B2: the workflow's status; KeyError when it does not exist."""
         return self._status_of(self._workflow(name))
 
+    def revisions(self, names: Collection[str]) -> dict[str, str]:
+        """B1, B2: the resourceVersion of each named workflow that exists, from one list of the
+        runs' workflows' metadata (`listing.py`). A workflow at the version this backend
+        parsed last keeps its status object; `statuses` reads the others."""
+        wanted = set(names)
+        found: dict[str, str] = {}
+        labels: dict[str, str] = {}
+        for item in listing.listed(self.api, self.config.namespace, metadata_only=True):
+            metadata = item.get("metadata") or {}
+            name, version = metadata.get("name"), str(metadata.get("resourceVersion") or "")
+            if name in wanted and version:
+                found[name] = version
+                labels[name] = str((metadata.get("labels") or {}).get(RUN_LABEL) or "")
+        self._run_labels = labels
+        self._parsed = {n: parsed for n, parsed in self._parsed.items() if n in found}
+        return found
+
     def statuses(
         self, names: Collection[str], *, may_reuse: Collection[str] = ()
     ) -> dict[str, BackendStatus | None]:
-        """B1, B2: the status of many workflows from one list of the runs' workflows (by
-        their label, a page per `LIST_PAGE`) instead of one read per workflow; None for a
-        workflow the list does not hold. Every name is read now (`may_reuse` is not needed);
-        a workflow whose resourceVersion is the one parsed last time keeps its status object
+        """B1, B2: the status of many workflows from one list (a page per `WHOLE_PAGE`)
+        instead of one read per workflow: of those runs only, by their run label, when they
+        are few and `revisions` named their labels; else of every run. None for a workflow
+        the list does not hold. Every name is read now (`may_reuse` is not needed); a
+        workflow whose resourceVersion is the one parsed last time keeps its status object
         (no parse, and the tick compares it by identity), but for offloaded nodes the Argo
         server did not give (asked again at every read)."""
         wanted = set(names)
         found: dict[str, BackendStatus | None] = dict.fromkeys(wanted)
         if not wanted:
             return found
+        labels = {self._run_labels.get(name, "") for name in wanted}
+        selector = RUN_LABEL
+        if len(wanted) <= listing.SELECTED_MAX and "" not in labels:
+            selector = listing.runs_selector(labels)
         parsed: dict[str, tuple[str, BackendStatus]] = {}
-        for workflow in self._listed_workflows():
+        for workflow in listing.listed(self.api, self.config.namespace, selector=selector):
             metadata = workflow.get("metadata") or {}
             name, version = metadata.get("name"), str(metadata.get("resourceVersion") or "")
             if name not in wanted:
@@ -157,24 +179,11 @@ class ArgoBackend:
             found[name] = status
             if not (status.unreadable and offload_version(workflow)):  # the server: ask again
                 parsed[name] = (version, status)
-        self._parsed = parsed  # only the workflows of this read: the others ended or went
+        if selector == RUN_LABEL:  # only the workflows of this read: the others ended or went
+            self._parsed = parsed
+        else:
+            self._parsed.update(parsed)
         return found
-
-    def _listed_workflows(self) -> Iterator[dict[str, Any]]:
-        """Every workflow of a run in the namespace, listed page by page."""
-        token = ""
-        while True:
-            query: dict[str, Any] = {"label_selector": RUN_LABEL, "limit": LIST_PAGE}
-            if token:
-                query["_continue"] = token
-            reply = self.custom.list_namespaced_custom_object(
-                GROUP, VERSION, self.config.namespace, PLURAL, _preload_content=False, **query
-            )
-            listed = json.loads(reply.data)
-            yield from listed.get("items") or []
-            token = (listed.get("metadata") or {}).get("continue") or ""
-            if not token:
-                return
 
     def _shut_down(self, name: str, strategy: str) -> None:
         """Set the workflow's shutdown strategy, then delete its pods Argo has given up (K10).

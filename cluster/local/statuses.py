@@ -149,6 +149,34 @@ def _unchanged(entry: _Entry | None, node: Node) -> BackendStatus | None:
     return entry.status if entry.trusted and entry.signature.holds() else None
 
 
+def _passed(
+    names: Collection[str],
+    entries: Mapping[str, _Entry],
+    node: Node,
+    reuse: Collection[str],
+    after: Mapping[str, int],
+    passed: int,
+) -> tuple[dict[str, BackendStatus | None], list[str]]:
+    """The statuses a pass's read made already for `node`, of the names that may reuse one
+    read after `passed` (and after their time in `after`); the other names, in order. What
+    `RunStatuses.latest` answers, in one loop: a controller's tick asks it of every live run."""
+    found: dict[str, BackendStatus | None] = {}
+    rest = []
+    for name in names:
+        entry = entries.get(name) if name in reuse else None
+        if (
+            entry is not None
+            and entry.status is not None
+            and entry.views is not None
+            and entry.read_ns >= (max(passed, after[name]) if after.get(name) else passed)
+            and (entry.node is node or entry.node == node)
+        ):
+            found[name] = entry.status
+        else:
+            rest.append(name)
+    return found, rest
+
+
 def _trusted_since() -> int:
     """The time (ns) a pass's read must have begun after to be answered."""
     return time.time_ns() - int(PASS_TRUST_S * 1e9)
@@ -168,6 +196,7 @@ class RunStatuses:
         self._find = find
         self.racy_s = racy_s
         self._entries: dict[str, _Entry] = {}
+        self._node: Node | None = None  # the node the last `read` was for
         # The backend's loop writes entries while callers read them: without it a caller could
         # read an entry half replaced, or a forget racing a saw could drop a fresher entry.
         self._lock = threading.Lock()
@@ -186,17 +215,20 @@ class RunStatuses:
         `may_reuse` as a mapping gives per name a time (ns since the epoch) the pass's read
         must have begun after, besides `since_ns`."""
         after = may_reuse if isinstance(may_reuse, Mapping) else {}
-        reuse = set(may_reuse)
-        found: dict[str, BackendStatus | None] = {}
-        for name in names:
+        reuse = may_reuse if isinstance(may_reuse, Mapping) else set(may_reuse)
+        passed = _trusted_since() if since_ns is None else since_ns
+        with self._lock:  # one copy, no lock per run; the node as the entries hold it
+            entries = dict(self._entries)
+            node = self._node = self._node if node == self._node else node
+        found, rest = _passed(names, entries, node, reuse, after, passed)
+        for name in rest:
+            since = max(passed, after[name]) if after.get(name) else passed
             try:
-                if name in reuse:
-                    since = since_ns
-                    if after.get(name):
-                        since = max(since or _trusted_since(), after[name])
-                    found[name] = self.latest(name, node, since_ns=since)
-                else:
-                    found[name] = self.one(name, node)
+                found[name] = (
+                    self.latest(name, node, since_ns=since)
+                    if name in reuse
+                    else self.one(name, node)
+                )
             except KeyError:
                 found[name] = None
             except (OSError, ValueError):
@@ -292,5 +324,5 @@ class RunStatuses:
         """Drop the entries of workflows not in `keep` (runs that ended or went away)."""
         kept = set(keep)
         with self._lock:
-            for name in [n for n in self._entries if n not in kept]:
+            for name in self._entries.keys() - kept:
                 del self._entries[name]

@@ -9,7 +9,9 @@ overwrites what that process derived.
 
 from __future__ import annotations
 
+import json
 import logging
+from collections.abc import Mapping
 from dataclasses import dataclass, field, replace
 from datetime import datetime, timedelta
 from enum import StrEnum
@@ -17,12 +19,13 @@ from typing import Any, NamedTuple
 
 from django.conf import settings
 from django.db import transaction
-from django.db.models import Exists, F, OuterRef, Q
+from django.db.models import BooleanField, ExpressionWrapper, F, Q, TextField
+from django.db.models.functions import Cast
 from django.utils import timezone
 
 from runs.controller import records, rules
 from runs.controller.seen import derived_from
-from runs.models import Run, RunState, StoredPod, Task
+from runs.models import Run, RunState, StoredPod, Task, TaskState
 from runs.plans import TaskPlan
 from runs.ports import Backend, BackendStatus
 from runs.store import has_merge_marker, reports, task_paths
@@ -40,6 +43,7 @@ class Observed:
     outcome: str | None = None
 
 
+MANY_UNNOTED = 200  # more runs to read the rest of than this: read as the followed runs
 FOLLOWED = (  # the runs the controller follows: live ones and ended ones with work pending
     Q(state__in=RunState.live())
     | Q(pending_release=True)
@@ -50,13 +54,19 @@ FOLLOWED = (  # the runs the controller follows: live ones and ended ones with w
 
 
 class Followed(NamedTuple):
-    """What a tick needs to know of a followed run before asking the backend."""
+    """What a tick needs to know of every followed run before asking the backend."""
 
     pk: str
     version: int
     state: str
     workflow_name: str
     final_work: bool  # a final task's observations or logs are still to be kept
+
+
+class Unnoted(NamedTuple):
+    """What a tick needs to know besides of a run its process has not noted (seen.py)."""
+
+    version: int  # the record's version when this was read
     updated_at: datetime  # when a reconcile last wrote the record
     derived_from: str  # `<version>:<digest>` of the status it was derived from (seen.py)
     merge_pending: dict[str, str]
@@ -64,17 +74,53 @@ class Followed(NamedTuple):
 
 
 def followed_rows() -> list[Followed]:
-    """The followed runs in one query, without their tasks and JSON fields."""
-    work = Task.objects.filter(run=OuterRef("pk"), state__in=rules.FINAL).filter(
+    """The followed runs in one query, without their tasks and JSON fields.
+
+    Whether a run has final-task work is a lookup in one set of run ids, made once from the
+    partial index `task_final_work` (a handful of tasks) rather than a search of each run's
+    tasks: the query's cost stays a scan of the followed runs (and below the cost at which
+    Postgres compiles a query, which took 200 ms a tick at 10,000 runs)."""
+    work = Task.objects.filter(state__in=TaskState.final()).filter(
         Q(observed=False) | Q(logs_kept=False)
     )
+    final_work = ExpressionWrapper(Q(pk__in=work.values("run_id")), output_field=BooleanField())
     rows = (
         Run.objects.filter(FOLLOWED)
         .order_by()
-        .annotate(final_work=Exists(work))
+        .annotate(final_work=final_work)
         .values_list(*Followed._fields)
     )
-    return [Followed(*row) for row in rows]
+    return [Followed._make(row) for row in rows]
+
+
+def unnoted_rows(versions: Mapping[str, int]) -> dict[str, Unnoted]:
+    """The rest of the rows of the runs in `versions` (id → the version a tick read), by id,
+    in one query (none for no run); a run written since (another version) is left out. Only
+    a run its tick has not noted needs these, its JSON fields decoded: at a steady tick, none;
+    at the first tick of a process, every one (then selected as followed, not by their ids)."""
+    if not versions:
+        return {}
+    runs = Run.objects.filter(FOLLOWED)
+    if len(versions) <= MANY_UNNOTED:
+        runs = Run.objects.filter(pk__in=list(versions))
+    rows = (
+        runs.order_by()
+        .annotate(
+            pending_text=Cast("merge_pending", TextField()),
+            kills_text=Cast("oom_kills", TextField()),
+        )
+        .values_list("pk", "version", "updated_at", "derived_from", "pending_text", "kills_text")
+    )
+    return {
+        pk: Unnoted(version, updated_at, noted, _decoded(pending), _decoded(kills))
+        for pk, version, updated_at, noted, pending, kills in rows
+        if versions.get(pk) == version
+    }
+
+
+def _decoded(text: str) -> Any:
+    """A JSON field read as its text: decoded, but for the empty object most rows hold."""
+    return {} if text == "{}" else json.loads(text)
 
 
 def write_if_unchanged(run: Run, observed: Observed) -> bool:
@@ -307,30 +353,45 @@ class Reconciled(StrEnum):
     CONFLICT = "conflict"  # somebody else wrote the record meanwhile: nothing written
 
 
-def reconcile_with(run: Run, status: BackendStatus | None, *, now: datetime) -> Reconciled:
+def reconcile_with(
+    run: Run, status: BackendStatus | None, *, now: datetime, revision: str = ""
+) -> Reconciled:
     """Derive a run from its status (None: its workflow is gone), read after the record's
     version; write if it changed and nobody else wrote meanwhile. A write is applied to `run`
     and its prefetched tasks too, so what follows in the tick works from them. The row notes
-    which status it was derived from (`derived_from`); when only that changed, it is noted
-    without a new version (nothing a reader sees changed)."""
+    which status it was derived from (`derived_from`, with the backend's `revision` of it
+    unless the record may change with the status unchanged); when only that changed, it is
+    noted without a new version (nothing a reader sees changed)."""
     tasks = list(run.tasks.all())
     observed = observe(run, tasks, status, now)
-    if not observed.tasks and all(getattr(run, k) == v for k, v in observed.run.items()):
-        noted = derived_from(run.version, status)
-        if run.derived_from != noted:  # C22: only on the version read
-            Run.objects.filter(pk=run.pk, version=run.version).update(derived_from=noted)
-            run.derived_from = noted
-        return Reconciled.UNCHANGED  # no new version for the event streams
-    observed.run["derived_from"] = derived_from(run.version + 1, status)
-    if not write_if_unchanged(run, observed):
-        return Reconciled.CONFLICT
-    for key, value in observed.run.items():
-        setattr(run, key, value)
-    run.version += 1
-    for task in tasks:
-        for key, value in observed.tasks.get(task.pk, {}).items():
-            setattr(task, key, value)
-    return Reconciled.WRITTEN
+    if observed.tasks or any(getattr(run, k) != v for k, v in observed.run.items()):
+        observed.run["derived_from"] = noted_in_row(run.version + 1, status, revision, observed.run)
+        if not write_if_unchanged(run, observed):
+            return Reconciled.CONFLICT
+        for key, value in observed.run.items():
+            setattr(run, key, value)
+        run.version += 1
+        for task in tasks:
+            for key, value in observed.tasks.get(task.pk, {}).items():
+                setattr(task, key, value)
+        return Reconciled.WRITTEN
+    noted = noted_in_row(run.version, status, revision, observed.run)
+    if run.derived_from != noted:  # C22: only on the version read
+        Run.objects.filter(pk=run.pk, version=run.version).update(derived_from=noted)
+        run.derived_from = noted
+    return Reconciled.UNCHANGED  # no new version for the event streams
+
+
+def noted_in_row(
+    version: int, status: BackendStatus | None, revision: str, fields: dict[str, Any]
+) -> str:
+    """`derived_from` of the record at `version` with these fields, derived from `status`."""
+    watches = status is not None and rules.watches_store_or_clock(
+        merge_pending=fields["merge_pending"],
+        failures=status.failures,
+        oom_kills=fields["oom_kills"],
+    )
+    return derived_from(version, status, "" if watches else revision)
 
 
 def reconcile_run(run: Run, backend: Backend, *, now: datetime | None = None) -> bool:

@@ -16,9 +16,12 @@ from __future__ import annotations
 
 import hashlib
 import json
-from collections.abc import Collection, Mapping, Sequence
-from dataclasses import asdict, dataclass, field
+from collections.abc import Collection, Iterable, Mapping, Sequence
+from dataclasses import dataclass, field, fields, is_dataclass, replace
+from functools import cached_property
+from typing import Protocol, TypeVar
 
+from runs.controller import rules
 from runs.ports import BackendStatus
 
 
@@ -32,6 +35,35 @@ class Derived:
     status: BackendStatus | None
     merge_pending: Mapping[str, str] = field(default_factory=dict)
     oom_kills: Mapping[str, Sequence[int]] = field(default_factory=dict)
+    revision: str = ""  # what the backend read `status` from (`Backend.revisions`), if it says
+    read: bool = True  # False: noted from its row by its revision, `status` not read here
+
+    @cached_property
+    def watches(self) -> bool:
+        """Whether the record may change while its status stays this one, so a tick derives
+        it all the same (`rules.watches_store_or_clock`); worked out once per note."""
+        return rules.watches_store_or_clock(
+            merge_pending=self.merge_pending,
+            failures=self.status.failures if self.status is not None else {},
+            oom_kills=self.oom_kills,
+        )
+
+
+class Row(Protocol):
+    """What a tick reads of a followed run (`reconcile.Followed`), as far as notes go."""
+
+    @property
+    def pk(self) -> str: ...
+    @property
+    def version(self) -> int: ...
+    @property
+    def state(self) -> str: ...
+    @property
+    def workflow_name(self) -> str: ...
+
+
+R = TypeVar("R", bound=Row)
+REVISION_MAX = 40  # longer revisions are not noted in a row (`Run.derived_from`: 96 at most)
 
 
 class Seen:
@@ -43,21 +75,68 @@ class Seen:
     def __len__(self) -> int:
         return len(self._runs)
 
-    def knows(self, run_id: str, *, version: int, state: str) -> bool:
-        """Whether the record at `version` was derived here: its status may then be what the
-        backend last observed (never older than what this process derived it from)."""
-        noted = self._runs.get(run_id)
-        return noted is not None and noted.version == version and noted.state == state
+    def unnoted(self, rows: Iterable[R]) -> list[R]:
+        """The rows whose record, at their version and state, was not derived here. Of the
+        others, what the backend last observed is never older than what this process derived
+        them from, so it may answer from it (`tick.reusable`)."""
+        notes = self._runs
+        found = []
+        for row in rows:
+            noted = notes.get(row.pk)
+            if noted is None or noted.version != row.version or noted.state != row.state:
+                found.append(row)
+        return found
 
-    def derived(
-        self, run_id: str, *, version: int, state: str, status: BackendStatus | None
-    ) -> Derived | None:
-        """What was noted of the record at `version` if it was derived from a status equal to
-        `status`; None otherwise."""
-        noted = self._runs.get(run_id)
-        if noted is None or noted.version != version or noted.state != state:
-            return None
-        return noted if noted.status is status or noted.status == status else None
+    def to_read(self, rows: Iterable[R], revisions: Mapping[str, str]) -> list[R]:
+        """The rows whose status must be read, by the backend's revisions now (by workflow
+        name): not noted at their version and state, noted from another revision or none, or
+        whose record may change all the same (`Derived.watches`). The others are unchanged."""
+        notes = self._runs
+        found = []
+        for row in rows:
+            noted = notes.get(row.pk)
+            if (
+                noted is None
+                or noted.version != row.version
+                or noted.state != row.state
+                or not noted.revision
+                or noted.revision != revisions.get(row.workflow_name)
+                or noted.watches
+            ):
+                found.append(row)
+        return found
+
+    def to_derive(
+        self,
+        rows: Iterable[R],
+        statuses: Mapping[str, BackendStatus | None],
+        revisions: Mapping[str, str] | None = None,
+    ) -> list[R]:
+        """The rows whose status was read (`statuses`, by workflow name) and whose record must
+        be derived: not noted at its version and state as derived from a status equal to that
+        one, or one that may change all the same (`Derived.watches`). One loop, no call per
+        row: a tick asks it of every live run. A run whose status is the one noted but read
+        from another revision (`revisions`) is noted at that revision."""
+        notes = self._runs
+        found = []
+        for row in rows:
+            name = row.workflow_name
+            if name not in statuses:
+                continue  # not read this tick
+            noted = notes.get(row.pk)
+            if noted is None or noted.version != row.version or noted.state != row.state:
+                found.append(row)
+                continue
+            status = statuses[name]
+            if (
+                not noted.read
+                or (noted.status is not status and noted.status != status)
+                or noted.watches
+            ):
+                found.append(row)
+            elif revisions is not None and noted.revision != revisions.get(name, ""):
+                notes[row.pk] = replace(noted, status=status, revision=revisions.get(name, ""))
+        return found
 
     def note(self, run_id: str, derived: Derived) -> None:
         self._runs[run_id] = derived
@@ -67,16 +146,50 @@ class Seen:
 
     def keep_only(self, run_ids: Collection[str]) -> None:
         """Forget the runs not followed any more."""
-        kept = set(run_ids)
-        for run_id in [r for r in self._runs if r not in kept]:
+        for run_id in self._runs.keys() - set(run_ids):
             del self._runs[run_id]
 
 
-def derived_from(version: int, status: BackendStatus | None) -> str:
+def derived_from(version: int, status: BackendStatus | None, revision: str = "") -> str:
     """What a record at `version` derived from `status` notes in its row, so that a process
     that noted nothing (a restart) can tell it would derive to itself: `<version>:<digest>`,
-    the digest equal exactly when the statuses are equal; empty for a workflow gone."""
+    the digest equal exactly when the statuses are equal, and `@<revision>` when the backend
+    said what it read the status from (`Backend.revisions`): a restarted process whose backend
+    says the same revision needs not read the status at all. Empty for a workflow gone."""
     if status is None:
         return ""
-    text = json.dumps(asdict(status), sort_keys=True, separators=(",", ":"), default=str)
-    return f"{version}:{hashlib.blake2b(text.encode(), digest_size=16).hexdigest()}"
+    text = json.dumps(status, sort_keys=True, separators=(",", ":"), default=_plain)
+    digest = f"{version}:{hashlib.blake2b(text.encode(), digest_size=16).hexdigest()}"
+    return f"{digest}@{revision}" if revision and len(revision) <= REVISION_MAX else digest
+
+
+def same_status(noted: str, version: int, status: BackendStatus | None) -> bool:
+    """Whether a row's `derived_from` says its record at `version` was derived from a status
+    equal to `status` (whatever revision it names)."""
+    return bool(noted) and noted.partition("@")[0] == derived_from(version, status)
+
+
+def same_revision(noted: str, version: int, revision: str | None) -> bool:
+    """Whether a row's `derived_from` says its record at `version` was derived from what the
+    backend read at `revision`: then from a status equal to what it would read now."""
+    digest, _, found = noted.partition("@")
+    return bool(found) and found == revision and digest.partition(":")[0] == str(version)
+
+
+def _plain(value: object) -> object:
+    """For the digest: a dataclass as the dict of its fields, anything else as its text — the
+    JSON `dataclasses.asdict` gave, which rows written before hold, in half the time."""
+    names = _field_names(type(value))
+    if names is None:
+        return str(value)
+    return {name: getattr(value, name) for name in names}
+
+
+def _field_names(kind: type) -> tuple[str, ...] | None:
+    """The fields of a dataclass, None for any other type."""
+    if kind not in _FIELDS:
+        _FIELDS[kind] = tuple(f.name for f in fields(kind)) if is_dataclass(kind) else None
+    return _FIELDS[kind]
+
+
+_FIELDS: dict[type, tuple[str, ...] | None] = {}

@@ -1,19 +1,23 @@
 """One pass of the controller over every followed run; driven by beat and by the watcher.
 
-A tick reads the followed runs' versions in one query, asks the backend once for the status
-of every live workflow (for a run whose record this process derived last, what the backend
-last observed will do: the local backend's loop holds it), and touches only the runs that
-need it: those whose status differs
-from the one their record was derived from (`seen.py`), those whose derivation also depends
-on the store or the clock (`rules.watches_store_or_clock`), those with a final task whose
-observations or logs are still to be kept, and ended runs with steps pending. Those are
-fetched with their tasks in one more query; a run that did not change costs no query.
+A tick reads the followed runs' versions in one query (and, for the runs this process has not
+noted, the rest of their rows in one more: none at a steady tick), asks the backend once for
+the status of every live workflow (for a run whose record this process derived last, what the
+backend last observed will do: the local backend's loop holds it), and touches only the runs
+that need it: those whose status differs from the one their record was derived from
+(`seen.py`), those whose derivation also depends on the store or the clock
+(`rules.watches_store_or_clock`), those with a final task whose observations or logs are still
+to be kept, and ended runs with steps pending. Those are fetched with their tasks in one more
+query; a run that did not change costs no query. At 10,000 live runs what is left is a loop
+or two over them in Python (`Seen.unnoted`, `Seen.to_derive`, the backend's `statuses`).
 """
 
 from __future__ import annotations
 
 import logging
+from collections.abc import Mapping
 from datetime import UTC, datetime, timedelta
+from operator import attrgetter
 
 from django.conf import settings
 from django.db.models import Prefetch
@@ -21,8 +25,15 @@ from django.utils import timezone
 
 from runs.controller import rules
 from runs.controller.backoff import Backoff
-from runs.controller.reconcile import Followed, Reconciled, followed_rows, reconcile_with
-from runs.controller.seen import Derived, Seen, derived_from
+from runs.controller.reconcile import (
+    Followed,
+    Reconciled,
+    Unnoted,
+    followed_rows,
+    reconcile_with,
+    unnoted_rows,
+)
+from runs.controller.seen import Derived, Seen, same_revision, same_status
 from runs.models import Run, RunState, Task
 from runs.ports import Backend, BackendStatus
 from runs.services import background
@@ -39,6 +50,7 @@ BACKOFF = Backoff()  # this process's failing runs and when each is tried again
 EPOCH = datetime(1970, 1, 1, tzinfo=UTC)
 LIVE = frozenset(RunState.live())
 DERIVED = LIVE - {RunState.SUBMITTING}  # a run still submitting has no workflow to ask about
+WORKFLOW_NAME = attrgetter("workflow_name")
 
 
 def tick(
@@ -57,27 +69,17 @@ def tick(
     seen = SEEN if seen is None else seen
     rows = followed_rows()
     live = [r for r in rows if r.state in DERIVED]
+    fresh = seen.unnoted(live)  # the rest of their rows is read
+    asked = {r.pk: r.version for r in fresh}
+    unnoted = unnoted_rows(asked)
     statuses: dict[str, BackendStatus | None] = {}
+    revisions: dict[str, str] | None = None
     if live:
         try:
-            statuses = backend.statuses(
-                [r.workflow_name for r in live], may_reuse=reusable(live, seen)
-            )
+            statuses, revisions = read_statuses(backend, live, seen, fresh, unnoted)
         except Exception:  # the API server gone, say: settle what can be, derive next tick
             log.exception("reading the statuses of %d runs failed; retried later", len(live))
-    due: dict[str, Followed] = {}
-    for row in live:
-        if row.workflow_name not in statuses:
-            continue  # not read this tick (logged by the backend)
-        status = statuses[row.workflow_name]
-        note_from_row(seen, row, status)
-        noted = seen.derived(row.pk, version=row.version, state=row.state, status=status)
-        if noted is None or rules.watches_store_or_clock(
-            merge_pending=noted.merge_pending,
-            failures=status.failures if status is not None else {},
-            oom_kills=noted.oom_kills,
-        ):
-            due[row.pk] = row
+    due = {r.pk: r for r in seen.to_derive(live, statuses, revisions)}
     backoff = BACKOFF if backoff is None else backoff
     wanted = set(due) | {r.pk for r in rows if r.final_work or r.state not in LIVE}
     wanted = {pk for pk in wanted if backoff.due(pk)}
@@ -86,7 +88,8 @@ def tick(
         try:
             if run.pk in due:
                 row = due[run.pk]
-                _reconcile(run, row, statuses[row.workflow_name], seen, now)
+                revision = (revisions or {}).get(row.workflow_name, "")
+                _reconcile(run, row, statuses[row.workflow_name], revision, seen, now)
             if run.state != RunState.SUBMITTING:
                 after_reconcile(run, backend)
         except Exception as exc:  # C15: one bad record must not stop the others
@@ -113,27 +116,75 @@ def wanted_runs(wanted: set[str]) -> list[Run]:
     return list(Run.objects.filter(pk__in=wanted).defer(*RUN_UNUSED).prefetch_related(tasks))
 
 
-def note_from_row(seen: Seen, row: Followed, status: BackendStatus | None) -> None:
+def read_statuses(
+    backend: Backend,
+    live: list[Followed],
+    seen: Seen,
+    fresh: list[Followed],
+    unnoted: Mapping[str, Unnoted],
+) -> tuple[dict[str, BackendStatus | None], dict[str, str] | None]:
+    """The statuses a tick derives from, and the backend's revisions when it has them.
+
+    With revisions (Argo: one list of the workflows' metadata), only the statuses of runs
+    noted from another revision (or none) are read: a run whose row says it was derived from
+    the revision the backend has now is noted from its row without its status (a restart).
+    A run not noted whose row says it was derived from a status equal to the one read is
+    noted from its row (`note_from_row`)."""
+    names = list(map(WORKFLOW_NAME, live))
+    revisions = backend.revisions(names)
+    ask = names
+    if revisions is not None:
+        for row in fresh:
+            rest = unnoted.get(row.pk)
+            revision = revisions.get(row.workflow_name)
+            if rest is not None and same_revision(rest.derived_from, row.version, revision):
+                seen.note(row.pk, noted_by_revision(row, rest, revision or ""))
+        ask = list(map(WORKFLOW_NAME, seen.to_read(live, revisions)))
+    statuses = backend.statuses(ask, may_reuse=reusable(names, fresh, unnoted)) if ask else {}
+    for row in fresh:
+        if row.pk in unnoted and row.workflow_name in statuses:
+            revision = (revisions or {}).get(row.workflow_name, "")
+            note_from_row(seen, row, unnoted[row.pk], statuses[row.workflow_name], revision)
+    return statuses, revisions
+
+
+def noted_by_revision(row: Followed, rest: Unnoted, revision: str) -> Derived:
+    """A run whose row says it was derived from what the backend read at `revision`, which
+    it still has: as if derived here, its status not read (`read=False`). A row notes its
+    revision only when its derivation depended on nothing else (`rules.watches_store_or_clock`),
+    so the run is skipped until the revision changes."""
+    return Derived(
+        row.version, row.state, None, rest.merge_pending, rest.oom_kills, revision, read=False
+    )
+
+
+def note_from_row(
+    seen: Seen, row: Followed, rest: Unnoted, status: BackendStatus | None, revision: str = ""
+) -> None:
     """A run this process has not noted whose row says it was derived, at its version, from
     a status equal to `status` (a restarted process): noted from the row, as if derived here."""
-    if seen.knows(row.pk, version=row.version, state=row.state) or not row.derived_from:
-        return
-    if row.derived_from == derived_from(row.version, status):
-        derived = Derived(row.version, row.state, status, row.merge_pending, row.oom_kills)
+    if same_status(rest.derived_from, row.version, status):
+        derived = Derived(
+            row.version, row.state, status, rest.merge_pending, rest.oom_kills, revision
+        )
         seen.note(row.pk, derived)
 
 
-def reusable(live: list[Followed], seen: Seen) -> dict[str, int]:
+def reusable(
+    names: list[str], fresh: list[Followed], unnoted: Mapping[str, Unnoted]
+) -> dict[str, int]:
     """What the backend may answer from what it observed itself, by workflow: a run whose
-    record this process derived, anything (0: the backend's own limit); any other, what it
-    observed after the record was last written (it is then newer than the status that record
-    was derived from, by whichever process), so a restarted process needs no read per run."""
-    return {
-        r.workflow_name: 0
-        if seen.knows(r.pk, version=r.version, state=r.state)
-        else _ns(r.updated_at) + 1000  # its microsecond's end
-        for r in live
-    }
+    record this process derived, anything (0: the backend's own limit); a run it has not
+    noted (`fresh`), what the backend observed after the record was last written (it is then
+    newer than the status that record was derived from, by whichever process), so a restarted
+    process needs no read per run; a run written since the tick read its version, nothing."""
+    found = dict.fromkeys(names, 0)
+    for row in fresh:
+        if row.pk in unnoted:
+            found[row.workflow_name] = _ns(unnoted[row.pk].updated_at) + 1000  # its µs's end
+        else:
+            del found[row.workflow_name]
+    return found
 
 
 def _ns(at: datetime) -> int:
@@ -141,17 +192,26 @@ def _ns(at: datetime) -> int:
 
 
 def _reconcile(
-    run: Run, row: Followed, status: BackendStatus | None, seen: Seen, now: datetime
+    run: Run,
+    row: Followed,
+    status: BackendStatus | None,
+    revision: str,
+    seen: Seen,
+    now: datetime,
 ) -> None:
-    """Derive one run from the status read after `row`; note what its record now says."""
+    """Derive one run from the status read after `row` (at the backend's `revision`, if it
+    has them); note what its record now says."""
     if run.version != row.version:
         seen.drop(run.pk)  # written after the status was read: derived again next tick
         return
-    result = reconcile_with(run, status, now=now)
+    result = reconcile_with(run, status, now=now, revision=revision)
     if result is Reconciled.CONFLICT:
         seen.drop(run.pk)
     else:
-        seen.note(run.pk, Derived(run.version, run.state, status, run.merge_pending, run.oom_kills))
+        derived = Derived(
+            run.version, run.state, status, run.merge_pending, run.oom_kills, revision
+        )
+        seen.note(run.pk, derived)
 
 
 def after_reconcile(run: Run, backend: Backend) -> None:

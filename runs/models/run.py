@@ -97,11 +97,12 @@ class Run(models.Model):
     )
     version = models.PositiveIntegerField(default=0, help_text="Bumped by every write.")
     derived_from = models.CharField(
-        max_length=48,
+        max_length=96,
         blank=True,
         default="",
-        help_text="`<version>:<digest>`: the backend status the record at that version was "
-        "derived from (runs/controller/seen.py), so a restarted controller skips unchanged runs.",
+        help_text="`<version>:<digest>[@<revision>]`: the backend status the record at that "
+        "version was derived from (runs/controller/seen.py), and what the backend read it from, "
+        "so a restarted controller skips unchanged runs.",
     )
     created_at = models.DateTimeField(auto_now_add=True)
     submitted_at = models.DateTimeField(null=True, blank=True)
@@ -187,6 +188,16 @@ class Task(models.Model):
 
     class Meta:
         ordering = ["run", "position"]
+        indexes = [
+            # The few tasks whose observations or logs are still to be kept (C11, C12): every
+            # controller tick asks which followed runs have one, and without this index that
+            # reads every task ever run.
+            models.Index(
+                fields=["run"],
+                name="task_final_work",
+                condition=Q(state__in=TaskState.final()) & (Q(observed=False) | Q(logs_kept=False)),
+            ),
+        ]
         constraints = [
             models.UniqueConstraint(fields=["run", "task_id"], name="task_unique_per_run"),
         ]

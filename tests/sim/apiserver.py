@@ -1,7 +1,8 @@
 """The simulated kube-apiserver: HTTP on 127.0.0.1, the paths and verbs simrun uses.
 
 Paths: `/api/v1[/namespaces/<ns>]/<resource>[/<name>[/<sub>]]` and the same under
-`/apis/<group>/<version>`. Verbs: list (with labelSelector, fieldSelector, limit/continue),
+`/apis/<group>/<version>`. Verbs: list (with labelSelector, fieldSelector, limit/continue; the
+objects' metadata only for `Accept: application/json;as=PartialObjectMetadataList;...`),
 watch (`watch=true`: chunked JSON lines from a resourceVersion until `timeoutSeconds`),
 get, create (201), update (PUT, 409 on a stale resourceVersion), patch (JSON merge, JSON
 patch, strategic merge; 415 for strategic merge on a custom resource, 422 for a list sent
@@ -36,6 +37,7 @@ from tests.sim.store import Obj, Store, meta
 JSON_PATCH = "application/json-patch+json"
 MERGE_PATCH = "application/merge-patch+json"
 STRATEGIC = "application/strategic-merge-patch+json"
+META_VERSION = "meta.k8s.io/v1"
 APPLY = "application/apply-patch+yaml"
 ORPHAN_WARNING = (
     '299 - "child pods are preserved by default when jobs are deleted; set '
@@ -206,8 +208,18 @@ class _Handler(BaseHTTPRequestHandler):
         params = self._params()
         verb = rbac_verb(method, route, params)
         info = route.info
+        view = "metadata" if _metadata_only(self.headers.get("Accept") or "") else ""
         self.api.access_log.append(
-            AccessRecord(verb, info.group, info.plural, route.namespace, route.sub, route.name)
+            AccessRecord(
+                verb,
+                info.group,
+                info.plural,
+                route.namespace,
+                route.sub,
+                route.name,
+                params.get("labelSelector"),
+                view,
+            )
         )
         namespace = route.namespace or ""
         handler = getattr(self, f"_{verb}")
@@ -239,7 +251,11 @@ class _Handler(BaseHTTPRequestHandler):
             token = {"start": start + limit, "rv": body["metadata"]["resourceVersion"]}
             body["metadata"]["continue"] = base64.b64encode(json.dumps(token).encode()).decode()
             body["metadata"]["remainingItemCount"] = len(items) - start - limit
-        body["items"] = [_as_item(route.info, obj) for obj in page]
+        if _metadata_only(self.headers.get("Accept") or ""):
+            body["kind"], body["apiVersion"] = "PartialObjectMetadataList", META_VERSION
+            body["items"] = [_metadata_item(obj) for obj in page]
+        else:
+            body["items"] = [_as_item(route.info, obj) for obj in page]
         self._send(200, body)
 
     def _watch(self, route: Route, namespace: str, params: dict[str, str]) -> None:
@@ -395,6 +411,25 @@ def _as_item(info: ResourceInfo, obj: Obj) -> Obj:
     if info.custom:
         return obj
     return {k: v for k, v in obj.items() if k not in ("kind", "apiVersion")}
+
+
+def _metadata_only(accept: str) -> bool:
+    """Whether the Accept header asks for a list of the objects' metadata only (what
+    `PartialObjectMetadataList` of meta.k8s.io/v1 serves for any resource, Kubernetes ≥ 1.15)."""
+    for media in accept.split(","):
+        kind, *parameters = (part.strip() for part in media.split(";"))
+        found = dict(p.partition("=")[::2] for p in parameters)
+        if kind == "application/json" and found == {
+            "as": "PartialObjectMetadataList",
+            "g": "meta.k8s.io",
+            "v": "v1",
+        }:
+            return True
+    return False
+
+
+def _metadata_item(obj: Obj) -> Obj:
+    return {"kind": "PartialObjectMetadata", "apiVersion": META_VERSION, "metadata": meta(obj)}
 
 
 def _event(kind: str, obj: Obj) -> bytes:

@@ -27,6 +27,10 @@ class AccessRecord:
     namespace: str | None
     subresource: str | None
     name: str | None
+    # beyond RBAC, for the tests of what a client asks: a list's label selector, and whether
+    # it asked for the objects' metadata only (`metadata`) or whole (``)
+    selector: str | None = None
+    view: str = ""
 
 
 @dataclass(frozen=True)

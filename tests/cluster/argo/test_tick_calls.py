@@ -1,12 +1,15 @@
-"""A controller tick over many Argo workflows asks the API server once, whatever their number
-(issue 21 item 1): one list of the runs' workflows, not a read per workflow, in the first tick
-of a process (every run derived) as in the steady ones. The simulator's access log counts the
-requests."""
+"""A controller tick over many Argo workflows asks the API server the same whatever their
+number (issue 21): one list of the runs' workflows' metadata, not a read per workflow; then,
+only when some workflow changed or the process has not noted a run, one list of those runs'
+workflows. A restarted process reads no workflow whose revision is the one its record notes.
+The simulator's access log counts the requests."""
 
 from __future__ import annotations
 
 import pytest
 
+from cluster.argo.manifest import RUN_LABEL
+from cluster.argo.watch import GROUP, PLURAL, VERSION
 from runs.controller.seen import Seen
 from runs.controller.tick import tick
 from runs.models import Run
@@ -16,12 +19,12 @@ from tests.cluster.argo.test_controller import sleep_task, submit
 pytestmark = pytest.mark.django_db
 
 
-def tick_calls(lab: Lab, seen: Seen) -> list[tuple[str, str]]:
-    """The API requests of one tick."""
+def tick_calls(lab: Lab, seen: Seen) -> list[tuple[str, str, str]]:
+    """The API requests of one tick: verb, resource, and `metadata` for a list of metadata."""
     assert lab.sim is not None
     before = len(lab.sim.access_log)
     tick(lab.backend, seen=seen)
-    return [(r.verb, r.resource) for r in lab.sim.access_log[before:]]
+    return [(r.verb, r.resource, r.view) for r in lab.sim.access_log[before:]]
 
 
 def test_a_ticks_api_calls_do_not_grow_with_the_workflows(sim_lab: Lab) -> None:
@@ -34,10 +37,43 @@ def test_a_ticks_api_calls_do_not_grow_with_the_workflows(sim_lab: Lab) -> None:
                 submit(backend, sleep_task("scan", 4, 0.1, split=2))
             seen = Seen()
             first = tick_calls(sim_lab, seen)  # a new process: every run derived
+            versions = dict(Run.objects.values_list("pk", "version"))
             steady = tick_calls(sim_lab, seen)
             restarted = tick_calls(sim_lab, Seen())
             calls[size] = (first, steady, restarted)
             assert set(Run.objects.values_list("state", flat=True)) == {"queued"}
+            assert dict(Run.objects.values_list("pk", "version")) == versions
 
-    one_list = [("list", "workflows")]
-    assert calls[2] == calls[4] == (one_list, one_list, one_list)
+    metadata = [("list", "workflows", "metadata")]
+    whole = [("list", "workflows", "")]
+    assert calls[2] == calls[4] == (metadata + whole, metadata, metadata)
+
+
+def test_a_restarted_tick_reads_only_the_workflows_written_since_their_records(
+    sim_lab: Lab,
+) -> None:
+    """A workflow written after its record was derived (here an annotation: its status is
+    the same) is read by a restarted process, in one list of that run's workflow, and noted
+    from its row without a write (its status's digest is the row's); the others are not."""
+    assert sim_lab.sim is not None
+    with sim_lab.sim.paused("kueue"):
+        runs = [submit(sim_lab.backend, sleep_task("scan", 4, 0.1, split=2)) for _ in range(3)]
+        tick(sim_lab.backend, seen=Seen())
+        versions = dict(Run.objects.values_list("pk", "version"))
+        sim_lab.backend.custom.patch_namespaced_custom_object(
+            GROUP,
+            VERSION,
+            sim_lab.config.namespace,
+            PLURAL,
+            runs[0].workflow_name,
+            {"metadata": {"annotations": {"touched": "yes"}}},
+        )
+        before = len(sim_lab.sim.access_log)
+        seen = Seen()
+
+        tick(sim_lab.backend, seen=seen)
+
+        lists = [(r.view, r.selector) for r in sim_lab.sim.access_log[before:]]
+        assert lists == [("metadata", RUN_LABEL), ("", f"{RUN_LABEL} in ({runs[0].pk})")]
+        assert dict(Run.objects.values_list("pk", "version")) == versions
+        assert tick_calls(sim_lab, seen) == [("list", "workflows", "metadata")]

@@ -259,6 +259,37 @@ def test_a_reusable_status_is_the_last_passs_unless_it_is_too_old(tmp_path: Path
     assert other.reads == 1
 
 
+def test_read_answers_each_reusable_name_from_the_pass_made_for_the_node_asked(
+    tmp_path: Path,
+) -> None:
+    """`read` as a tick asks it, every name at once: a name that may reuse the pass gets the
+    status the pass made, the same object for an equal node; another node gets a status of
+    its own; a name whose time is after the pass, or that may not reuse it, is read."""
+    run = waiting_run(tmp_path)
+    statuses = statuses_of(run)
+    now = time.time_ns()
+    passed(run, statuses, now)
+    made = statuses.latest("wf-r1", NODE)
+
+    again = statuses.read(["wf-r1"], Node("n", cores=2, memory_gb=4), may_reuse={"wf-r1": 0})
+    after_write = statuses.read(["wf-r1"], NODE, may_reuse={"wf-r1": now - 1})
+
+    assert again == after_write == {"wf-r1": made} and again["wf-r1"] is made
+    assert after_write["wf-r1"] is made and statuses.reads == 0
+    bigger = statuses.read(["wf-r1"], Node("n", cores=64, memory_gb=4), may_reuse={"wf-r1": 0})
+    assert bigger["wf-r1"] is not None and bigger["wf-r1"].pods["t"] != made.pods["t"]
+    assert statuses.read(["wf-r1"], NODE, may_reuse={"wf-r1": 0}) == {"wf-r1": made}
+    assert statuses.reads == 0
+    assert statuses.read(["wf-r1"], NODE, may_reuse={"wf-r1": now + 1}) == {"wf-r1": made}
+    assert statuses.reads == 1
+    statuses.read(["wf-r1"], NODE)
+    assert statuses.reads == 1  # the files did not change: the signature of that read holds
+    assert statuses.read(["wf-r1", "wf-gone"], NODE, may_reuse={"wf-r1": 0, "wf-gone": 0}) == {
+        "wf-r1": made,
+        "wf-gone": None,
+    }
+
+
 def test_a_pass_replaces_only_an_older_read_and_makes_the_status_asked_for(
     tmp_path: Path,
 ) -> None:

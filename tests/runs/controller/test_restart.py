@@ -26,8 +26,10 @@ from tests.waiting import wait_for
 pytestmark = pytest.mark.django_db
 
 HUGE = shape(cores=64)  # more than the backend has: the pods wait and the statuses stay
-FIRST_TICK_QUERIES = 3  # stale submissions, followed runs, the heartbeat: no run fetched
-DERIVING_QUERIES = 5  # and the runs derived, with their tasks
+# stale submissions, followed runs, the rest of the rows of the runs this process has not
+# noted, the heartbeat: no run fetched
+FIRST_TICK_QUERIES = 4
+DERIVING_QUERIES = 6  # and the runs derived, with their tasks
 
 
 @pytest.fixture
