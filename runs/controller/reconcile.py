@@ -386,6 +386,8 @@ def noted_in_row(
     version: int, status: BackendStatus | None, revision: str, fields: dict[str, Any]
 ) -> str:
     """`derived_from` of the record at `version` with these fields, derived from `status`."""
+    if status is not None and status.unreadable:  # read again at every tick, never skipped
+        return derived_from(version, status)
     watches = status is not None and rules.watches_store_or_clock(
         merge_pending=fields["merge_pending"],
         failures=status.failures,

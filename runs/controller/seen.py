@@ -41,7 +41,11 @@ class Derived:
     @cached_property
     def watches(self) -> bool:
         """Whether the record may change while its status stays this one, so a tick derives
-        it all the same (`rules.watches_store_or_clock`); worked out once per note."""
+        it all the same (`rules.watches_store_or_clock`), or its status could not be read
+        (read again at every tick: the reason may go with the workflow unchanged, e.g. the
+        Argo server given for offloaded nodes); worked out once per note."""
+        if self.status is not None and self.status.unreadable:
+            return True
         return rules.watches_store_or_clock(
             merge_pending=self.merge_pending,
             failures=self.status.failures if self.status is not None else {},
@@ -182,7 +186,16 @@ def _plain(value: object) -> object:
     names = _field_names(type(value))
     if names is None:
         return str(value)
-    return {name: getattr(value, name) for name in names}
+    plain = {name: getattr(value, name) for name in names}
+    for name in ADDED_FIELDS.intersection(plain):
+        if not plain[name]:  # at its default: the digest rows written before it hold
+            del plain[name]
+    return plain
+
+
+ADDED_FIELDS = frozenset({"unreadable"})
+"""Fields of the status added after rows noted their digests (BackendStatus.unreadable):
+left out of the digest while empty, so a new field does not make every run derived again."""
 
 
 def _field_names(kind: type) -> tuple[str, ...] | None:
