@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import threading
 from collections.abc import Iterator
-from datetime import timedelta
+from datetime import datetime, timedelta
 from pathlib import Path
 
 import pytest
@@ -112,6 +112,21 @@ def submitted_run(
     return run
 
 
+def cancelled_with_files(backend: LocalBackend, lab: Lab, *, ended_at: datetime) -> Run:
+    """A cancelled run whose workflow's cancel and node's release are still pending, with
+    files in the store."""
+    run = submitted_run(
+        backend,
+        by=lab,
+        state="cancelled",
+        ended_at=ended_at,
+        pending_cancel=True,
+        pending_release=True,
+    )
+    (run_paths(run.id).root / "tasks").mkdir(parents=True, exist_ok=True)
+    return run
+
+
 def shown(lab: Lab, run: Run) -> tuple[str, str]:
     body = lab.person.client.get(f"/api/runs/{run.id}/").json()
     return body["state"], body["pending"]
@@ -151,15 +166,7 @@ def test_a_delete_answers_at_once_then_a_worker_settles_and_removes_the_run(
     """Deleting a run whose cancel is still pending: the answer (202) says "deleting" and the
     record stays while the backend's cancel waits; then the worker cancels, releases and
     removes the files and the record. Asking again meanwhile changes nothing."""
-    run = submitted_run(
-        gated,
-        by=lab,
-        state="cancelled",
-        ended_at=timezone.now(),
-        pending_cancel=True,
-        pending_release=True,
-    )
-    (run_paths(run.id).root / "tasks").mkdir(parents=True, exist_ok=True)
+    run = cancelled_with_files(gated, lab, ended_at=timezone.now())
 
     response = lab.person.client.delete(f"/api/runs/{run.id}/")
 
@@ -182,15 +189,7 @@ def test_a_cleanup_answers_at_once_then_a_worker_removes_the_runs(
 ) -> None:
     """A cleanup marks its runs deleting and answers (202) while the backend's cancel of the
     run still waits; the worker then cancels, releases and removes files and record."""
-    run = submitted_run(
-        gated,
-        by=lab,
-        state="cancelled",
-        ended_at=timezone.now() - timedelta(days=30),
-        pending_cancel=True,
-        pending_release=True,
-    )
-    (run_paths(run.id).root / "tasks").mkdir(parents=True, exist_ok=True)
+    run = cancelled_with_files(gated, lab, ended_at=timezone.now() - timedelta(days=30))
 
     response = lab.person.client.post("/api/cleanup/", {"older_than_days": 7}, format="json")
 
