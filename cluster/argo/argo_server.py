@@ -49,7 +49,12 @@ def _token(config: ClusterConfig) -> str:
 def _context(config: ClusterConfig) -> ssl.SSLContext | None:
     if not config.argo_server_url.startswith("https:"):
         return None
-    context = ssl.create_default_context(cafile=config.argo_server_ca_file or None)
+    try:
+        context = ssl.create_default_context(cafile=config.argo_server_ca_file or None)
+    except (OSError, ssl.SSLError) as error:  # missing, unreadable, not PEM
+        raise NodesUnreadable(
+            f"the Argo server's CA file ({config.argo_server_ca_file}) cannot be read: {error}"
+        ) from None
     if config.argo_server_insecure:  # Argo's own self-signed certificate: the operator's choice
         context.check_hostname = False
         context.verify_mode = ssl.CERT_NONE
@@ -77,10 +82,9 @@ def hydrated_workflow(config: ClusterConfig, namespace: str, name: str) -> dict[
     if token:
         request.add_header("Authorization", f"Bearer {token}")
     where = f"the Argo server ({config.argo_server_url})"
+    context = _context(config)
     try:
-        with urllib.request.urlopen(
-            request, timeout=HTTP_TIMEOUT_S, context=_context(config)
-        ) as reply:
+        with urllib.request.urlopen(request, timeout=HTTP_TIMEOUT_S, context=context) as reply:
             data = reply.read(ANSWER_LIMIT_BYTES + 1)
     except urllib.error.HTTPError as error:
         raise NodesUnreadable(

@@ -6,12 +6,14 @@
 calls the hydrator). Errors are gRPC-gateway JSON, `{"code": <gRPC code>, "message": …}`:
 401 (code 16, "token not valid…", server/auth/gatekeeper.go) without the bearer token the
 server was given, 404 (code 5) for an unknown workflow, 500 (code 13) for offloaded nodes
-the table lacks. Every request's path is kept in `requests`.
+the table lacks. Every request's path is kept in `requests`. Given a server-side TLS context
+it serves HTTPS, as Argo's server does by default (`--secure`, a self-signed certificate).
 """
 
 from __future__ import annotations
 
 import json
+import ssl
 import threading
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any
@@ -27,7 +29,13 @@ TOKEN_NOT_VALID = "token not valid. see https://argo-workflows.readthedocs.io/en
 class ArgoServer:
     """An HTTP server on 127.0.0.1 in front of the store and the packer's offload table."""
 
-    def __init__(self, store: Store, packer: NodeStatusPacker, token: str = "argo-sim") -> None:
+    def __init__(
+        self,
+        store: Store,
+        packer: NodeStatusPacker,
+        token: str = "argo-sim",
+        tls: ssl.SSLContext | None = None,
+    ) -> None:
         self.store = store
         self.packer = packer
         self.token = token
@@ -35,6 +43,10 @@ class ArgoServer:
         handler = type("Handler", (_Handler,), {"server_of": self})
         self._server = ThreadingHTTPServer(("127.0.0.1", 0), handler)
         self._server.daemon_threads = True
+        self._scheme = "http"
+        if tls is not None:
+            self._server.socket = tls.wrap_socket(self._server.socket, server_side=True)
+            self._scheme = "https"
         self._thread = threading.Thread(
             target=self._server.serve_forever, args=(0.02,), daemon=True, name="sim-argo-server"
         )
@@ -42,7 +54,7 @@ class ArgoServer:
 
     @property
     def url(self) -> str:
-        return f"http://127.0.0.1:{self._server.server_address[1]}"
+        return f"{self._scheme}://127.0.0.1:{self._server.server_address[1]}"
 
     def start(self) -> ArgoServer:
         self._thread.start()
