@@ -41,3 +41,31 @@ def argo_objects(vendored_deploy: Path) -> list[Obj]:
 def kueue_objects(vendored_deploy: Path) -> list[Obj]:
     """Kueue's controller kept off the workers, built on the stand-in release."""
     return build(vendored_deploy / "cluster" / "controllers" / "kueue")
+
+
+def _overlay(deploy_copy: Path, name: str, base: str, component: str) -> Path:
+    """An operator's overlay beside a copy of deploy/: `base` with `component` (both relative
+    to deploy/), as docs/deploy.md shows it."""
+    directory = deploy_copy.parent / name
+    directory.mkdir()
+    (directory / "kustomization.yaml").write_text(
+        "apiVersion: kustomize.config.k8s.io/v1beta1\n"
+        "kind: Kustomization\n"
+        f"resources:\n  - ../deploy/{base}\n"
+        f"components:\n  - ../deploy/{component}\n"
+    )
+    return directory
+
+
+@pytest.fixture(scope="session")
+def offload_cluster_objects(vendored_deploy: Path) -> list[Obj]:
+    """deploy/cluster with the component argo-offload, built as an operator's overlay."""
+    return build(_overlay(vendored_deploy, "site", "cluster", "cluster/argo-offload"))
+
+
+@pytest.fixture(scope="session")
+def offload_argo_objects(vendored_deploy: Path) -> list[Obj]:
+    """Argo's controllers with the component argo-offload, built as an operator's overlay."""
+    return build(
+        _overlay(vendored_deploy, "site-argo", "cluster/controllers/argo", "cluster/argo-offload")
+    )
