@@ -43,8 +43,8 @@ from cluster.argo.nodes import (
 )
 from cluster.argo.status import DONE_PHASES, unreadable_status, workflow_status
 from cluster.argo.watch import GROUP, PLURAL, VERSION, WorkflowWatch
-from cluster.backend import BackendStatus, Placement, PodLog, RunLaunch
 from runs.plans import Node
+from runs.ports import BackendStatus, Placement, PodLog, RunLaunch
 
 log = logging.getLogger(__name__)
 

@@ -30,15 +30,6 @@ from collections.abc import Callable, Collection, Hashable, Mapping
 from functools import partial
 from pathlib import Path
 
-from cluster.backend import (
-    ENDED_PHASES,
-    LOG_LIMIT_BYTES,
-    BackendStatus,
-    Placement,
-    PodLog,
-    RunLaunch,
-    read_log,
-)
 from cluster.local import launcher, venvs
 from cluster.local.admission import Decision, Demand, Holding, Key, admit, priority_lookup
 from cluster.local.atomic_files import create_json, locked, read_json, write_json
@@ -52,6 +43,15 @@ from cluster.local.run_files import CANCELLED, ENDED, STOPPED, RunFiles
 from cluster.local.standby import Standbys
 from cluster.local.statuses import RunStatuses
 from runs.plans import Node
+from runs.ports import (
+    ENDED_PHASES,
+    LOG_LIMIT_BYTES,
+    BackendStatus,
+    Placement,
+    PodLog,
+    RunLaunch,
+    read_log,
+)
 from simrun_harness.layout import StorePaths, check_name
 
 log = logging.getLogger(__name__)

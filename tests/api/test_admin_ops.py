@@ -9,10 +9,10 @@ from pathlib import Path
 import pytest
 from django.utils import timezone
 
-from cluster.backend import RunLaunch, TaskLaunch
 from runs.backends import backend
 from runs.models import Run
 from runs.plans import PodShape, TaskPlan
+from runs.ports import RunLaunch, TaskLaunch
 from runs.store import run_paths
 from runs.tasks import delete_run
 from tests import factories
