@@ -9,12 +9,12 @@ from rest_framework.response import Response
 from runs.api.auth import identity_of
 from runs.api.base import ApiView
 from runs.api.errors import InvalidInput
-from runs.api.serializers import (
-    RUN_ID,
+from runs.api.serializers.errors import ErrorSerializer
+from runs.api.serializers.fields import RUN_ID
+from runs.api.serializers.operations import (
     CleanupRequestSerializer,
     CleanupResultSerializer,
     ComparisonSerializer,
-    ErrorSerializer,
     UsageSerializer,
 )
 from runs.selectors.compare import MAX_RUNS, compare_runs
