@@ -70,7 +70,11 @@ MODULES: dict[str, Module] = {
     "ledger": Module(
         "harness/src/simrun_harness",
         "simrun_harness",
-        ("simrun_harness/ledger.py",),
+        (
+            "simrun_harness/ledger.py",
+            "simrun_harness/ledger_creation.py",
+            "simrun_harness/ledger_reads.py",
+        ),
         (
             "tests/harness/test_ledger.py",
             "tests/harness/test_ledger_creation.py",
