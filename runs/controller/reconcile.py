@@ -174,7 +174,7 @@ def _run_change(
     status: BackendStatus | None,
     now: datetime,
 ) -> dict[str, Any]:
-    """The run's fields for its outcome (the terminal record, C12), or its live state."""
+    """The run's fields for its outcome (the terminal record, C13), or its live state."""
     if observed.outcome is None:
         live = rules.live_run_state(states)
         started = {"started_at": now} if live == RunState.RUNNING and run.started_at is None else {}
