@@ -13,8 +13,8 @@ import textwrap
 from collections.abc import Sequence
 from dataclasses import dataclass
 
-from cluster.backend import RunLaunch, TaskLaunch
 from runs.plans import PodShape, ResolvedResources, TaskPlan
+from runs.ports import RunLaunch, TaskLaunch
 
 PY = sys.executable
 

@@ -36,11 +36,12 @@ WORK = ROOT / ".mutation"
 @dataclass(frozen=True)
 class Module:
     """One module to mutate: its package's directory in the work tree, the directory the
-    package is staged as, the module's path in the stage, and its fast unit tests."""
+    package is staged as, the paths in the stage of the module and of the modules split off
+    it, and its fast unit tests."""
 
     package: str
     staged_as: str
-    path: str
+    paths: tuple[str, ...]
     tests: tuple[str, ...]
 
 
@@ -48,15 +49,20 @@ MODULES: dict[str, Module] = {
     "rules": Module(
         "runs",
         "runs",
-        "runs/controller/rules.py",
+        ("runs/controller/rules.py",),
         ("tests/runs/controller/test_rules.py", "tests/runs/controller/test_rules_causes.py"),
     ),
     "reconcile": Module(
         "runs",
         "runs",
-        "runs/controller/reconcile.py",
+        (
+            "runs/controller/reconcile.py",
+            "runs/controller/followed.py",
+            "runs/controller/store_facts.py",
+        ),
         (
             "tests/runs/controller/test_reconcile.py",
+            "tests/runs/controller/test_followed.py",
             "tests/runs/controller/test_tick.py",
             "tests/runs/controller/test_settle.py",
         ),
@@ -64,7 +70,11 @@ MODULES: dict[str, Module] = {
     "ledger": Module(
         "harness/src/simrun_harness",
         "simrun_harness",
-        "simrun_harness/ledger.py",
+        (
+            "simrun_harness/ledger.py",
+            "simrun_harness/ledger_creation.py",
+            "simrun_harness/ledger_reads.py",
+        ),
         (
             "tests/harness/test_ledger.py",
             "tests/harness/test_ledger_creation.py",
@@ -74,20 +84,20 @@ MODULES: dict[str, Module] = {
     "planner": Module(
         "runs",
         "runs",
-        "runs/planner.py",
+        ("runs/planner.py",),
         ("tests/runs/test_planner.py", "tests/runs/test_planner_rounding.py"),
     ),
-    "plans": Module("runs", "runs", "runs/plans.py", ("tests/runs/test_planner.py",)),
+    "plans": Module("runs", "runs", ("runs/plans.py",), ("tests/runs/test_planner.py",)),
     "argo-status": Module(
         "cluster",
         "cluster",
-        "cluster/argo/status.py",
+        ("cluster/argo/status.py",),
         ("tests/cluster/argo/test_status.py", "tests/cluster/argo/test_status_nodes.py"),
     ),
     "local-statuses": Module(
         "cluster",
         "cluster",
-        "cluster/local/statuses.py",
+        ("cluster/local/statuses.py",),
         ("tests/cluster/local/test_statuses.py", "tests/cluster/local/test_statuses_cache.py"),
     ),
 }
@@ -110,7 +120,7 @@ def stage(name: str, module: Module) -> Path:
     config += (
         "\n[tool.mutmut]\n"
         f"source_paths = {toml_list([module.staged_as])}\n"
-        f"only_mutate = {toml_list([module.path])}\n"
+        f"only_mutate = {toml_list(module.paths)}\n"
         f"pytest_add_cli_args_test_selection = {toml_list(module.tests)}\n"
         'pytest_add_cli_args = ["-p", "no:cacheprovider", "-q", "--reuse-db"]\n'
         "use_git_change_detection = false\n"
@@ -170,7 +180,7 @@ def main() -> int:
     args = parser.parse_args()
     if args.list:
         for name, module in MODULES.items():
-            print(f"{name}: {module.path} <- {' '.join(module.tests)}")
+            print(f"{name}: {' '.join(module.paths)} <- {' '.join(module.tests)}")
         return 0
     unknown = [m for m in args.modules if m not in MODULES]
     if unknown:

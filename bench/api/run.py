@@ -66,7 +66,8 @@ def make_runs(first: int, count: int, owner: Any, newest: Any) -> None:
     """Runs b<first>..: older by one minute each; every tenth live with a ledger."""
     from runs.models import Run, Task
     from runs.store import task_paths
-    from simrun_harness.ledger import Holder, create_ledger
+    from simrun_harness.ledger import Holder
+    from simrun_harness.ledger_creation import create_ledger
 
     workflow = {"name": "sweep", "tasks": [{"id": "scan", "type": "sleep", "settings": {}}]}
     runs, tasks = [], []

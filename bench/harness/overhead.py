@@ -31,7 +31,8 @@ import time
 from pathlib import Path
 
 from simrun_harness.layout import StorePaths, TaskPaths
-from simrun_harness.ledger import Holder, Ledger, create_ledger, unit_names
+from simrun_harness.ledger import Holder, Ledger, unit_names
+from simrun_harness.ledger_creation import create_ledger
 
 HERE = Path(__file__).resolve().parent
 BIN = Path(sys.executable).parent

@@ -74,7 +74,7 @@ def _cancelled_half_way(identity: Any, task: dict[str, Any], units: int) -> dict
     from runs.models import Run
     from runs.services.runs import cancel_run
     from runs.store import task_paths
-    from simrun_harness.ledger import counts
+    from simrun_harness.ledger_reads import counts
 
     run, _ = _submit(identity, task, reuse=False)
     paths = task_paths(run.pk, "work")

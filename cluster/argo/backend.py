@@ -3,9 +3,11 @@
 A run is one Workflow (`manifest.py`) in the cluster's namespace; its status is read from the
 DAG's nodes (`status.py`), wherever Argo put them (`node_status.py`; offloaded ones through
 the Argo server, `argo_server.py`); node capacity and placements come from the nodes and pods
-(`nodes.py`); a reservation is a taint and a label on a node; environment images are built by
-a Job of buildctl and looked up in the registry's API (`images.py`, `builds.py`); one watch
-thread wakes the controller on every change of a workflow (`watch.py`).
+(`nodes.py`); a reservation is a taint and a label on a node (`reservations.py`); a stopped
+or cancelled workflow's gated pods are deleted once Argo gave them up (`shutdown.py`);
+environment images are built by a Job of buildctl and looked up in the registry's API
+(`images.py`, `builds.py`); one watch thread wakes the controller on every change of a
+workflow (`watch.py`).
 
 Every method may block on the API; none keeps state the controller depends on: a restarted
 service builds a new backend and carries on from the cluster.
@@ -16,7 +18,6 @@ from __future__ import annotations
 import json
 import logging
 import threading
-import time
 from collections.abc import Callable, Collection, Mapping
 from typing import Any
 
@@ -28,31 +29,19 @@ from cluster.argo import images, listing
 from cluster.argo.argo_server import hydrated
 from cluster.argo.builds import run_build
 from cluster.argo.config import ClusterConfig
-from cluster.argo.logs import task_logs, workflow_pods
-from cluster.argo.manifest import RUN_LABEL, workflow_manifest
-from cluster.argo.names import label_value
-from cluster.argo.node_status import NodesUnreadable, offload_version, workflow_nodes
-from cluster.argo.nodes import (
-    RESERVED_KEY,
-    WORKER_LABEL,
-    Requests,
-    live,
-    node_from,
-    pod_requests,
-    used_by_others,
-)
-from cluster.argo.status import DONE_PHASES, unreadable_status, workflow_status
+from cluster.argo.listing import read_workflow
+from cluster.argo.logs import task_logs
+from cluster.argo.manifest import POD_LABEL, RUN_LABEL, TASK_LABEL, workflow_manifest
+from cluster.argo.node_status import NodesUnreadable, offload_version
+from cluster.argo.nodes import WORKER_LABEL, Requests, live, node_from, pod_requests, used_by_others
+from cluster.argo.reservations import patch_node, releasing, reserving
+from cluster.argo.shutdown import shut_down
+from cluster.argo.status import unreadable_status, workflow_status
 from cluster.argo.watch import GROUP, PLURAL, VERSION, WorkflowWatch
-from cluster.backend import BackendStatus, Placement, PodLog, RunLaunch
 from runs.plans import Node
+from runs.ports import BackendStatus, Placement, PodLog, RunLaunch
 
 log = logging.getLogger(__name__)
-
-MERGE_PATCH = "application/merge-patch+json"
-RESERVE_ATTEMPTS = 10
-SHUTDOWN_POLL_S = 0.05
-TASK_LABEL = "simrun/task"
-POD_LABEL = "simrun/pod"
 
 
 def make_client(config: ClusterConfig) -> ApiClient:
@@ -63,10 +52,6 @@ def make_client(config: ClusterConfig) -> ApiClient:
     configuration = Configuration()
     kube_config.load_incluster_config(client_configuration=configuration)
     return ApiClient(configuration)
-
-
-def _missing(error: ApiException) -> bool:
-    return error.status == 404
 
 
 class ArgoBackend:
@@ -87,17 +72,6 @@ class ArgoBackend:
         )
 
     # -- workflows --------------------------------------------------------------------------
-
-    def _workflow(self, name: str) -> dict[str, Any]:
-        try:
-            found: dict[str, Any] = self.custom.get_namespaced_custom_object(
-                GROUP, VERSION, self.config.namespace, PLURAL, name
-            )
-        except ApiException as error:
-            if _missing(error):
-                raise KeyError(name) from None
-            raise
-        return found
 
     def submit(self, launch: RunLaunch) -> str:
         """B9: create the run's workflow; one that exists counts as submitted. ValueError for a
@@ -122,7 +96,7 @@ class ArgoBackend:
 
     def status(self, name: str) -> BackendStatus:
         """B1, B2: the workflow's status; KeyError when it does not exist."""
-        return self._status_of(self._workflow(name))
+        return self._status_of(read_workflow(self.custom, self.config.namespace, name))
 
     def revisions(self, names: Collection[str]) -> dict[str, str]:
         """B1, B2: the resourceVersion of each named workflow that exists, from one list of the
@@ -185,74 +159,21 @@ class ArgoBackend:
             self._parsed.update(parsed)
         return found
 
-    def _shut_down(self, name: str, strategy: str) -> None:
-        """Set the workflow's shutdown strategy, then delete its pods Argo has given up (K10).
-
-        Argo fails the nodes still pending and stops the running pods, but leaves the pods
-        Kueue still gates, and a pod Kueue admits after the workflow ended would run on. So
-        once Argo has ended a pod's node, a pod of it that has not ended is deleted; a pod is
-        never deleted while its node still waits, or Argo would create it again for the same
-        attempt (K3) before it saw the shutdown.
-        """
-        try:
-            self.custom.patch_namespaced_custom_object(
-                GROUP,
-                VERSION,
-                self.config.namespace,
-                PLURAL,
-                name,
-                {"spec": {"shutdown": strategy}},
-                _content_type=MERGE_PATCH,
-            )
-        except ApiException as error:
-            if _missing(error):
-                raise KeyError(name) from None
-            raise
-        deadline = time.monotonic() + self.config.shutdown_wait_s
-        while not self._remove_given_up(name) and time.monotonic() < deadline:
-            if self._closing.wait(SHUTDOWN_POLL_S):
-                return
-
-    def _remove_given_up(self, name: str) -> bool:
-        """Delete the live pods whose nodes Argo has ended; whether no live pod's node waits."""
-        try:
-            workflow = self._workflow(name)
-        except KeyError:
-            return True
-        try:
-            nodes = workflow_nodes(
-                hydrated(workflow, self.config), limit_bytes=self.config.nodes_limit_bytes
-            )
-        except NodesUnreadable as error:  # which nodes ended is unknown: delete no pod
-            log.warning("argo backend: %s: its gated pods are left (%s)", name, error)
-            return True
-        waiting = False
-        for node_id, pod in workflow_pods(self.core, self.config.namespace, name).items():
-            ended = (pod.get("status") or {}).get("phase") in ("Succeeded", "Failed")
-            if ended or pod["metadata"].get("deletionTimestamp"):
-                continue
-            if (nodes.get(node_id) or {}).get("phase") not in DONE_PHASES:
-                waiting = True
-                continue
-            try:
-                self.core.delete_namespaced_pod(pod["metadata"]["name"], self.config.namespace)
-            except ApiException as error:
-                if not _missing(error):
-                    raise
-        return not waiting
-
     def cancel(self, name: str) -> None:
-        """Terminate a workflow: Argo stops its running pods; waiting ones are deleted."""
-        self._shut_down(name, "Terminate")
+        """Terminate a workflow: Argo stops its running pods; waiting ones are deleted
+        (`shutdown.py`)."""
+        shut_down(
+            self.custom, self.core, self.config, name, strategy="Terminate", closing=self._closing
+        )
 
     def stop(self, name: str) -> None:
         """K10: stop a decided workflow: Argo fails its pending nodes and stops running pods;
-        the pods it leaves (still gated by Kueue) are deleted."""
-        self._shut_down(name, "Stop")
+        the pods it leaves (still gated by Kueue) are deleted (`shutdown.py`)."""
+        shut_down(self.custom, self.core, self.config, name, strategy="Stop", closing=self._closing)
 
     def logs(self, name: str, task_id: str, tail_lines: int | None = None) -> list[PodLog]:
         """B10: the logs of a task's pods, every attempt, oldest first."""
-        workflow = hydrated(self._workflow(name), self.config)
+        workflow = hydrated(read_workflow(self.custom, self.config.namespace, name), self.config)
         limit = self.config.nodes_limit_bytes
         return task_logs(
             self.core, self.config.namespace, workflow, task_id, tail_lines, limit_bytes=limit
@@ -305,69 +226,14 @@ class ArgoBackend:
             )
         return sorted(found, key=lambda p: (p.run_id or "", p.pod))
 
-    def _patch_node(
-        self, node: str, change: Callable[[Mapping[str, Any]], dict[str, Any] | None]
-    ) -> None:
-        """B4: read the node, patch what `change` makes of it with the node's resourceVersion
-        as a precondition, and start over on a conflict. KeyError for an unknown node."""
-        for _ in range(RESERVE_ATTEMPTS):
-            try:
-                current = json.loads(self.core.read_node(node, _preload_content=False).data)
-            except ApiException as error:
-                if _missing(error):
-                    raise KeyError(node) from None
-                raise
-            patch = change(current)
-            if patch is None:
-                return
-            patch.setdefault("metadata", {})["resourceVersion"] = current["metadata"][
-                "resourceVersion"
-            ]
-            try:
-                self.core.patch_node(node, patch, _content_type=MERGE_PATCH)
-                return
-            except ApiException as error:
-                if error.status == 409:
-                    continue
-                if _missing(error):
-                    raise KeyError(node) from None
-                raise
-        raise RuntimeError(f"node {node} kept changing; its reservation was not written")
-
     def reserve(self, node: str, run_id: str) -> None:
         """B4: taint the node `simrun/reserved=<run>:NoExecute` (evicting other runs' pods) and
         label it for the run's pods; it replaces any earlier reservation of the node."""
-        value = label_value(run_id)
-
-        def change(current: Mapping[str, Any]) -> dict[str, Any]:
-            taints = [
-                t
-                for t in (current.get("spec") or {}).get("taints") or []
-                if t.get("key") != RESERVED_KEY
-            ]
-            taints.append({"key": RESERVED_KEY, "value": value, "effect": "NoExecute"})
-            return {"metadata": {"labels": {RESERVED_KEY: value}}, "spec": {"taints": taints}}
-
-        self._patch_node(node, change)
+        patch_node(self.core, node, reserving(run_id))
 
     def unreserve(self, node: str, run_id: str) -> None:
         """B5: remove this run's taint and label; another run's reservation stays."""
-        value = label_value(run_id)
-
-        def change(current: Mapping[str, Any]) -> dict[str, Any] | None:
-            labels = (current.get("metadata") or {}).get("labels") or {}
-            taints = (current.get("spec") or {}).get("taints") or []
-            kept = [
-                t for t in taints if not (t.get("key") == RESERVED_KEY and t.get("value") == value)
-            ]
-            patch: dict[str, Any] = {}
-            if labels.get(RESERVED_KEY) == value:
-                patch["metadata"] = {"labels": {RESERVED_KEY: None}}
-            if len(kept) != len(taints):
-                patch["spec"] = {"taints": kept or None}
-            return patch or None
-
-        self._patch_node(node, change)
+        patch_node(self.core, node, releasing(run_id))
 
     # -- images -----------------------------------------------------------------------------
 
@@ -388,7 +254,7 @@ class ArgoBackend:
                 ).data
             )
         except ApiException as error:
-            if not _missing(error):
+            if error.status != 404:
                 raise
             secret = None
         return images.registry_has(url, images.credentials(secret, self.config.registry))

@@ -1,4 +1,5 @@
-"""Lists of the runs' workflows, page by page: whole objects, or their metadata only.
+"""Reads of the runs' workflows: one by name, or lists page by page (whole objects, or
+their metadata only).
 
 A controller tick first asks for the metadata of every run's workflow — the API serves any
 resource as a `PartialObjectMetadataList` when the request's Accept header asks for one
@@ -13,7 +14,8 @@ from __future__ import annotations
 from collections.abc import Collection, Iterator
 from typing import Any
 
-from kubernetes.client import ApiClient
+from kubernetes.client import ApiClient, CustomObjectsApi
+from kubernetes.client.rest import ApiException
 from pydantic_core import from_json
 
 from cluster.argo.manifest import RUN_LABEL
@@ -24,6 +26,19 @@ METADATA = "application/json;as=PartialObjectMetadataList;g=meta.k8s.io;v=v1"
 WHOLE_PAGE = 500  # whole workflows per page (5 MB at ~10 KB a workflow)
 METADATA_PAGE = 5000  # workflows' metadata per page
 SELECTED_MAX = 100  # run labels in one selector; more runs than that are listed whole
+
+
+def read_workflow(custom: CustomObjectsApi, namespace: str, name: str) -> dict[str, Any]:
+    """The workflow `name`; KeyError when it does not exist."""
+    try:
+        found: dict[str, Any] = custom.get_namespaced_custom_object(
+            GROUP, VERSION, namespace, PLURAL, name
+        )
+    except ApiException as error:
+        if error.status == 404:
+            raise KeyError(name) from None
+        raise
+    return found
 
 
 def listed(

@@ -17,7 +17,7 @@ from kubernetes.client.rest import ApiException
 
 from cluster.argo.node_status import NODES_LIMIT_BYTES, workflow_nodes
 from cluster.argo.status import DONE_PHASES, attempt_number, attempts_of, pod_nodes
-from cluster.backend import LOG_LIMIT_BYTES, PodLog
+from runs.ports import LOG_LIMIT_BYTES, PodLog
 
 NODE_ID = "workflows.argoproj.io/node-id"
 WORKFLOW_LABEL = "workflows.argoproj.io/workflow"

@@ -38,8 +38,8 @@ from hera.workflows import models as m
 from cluster.argo.config import GRACE_MARGIN_S, RETRY_LIMIT, STALE_MARGIN_S, ClusterConfig
 from cluster.argo.images import environment_image
 from cluster.argo.names import argo_name, cpu_quantity, label_value, memory_quantity, number_text
-from cluster.backend import RunLaunch, TaskLaunch
 from runs.plans import PodShape
+from runs.ports import RunLaunch, TaskLaunch
 from runs.resources import attempt_memory
 from simrun_harness.exits import EXIT_POOL_BROKEN, EXIT_TERMINATED
 

@@ -1,4 +1,5 @@
-"""Names and values the cluster accepts: label values, Argo task names, quantities.
+"""Names and values the cluster accepts: label values, Argo task names, quantities, the
+content type of a merge patch.
 
 The run store and the controller name pods `<task>`, `<task>-w<i>` and `<task>-merge` with the
 workflow's task ids, which may hold `_`; Argo's template and DAG task names may not
@@ -19,6 +20,7 @@ HASH_CHARS = 8
 _LABEL_VALUE = re.compile(r"^([A-Za-z0-9]([-A-Za-z0-9_.]*[A-Za-z0-9])?)?$")
 _ARGO_NAME = re.compile(r"^[a-zA-Z0-9][-a-zA-Z0-9]*$")
 MEBI_PER_GIBI = 1024
+MERGE_PATCH = "application/merge-patch+json"
 MILLI = 1000
 
 

@@ -29,7 +29,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from cluster.argo.node_status import NODES_LIMIT_BYTES, NodesUnreadable, workflow_nodes
-from cluster.backend import (
+from runs.ports import (
     AttemptFailure,
     BackendStatus,
     PodPhase,

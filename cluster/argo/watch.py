@@ -19,7 +19,7 @@ from typing import Any
 from kubernetes import watch
 from kubernetes.client import ApiClient, CustomObjectsApi
 
-from cluster.backend import tell_subscribers
+from runs.ports import tell_subscribers
 
 log = logging.getLogger(__name__)
 

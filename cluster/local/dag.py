@@ -18,7 +18,10 @@ from __future__ import annotations
 from collections.abc import Sequence
 from dataclasses import dataclass
 
-from cluster.backend import (
+from cluster.local.attempts import Attempt
+from cluster.local.launches import PodSpec, pod_shape, run_pods
+from runs.plans import Node, PodShape
+from runs.ports import (
     ENDED_PHASES,
     AttemptFailure,
     BackendStatus,
@@ -27,9 +30,6 @@ from cluster.backend import (
     RunLaunch,
     WorkflowPhase,
 )
-from cluster.local.attempts import Attempt
-from cluster.local.launches import PodSpec, pod_shape, run_pods
-from runs.plans import Node, PodShape
 from simrun_harness.exits import EXIT_POOL_BROKEN, EXIT_TERMINATED
 
 RETRY_LIMIT = 100  # retries after the first attempt, as Argo's retryStrategy.limit

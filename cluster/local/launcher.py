@@ -17,11 +17,11 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from pathlib import Path
 
-from cluster.backend import RunLaunch, TaskLaunch
 from cluster.local.atomic_files import write_json
 from cluster.local.attempts import ATTEMPT_FILE, SUPERVISOR_FILE, SUPERVISOR_LOG, ProcessId
 from cluster.local.launches import PodSpec
 from runs.plans import PodShape
+from runs.ports import RunLaunch, TaskLaunch
 
 SERVICE_ENVIRONMENT = "service"  # run in the service's own Python environment
 STALE_MARGIN_S = 60  # the coordinator takes a worker as gone after its grace plus this

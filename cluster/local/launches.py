@@ -15,8 +15,8 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any, Literal
 
-from cluster.backend import RunLaunch, TaskLaunch
 from runs.plans import PodShape, TaskPlan
+from runs.ports import RunLaunch, TaskLaunch
 
 PodKind = Literal["command", "exec", "coordinator", "extra", "merge"]
 

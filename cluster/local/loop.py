@@ -15,8 +15,8 @@ import time
 from collections.abc import Callable, Hashable
 from pathlib import Path
 
-from cluster.backend import tell_subscribers
 from cluster.local.doorbell import Doorbell, ring
+from runs.ports import tell_subscribers
 
 log = logging.getLogger(__name__)
 

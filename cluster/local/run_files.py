@@ -16,11 +16,11 @@ import time
 from dataclasses import dataclass
 from pathlib import Path
 
-from cluster.backend import RunLaunch
 from cluster.local.atomic_files import create_json, read_json
 from cluster.local.attempts import read_attempts
 from cluster.local.dag import PodView, run_views
 from cluster.local.launches import launch_from_json, launch_to_json, run_pods
+from runs.ports import RunLaunch
 from simrun_harness.layout import RunPaths
 
 LAUNCH_FILE = ".launch.json"

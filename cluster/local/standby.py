@@ -38,7 +38,6 @@ from dataclasses import dataclass
 from functools import partial
 from pathlib import Path
 
-from cluster.backend import RunLaunch
 from cluster.local import launcher
 from cluster.local.atomic_files import locked, read_json, write_json
 from cluster.local.attempts import ProcessId
@@ -50,6 +49,7 @@ from cluster.local.standby_files import (
     StandbyFiles,
     files_of,
 )
+from runs.ports import RunLaunch
 from simrun_harness.layout import check_name
 
 FAILED_BACKOFF_S = 300.0

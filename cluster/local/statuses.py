@@ -37,11 +37,11 @@ import time
 from collections.abc import Callable, Collection, Mapping, Sequence
 from dataclasses import dataclass, replace
 
-from cluster.backend import ENDED_PHASES, BackendStatus, RunLaunch
 from cluster.local.dag import PodView, backend_status
 from cluster.local.launches import run_pods
 from cluster.local.run_files import RunFiles
 from runs.plans import Node
+from runs.ports import ENDED_PHASES, BackendStatus, RunLaunch
 
 log = logging.getLogger(__name__)
 

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import re
+
 from drf_spectacular.utils import OpenApiParameter, extend_schema
 from rest_framework.request import Request
 from rest_framework.response import Response
@@ -9,12 +11,12 @@ from rest_framework.response import Response
 from runs.api.auth import identity_of
 from runs.api.base import ApiView
 from runs.api.errors import InvalidInput
-from runs.api.serializers import (
-    RUN_ID,
+from runs.api.serializers.errors import ErrorSerializer
+from runs.api.serializers.fields import RUN_ID
+from runs.api.serializers.operations import (
     CleanupRequestSerializer,
     CleanupResultSerializer,
     ComparisonSerializer,
-    ErrorSerializer,
     UsageSerializer,
 )
 from runs.selectors.compare import MAX_RUNS, compare_runs
@@ -88,6 +90,11 @@ class CompareView(ApiView):
     )
     def get(self, request: Request) -> Response:
         ids = [r.strip() for r in request.query_params.get("runs", "").split(",") if r.strip()]
+        wrong = [r for r in ids if not re.fullmatch(RUN_ID, r)]
+        if wrong:  # a NUL, say, would reach the database
+            raise InvalidInput(
+                f"runs: {wrong[0]!r} is no run id (1 to 24 lowercase letters and digits)"
+            )
         try:
             comparison = compare_runs(ids)
         except ValueError as exc:

@@ -28,7 +28,7 @@ from runs.api.connections import polled
 from runs.models import Run, RunState, Task
 from runs.selectors.progress import TaskProgress, run_progress
 from runs.store import task_paths
-from simrun_harness.ledger import counts
+from simrun_harness.ledger_reads import counts
 
 KEEPALIVE_S = 15.0
 EVENT_ID = r"^([0-9]{1,18})-([0-9]{1,18})$"

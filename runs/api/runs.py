@@ -30,18 +30,18 @@ from runs.api.files import file_response
 from runs.api.log_follow import follow_logs
 from runs.api.renderers import AnyMediaRenderer, EventStreamRenderer, PlainTextRenderer
 from runs.api.schema import PagedListSchema
-from runs.api.serializers import (
-    ErrorSerializer,
+from runs.api.serializers.errors import ErrorSerializer
+from runs.api.serializers.runs import (
     LogEntrySerializer,
     OutputListingSerializer,
     RunDetailSerializer,
     RunListQuerySerializer,
     RunPageSerializer,
     ServerEventSerializer,
-    SubmitSerializer,
     TaskSerializer,
     WorkerSerializer,
 )
+from runs.api.serializers.workflows import SubmitSerializer
 from runs.api.workflows import parse_workflow
 from runs.models import Identity, Run
 from runs.selectors.heartbeat import controller_idle_s, late_after_s

@@ -7,7 +7,8 @@ from rest_framework.request import Request
 from rest_framework.response import Response
 
 from runs.api.base import ApiView
-from runs.api.serializers import ErrorSerializer, ServersSerializer
+from runs.api.serializers.errors import ErrorSerializer
+from runs.api.serializers.operations import ServersSerializer
 from runs.selectors.servers import servers
 
 

@@ -19,8 +19,8 @@ from rest_framework.response import Response
 from runs.api.auth import identity_of
 from runs.api.base import ApiView
 from runs.api.errors import InvalidInput
-from runs.api.serializers import (
-    ErrorSerializer,
+from runs.api.serializers.errors import ErrorSerializer
+from runs.api.serializers.snapshots import (
     ProvenanceQuerySerializer,
     RegisterSnapshotSerializer,
     SnapshotSerializer,

@@ -11,8 +11,8 @@ from rest_framework.response import Response
 from runs.api.auth import identity_of
 from runs.api.base import ApiView
 from runs.api.errors import workflow_error
-from runs.api.serializers import (
-    ErrorSerializer,
+from runs.api.serializers.errors import ErrorSerializer
+from runs.api.serializers.workflows import (
     EstimateSerializer,
     TaskEstimateSerializer,
     TaskTypeSerializer,

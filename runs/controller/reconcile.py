@@ -9,29 +9,23 @@ overwrites what that process derived.
 
 from __future__ import annotations
 
-import json
-import logging
-from collections.abc import Mapping
 from dataclasses import dataclass, field, replace
 from datetime import datetime, timedelta
 from enum import StrEnum
-from typing import Any, NamedTuple
+from typing import Any
 
 from django.conf import settings
 from django.db import transaction
-from django.db.models import BooleanField, ExpressionWrapper, F, Q, TextField
-from django.db.models.functions import Cast
+from django.db.models import F
 from django.utils import timezone
 
 from runs.controller import records, rules
 from runs.controller.seen import derived_from
-from runs.models import Run, RunState, StoredPod, Task, TaskState
+from runs.controller.store_facts import failure_causes, reported_kills, reported_span
+from runs.models import Run, RunState, StoredPod, Task
 from runs.plans import TaskPlan
 from runs.ports import Backend, BackendStatus
-from runs.store import has_merge_marker, reports, task_paths
-from simrun_harness.report import read_report
-
-log = logging.getLogger(__name__)
+from runs.store import has_merge_marker, task_paths
 
 
 @dataclass
@@ -41,86 +35,6 @@ class Observed:
     run: dict[str, Any] = field(default_factory=dict)
     tasks: dict[int, dict[str, Any]] = field(default_factory=dict)
     outcome: str | None = None
-
-
-MANY_UNNOTED = 200  # more runs to read the rest of than this: read as the followed runs
-FOLLOWED = (  # the runs the controller follows: live ones and ended ones with work pending
-    Q(state__in=RunState.live())
-    | Q(pending_release=True)
-    | Q(pending_cancel=True)
-    | Q(pending_logs=True)
-    | Q(deleting=True)
-)
-
-
-class Followed(NamedTuple):
-    """What a tick needs to know of every followed run before asking the backend."""
-
-    pk: str
-    version: int
-    state: str
-    workflow_name: str
-    final_work: bool  # a final task's observations or logs are still to be kept
-
-
-class Unnoted(NamedTuple):
-    """What a tick needs to know besides of a run its process has not noted (seen.py)."""
-
-    version: int  # the record's version when this was read
-    updated_at: datetime  # when a reconcile last wrote the record
-    derived_from: str  # `<version>:<digest>` of the status it was derived from (seen.py)
-    merge_pending: dict[str, str]
-    oom_kills: dict[str, list[int]]
-
-
-def followed_rows() -> list[Followed]:
-    """The followed runs in one query, without their tasks and JSON fields.
-
-    Whether a run has final-task work is a lookup in one set of run ids, made once from the
-    partial index `task_final_work` (a handful of tasks) rather than a search of each run's
-    tasks: the query's cost stays a scan of the followed runs (and below the cost at which
-    Postgres compiles a query, which took 200 ms a tick at 10,000 runs)."""
-    work = Task.objects.filter(state__in=TaskState.final()).filter(
-        Q(observed=False) | Q(logs_kept=False)
-    )
-    final_work = ExpressionWrapper(Q(pk__in=work.values("run_id")), output_field=BooleanField())
-    rows = (
-        Run.objects.filter(FOLLOWED)
-        .order_by()
-        .annotate(final_work=final_work)
-        .values_list(*Followed._fields)
-    )
-    return [Followed._make(row) for row in rows]
-
-
-def unnoted_rows(versions: Mapping[str, int]) -> dict[str, Unnoted]:
-    """The rest of the rows of the runs in `versions` (id → the version a tick read), by id,
-    in one query (none for no run); a run written since (another version) is left out. Only
-    a run its tick has not noted needs these, its JSON fields decoded: at a steady tick, none;
-    at the first tick of a process, every one (then selected as followed, not by their ids)."""
-    if not versions:
-        return {}
-    runs = Run.objects.filter(FOLLOWED)
-    if len(versions) <= MANY_UNNOTED:
-        runs = Run.objects.filter(pk__in=list(versions))
-    rows = (
-        runs.order_by()
-        .annotate(
-            pending_text=Cast("merge_pending", TextField()),
-            kills_text=Cast("oom_kills", TextField()),
-        )
-        .values_list("pk", "version", "updated_at", "derived_from", "pending_text", "kills_text")
-    )
-    return {
-        pk: Unnoted(version, updated_at, noted, _decoded(pending), _decoded(kills))
-        for pk, version, updated_at, noted, pending, kills in rows
-        if versions.get(pk) == version
-    }
-
-
-def _decoded(text: str) -> Any:
-    """A JSON field read as its text: decoded, but for the empty object most rows hold."""
-    return {} if text == "{}" else json.loads(text)
 
 
 def write_if_unchanged(run: Run, observed: Observed) -> bool:
@@ -162,7 +76,7 @@ def observe(run: Run, tasks: list[Task], status: BackendStatus | None, now: date
                 task,
                 status,
                 marker=markers.get(task.task_id, False),
-                reported_kills=_reported_kills(run.id, task, status),
+                reported_kills=reported_kills(run.id, task, status),
                 oom_kills=oom_kills,
                 merge_since=merge_pending.get(task.task_id),
                 now=now,
@@ -171,7 +85,7 @@ def observe(run: Run, tasks: list[Task], status: BackendStatus | None, now: date
             oom_kills.update(found.oom_kills)
             if found.merge_since is not None:
                 merge_pending[task.task_id] = found.merge_since
-            causes = _causes(run.id, task.task_id, found.reasons)
+            causes = failure_causes(run.id, task.task_id, found.reasons)
             messages += records.task_messages(task.task_id, found, causes=causes, status=status)
     states, ended = records.workflow_end(
         {t: d.state for t, d in derived.items()},
@@ -234,7 +148,7 @@ def _task_changes(
     for task in tasks:
         new = states.get(task.task_id, task.state)
         reported = (
-            _reported_span(run_id, task.task_id)
+            reported_span(run_id, task.task_id)
             if records.ends_task_with_reports(task.state, new)
             else (None, None)
         )
@@ -260,7 +174,7 @@ def _run_change(
     status: BackendStatus | None,
     now: datetime,
 ) -> dict[str, Any]:
-    """The run's fields for its outcome (the terminal record, C12), or its live state."""
+    """The run's fields for its outcome (the terminal record, C13), or its live state."""
     if observed.outcome is None:
         live = rules.live_run_state(states)
         started = {"started_at": now} if live == RunState.RUNNING and run.started_at is None else {}
@@ -283,14 +197,6 @@ def _about(message: str, task: Task) -> bool:
     return message.startswith(f"task '{task.task_id}': ")
 
 
-def _reported_span(run_id: str, task_id: str) -> tuple[datetime | None, datetime | None]:
-    """The first start and the last end among the reports of a task's pods."""
-    found = [report for _, report in reports(task_paths(run_id, task_id))]
-    if not found:
-        return None, None
-    return min(r.started_at for r in found), max(r.ended_at for r in found)
-
-
 def _span(tasks: list[Task], observed: Observed, now: datetime) -> tuple[datetime | None, datetime]:
     """When an ending run's work began and ended: its tasks' first start and last end."""
     starts, ends = [], []
@@ -303,48 +209,6 @@ def _span(tasks: list[Task], observed: Observed, now: datetime) -> tuple[datetim
         if ended is not None:
             ends.append(ended)
     return (min(starts) if starts else None), (max(ends) if ends else now)
-
-
-def _causes(run_id: str, task_id: str, reasons: tuple[rules.Verdict | str, ...]) -> dict[str, str]:
-    """Why each attempt that failed the task failed (by pod): from its report, or its exit
-    code; read only for verdicts that name an attempt."""
-    causes = {}
-    for verdict in reasons:
-        if isinstance(verdict, rules.Verdict) and verdict.attempt is not None:
-            causes[verdict.pod] = _cause(run_id, task_id, verdict)
-    return causes
-
-
-def _cause(run_id: str, task_id: str, verdict: rules.Verdict) -> str:
-    """Why the attempt that failed a task failed: from its report, or its exit code."""
-    paths = task_paths(run_id, task_id)
-    report = None
-    if verdict.attempt is not None:
-        try:
-            report = read_report(paths.report(verdict.pod, verdict.attempt))
-        except (OSError, ValueError):
-            report = None  # no report: the store refused it, or the pod died before
-    error = report.error if report is not None else None
-    return rules.failure_cause(
-        verdict,
-        error=error.message if error else None,
-        unit=error.unit if error else None,
-        task_dir=str(paths.root),
-    )
-
-
-def _reported_kills(
-    run_id: str, task: rules.TaskRecord, status: BackendStatus
-) -> dict[str, dict[int, int]]:
-    """Kills of the OOM killer counted in reports, per pod and attempt (C8); read only when
-    an attempt's exit 137 is not explained by the backend."""
-    found: dict[str, dict[int, int]] = {}
-    if not rules.wants_reported_kills(task, status):
-        return found
-    for _, report in reports(task_paths(run_id, task.task_id)):
-        if report.oom_kills:
-            found.setdefault(report.worker, {})[report.attempt] = report.oom_kills
-    return found
 
 
 class Reconciled(StrEnum):

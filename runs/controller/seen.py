@@ -54,7 +54,7 @@ class Derived:
 
 
 class Row(Protocol):
-    """What a tick reads of a followed run (`reconcile.Followed`), as far as notes go."""
+    """What a tick reads of a followed run (`followed.Followed`), as far as notes go."""
 
     @property
     def pk(self) -> str: ...

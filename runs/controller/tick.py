@@ -25,14 +25,8 @@ from django.utils import timezone
 
 from runs.controller import rules
 from runs.controller.backoff import Backoff
-from runs.controller.reconcile import (
-    Followed,
-    Reconciled,
-    Unnoted,
-    followed_rows,
-    reconcile_with,
-    unnoted_rows,
-)
+from runs.controller.followed import Followed, Unnoted, followed_rows, unnoted_rows
+from runs.controller.reconcile import Reconciled, reconcile_with
 from runs.controller.seen import Derived, Seen, same_revision, same_status
 from runs.models import Run, RunState, Task
 from runs.ports import Backend, BackendStatus

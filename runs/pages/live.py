@@ -51,7 +51,7 @@ from runs.selectors.runs_list import (
     runs_with_details,
 )
 from runs.store import task_paths
-from simrun_harness.ledger import counts
+from simrun_harness.ledger_reads import counts
 
 LIST = "runs/run_list.html"
 REFRESH_S = 10.0

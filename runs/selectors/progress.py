@@ -11,7 +11,7 @@ from runs.models import Run, Task
 from runs.states import TaskState
 from runs.store import task_paths
 from simrun_harness.layout import TaskPaths
-from simrun_harness.ledger import LedgerCounts, counts
+from simrun_harness.ledger_reads import LedgerCounts, counts
 
 UNFINISHED_TASK_MAX = 0.99
 OVER = frozenset({TaskState.DONE, TaskState.SKIPPED})

@@ -18,7 +18,7 @@ from runs.models import Identity, Run, RunState, Task
 from runs.refusals import RunNotFound
 from runs.selectors.progress import TaskProgress, progress_of, run_progress
 from runs.store import task_paths
-from simrun_harness.ledger import counts
+from simrun_harness.ledger_reads import counts
 
 LISTED_FIELDS = (
     "id",

@@ -8,7 +8,7 @@ from typing import Any
 
 from runs.models import Run
 from runs.selectors.progress import task_progress
-from simrun_harness.ledger import LedgerCounts
+from simrun_harness.ledger_reads import LedgerCounts
 
 
 @dataclass(frozen=True)

@@ -21,7 +21,7 @@ from runs.models import Run, StoredPod, Task
 from runs.ports import PodPhase
 from runs.states import TaskState
 from runs.store import reports, task_paths
-from simrun_harness.ledger import claims_by_worker
+from simrun_harness.ledger_reads import claims_by_worker
 from simrun_harness.progress import UNIT_DONE, read_progress
 from simrun_harness.report import WorkerReport
 

@@ -9,10 +9,10 @@ from pathlib import Path
 import pytest
 from django.utils import timezone
 
-from cluster.backend import RunLaunch, TaskLaunch
 from runs.backends import backend
 from runs.models import Run
 from runs.plans import PodShape, TaskPlan
+from runs.ports import RunLaunch, TaskLaunch
 from runs.store import run_paths
 from runs.tasks import delete_run
 from tests import factories
@@ -186,6 +186,19 @@ def test_a_comparison_needs_two_distinct_runs(
     response = lab.person.client.get(f"/api/compare/?{query}")
     assert response.status_code == status
     assert message in response.json()["detail"]
+
+
+@pytest.mark.parametrize("wrong", ["ab\x00c", "Abc", "a-b", "x" * 25])
+def test_a_comparison_refuses_what_is_no_run_id_and_names_it(lab: Lab, wrong: str) -> None:
+    """A NUL in an id reached the database (500); an id that cannot be a run's is refused."""
+    run = factories.run(by=lab.person.identity)
+
+    response = lab.person.client.get("/api/compare/", {"runs": f"{run.id},{wrong}"})
+
+    assert response.status_code == 400
+    assert response.json()["detail"] == (
+        f"runs: {wrong!r} is no run id (1 to 24 lowercase letters and digits)"
+    )
 
 
 def test_comparing_an_unknown_run_is_404_naming_it(lab: Lab) -> None:

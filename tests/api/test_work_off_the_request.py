@@ -18,12 +18,12 @@ import pytest
 from django.utils import timezone
 
 import runs.tasks
-from cluster.backend import RunLaunch, WorkflowPhase
 from cluster.local.backend import LocalBackend
 from runs.controller.backoff import Backoff
 from runs.controller.seen import Seen
 from runs.controller.tick import tick
 from runs.models import Run, Task
+from runs.ports import RunLaunch, WorkflowPhase
 from runs.services import background
 from runs.services.runs import cancel_run, request_deletion
 from runs.store import run_paths

@@ -19,7 +19,7 @@ from runs.services.runs import cancel_run
 from runs.services.submission import create_run, submit_run
 from runs.snapshots import snapshot_directory
 from runs.store import store, task_paths
-from simrun_harness.ledger import counts
+from simrun_harness.ledger_reads import counts
 from simrun_harness.report import read_report
 from tests import factories
 from tests.e2e.conftest import Services, wait_for_end

@@ -16,7 +16,7 @@ from runs.models import Run
 from runs.selectors.reuse import run_reuse
 from runs.services.runs import cancel_run, finish_deletion, request_deletion
 from runs.store import reports, task_paths
-from simrun_harness.ledger import counts
+from simrun_harness.ledger_reads import counts
 from tests import factories
 from tests.e2e.conftest import Services, wait_for_end
 from tests.e2e.test_local_runs import SCAN, submit

@@ -11,19 +11,11 @@ from pathlib import Path
 
 import pytest
 
-from simrun_harness import ledger as ledger_module
+from simrun_harness import ledger_creation
 from simrun_harness.layout import TaskPaths
-from simrun_harness.ledger import (
-    Holder,
-    Ledger,
-    LedgerCounts,
-    claims_by_worker,
-    counts,
-    create_ledger,
-    read_units,
-    unit_index,
-    unit_names,
-)
+from simrun_harness.ledger import Holder, Ledger, unit_index, unit_names
+from simrun_harness.ledger_creation import create_ledger
+from simrun_harness.ledger_reads import LedgerCounts, claims_by_worker, counts, read_units
 
 
 def _paths(tmp_path: Path) -> TaskPaths:
@@ -45,7 +37,7 @@ def test_the_ledger_is_created_once_with_every_unit_pending(tmp_path: Path) -> N
 def test_pending_units_share_few_inodes_but_stay_separate_names(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    monkeypatch.setattr(ledger_module, "LINKS_PER_INODE", 3)
+    monkeypatch.setattr(ledger_creation, "LINKS_PER_INODE", 3)
     paths = _paths(tmp_path)
     create_ledger(paths, list(range(7)), Holder("t-w0", 0))
 

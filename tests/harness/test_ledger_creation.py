@@ -13,9 +13,11 @@ from pathlib import Path
 
 import pytest
 
-from simrun_harness import ledger as ledger_module
+from simrun_harness import ledger_creation
 from simrun_harness.layout import TaskPaths
-from simrun_harness.ledger import Holder, Ledger, create_ledger, read_units, unit_names
+from simrun_harness.ledger import Holder, Ledger, unit_names
+from simrun_harness.ledger_creation import create_ledger
+from simrun_harness.ledger_reads import read_units
 
 
 def test_a_coordinator_that_loses_the_creation_race_keeps_the_winners_ledger(
@@ -24,14 +26,14 @@ def test_a_coordinator_that_loses_the_creation_race_keeps_the_winners_ledger(
     """Two coordinators create at once: the one whose rename comes second gets False,
     leaves no temporary directory and the winner's units stand."""
     paths = TaskPaths(tmp_path / "task")
-    fill = ledger_module._fill_pending
+    fill = ledger_creation._fill_pending
 
     def rival_wins_meanwhile(ledger: Path, names: list[str]) -> None:
         fill(ledger, names)
-        monkeypatch.setattr(ledger_module, "_fill_pending", fill)
+        monkeypatch.setattr(ledger_creation, "_fill_pending", fill)
         assert create_ledger(paths, ["rival"], Holder("t-w0", 1))
 
-    monkeypatch.setattr(ledger_module, "_fill_pending", rival_wins_meanwhile)
+    monkeypatch.setattr(ledger_creation, "_fill_pending", rival_wins_meanwhile)
 
     assert create_ledger(paths, ["mine", "too"], Holder("t-w0", 0)) is False
     assert read_units(paths) == ["rival"]
@@ -47,7 +49,7 @@ def test_a_rename_that_fails_for_another_reason_is_raised(
     def refused(source: str, target: str) -> None:
         raise PermissionError(errno.EACCES, "refused", target)
 
-    monkeypatch.setattr(ledger_module.os, "rename", refused)
+    monkeypatch.setattr(ledger_creation.os, "rename", refused)
     with pytest.raises(PermissionError):
         create_ledger(paths, [1], Holder("t-w0", 0))
     monkeypatch.undo()
@@ -64,7 +66,7 @@ def test_without_hard_links_every_pending_unit_is_a_file_of_its_own(
     def no_links(source: str, target: str) -> None:
         raise OSError(code, os.strerror(code))
 
-    monkeypatch.setattr(ledger_module.os, "link", no_links)
+    monkeypatch.setattr(ledger_creation.os, "link", no_links)
     paths = TaskPaths(tmp_path / "task")
     assert create_ledger(paths, list(range(4)), Holder("t-w0", 0))
     monkeypatch.undo()
@@ -80,6 +82,6 @@ def test_another_link_error_is_raised(tmp_path: Path, monkeypatch: pytest.Monkey
     def broken(source: str, target: str) -> None:
         raise OSError(errno.EIO, "I/O error")
 
-    monkeypatch.setattr(ledger_module.os, "link", broken)
+    monkeypatch.setattr(ledger_creation.os, "link", broken)
     with pytest.raises(OSError, match="I/O error"):
         create_ledger(TaskPaths(tmp_path / "task"), [1, 2], Holder("t-w0", 0))

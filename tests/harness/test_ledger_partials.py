@@ -14,7 +14,8 @@ from pathlib import Path
 import pytest
 
 from simrun_harness.layout import TaskPaths
-from simrun_harness.ledger import Holder, Ledger, create_ledger, partial_unit, unit_names
+from simrun_harness.ledger import Holder, Ledger, partial_unit, unit_names
+from simrun_harness.ledger_creation import create_ledger
 
 NOW = 1_000_000.0
 STALE = 60.0

@@ -14,7 +14,7 @@ import pytest
 
 from simrun_harness.cgroup import Cgroup
 from simrun_harness.exits import EXIT_OK, EXIT_POOL_BROKEN
-from simrun_harness.ledger import LedgerCounts, counts
+from simrun_harness.ledger_reads import LedgerCounts, counts
 from simrun_harness.memory import MemoryMeter
 from simrun_harness.memory_kills import read_memory_kills
 from tests.harness.conftest import Store, expected_counting_output, out_files

@@ -8,7 +8,8 @@ import os
 
 from simrun_harness.exits import EXIT_OK
 from simrun_harness.layout import TaskPaths
-from simrun_harness.ledger import counts, unit_names
+from simrun_harness.ledger import unit_names
+from simrun_harness.ledger_reads import counts
 from simrun_harness.output import is_published
 from simrun_harness.reuse import REUSE_FILE, link_units
 from tests.harness.conftest import Store

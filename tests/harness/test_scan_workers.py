@@ -8,7 +8,7 @@ import numpy as np
 import xarray as xr
 
 from simrun_harness.exits import EXIT_OK
-from simrun_harness.ledger import LedgerCounts, counts
+from simrun_harness.ledger_reads import LedgerCounts, counts
 from tests.harness.conftest import Store
 
 SCAN = {

@@ -14,7 +14,7 @@ from simrun_harness.exits import (
     EXIT_POOL_BROKEN,
     EXIT_TERMINATED,
 )
-from simrun_harness.ledger import LedgerCounts, counts
+from simrun_harness.ledger_reads import LedgerCounts, counts
 from simrun_harness.progress import read_progress
 from tests.harness.conftest import Store, expected_counting_output, out_files
 

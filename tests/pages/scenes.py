@@ -12,7 +12,8 @@ from typing import Any
 
 from runs.models import Identity, Run, Task
 from runs.store import task_paths
-from simrun_harness.ledger import Holder, Ledger, create_ledger
+from simrun_harness.ledger import Holder, Ledger
+from simrun_harness.ledger_creation import create_ledger
 from simrun_harness.progress import ProgressWriter
 from simrun_harness.report import UnitSeconds, WorkerReport, write_report
 from tests import factories

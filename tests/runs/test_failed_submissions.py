@@ -11,9 +11,9 @@ from pathlib import Path
 
 import pytest
 
-from cluster.backend import PodPhase, RunLaunch, WorkflowPhase
 from cluster.local.backend import LocalBackend
 from runs.models import Run
+from runs.ports import PodPhase, RunLaunch, WorkflowPhase
 from runs.services.settle import settle
 from runs.services.submission import create_run, submit_run
 from tests import factories

@@ -9,7 +9,9 @@ import pytest
 from runs.models import Task
 from runs.selectors.progress import UNFINISHED_TASK_MAX, TaskProgress, run_progress, task_progress
 from runs.store import task_paths
-from simrun_harness.ledger import Holder, LedgerCounts, create_ledger
+from simrun_harness.ledger import Holder
+from simrun_harness.ledger_creation import create_ledger
+from simrun_harness.ledger_reads import LedgerCounts
 from tests import factories
 
 

@@ -33,7 +33,8 @@ def test_the_harness_imports_without_django() -> None:
     code = (
         "import sys; sys.modules['django'] = None\n"
         "import simrun_harness.worker, simrun_harness.merge, simrun_harness.exec\n"
-        "import simrun_harness.ledger, simrun_harness.report, simrun_harness.layout\n"
+        "import simrun_harness.ledger, simrun_harness.ledger_creation\n"
+        "import simrun_harness.ledger_reads, simrun_harness.report, simrun_harness.layout\n"
         "assert 'django' not in {m.split('.')[0] for m in sys.modules if sys.modules[m]}\n"
     )
     result = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True)

@@ -14,9 +14,10 @@ never in two states, and nothing needs a lock:
     ledger/memory_kills/u000042      {"memory_per_worker_gb": ...}: the unit broke a pool
 
 The coordinator builds the whole ledger in a temporary directory and renames it into place,
-so a ledger that exists is complete. A claim whose holder's heartbeat is older than the
-stale time goes back to pending; its holder, should it come back, fails to move it to done
-and so cannot count its unit a second time. Times are compared on the file server's clock:
+so a ledger that exists is complete (`ledger_creation.py`; `ledger_reads.py` reads it for the
+workers, the merge and the service). A claim whose holder's heartbeat is older than the stale
+time goes back to pending; its holder, should it come back, fails to move it to done and so
+cannot count its unit a second time. Times are compared on the file server's clock:
 "now" is the mtime of the coordinator's own heartbeat, touched just before.
 
 A unit whose process was killed for memory is marked (`memory_kills/`, written before its
@@ -30,17 +31,13 @@ than the stale time (no retry attempt took it).
 
 from __future__ import annotations
 
-import errno
-import json
 import os
 import shutil
 import zlib
 from collections import deque
-from collections.abc import Collection, Sequence
+from collections.abc import Sequence
 from dataclasses import dataclass
-from datetime import UTC, datetime
 from pathlib import Path
-from typing import Any
 
 from simrun_harness.layout import TaskPaths
 from simrun_harness.memory_kills import MemoryKill, read_memory_kills, write_memory_kill
@@ -48,9 +45,6 @@ from simrun_harness.memory_kills import MemoryKill, read_memory_kills, write_mem
 SEP = "@"
 META_FILE = "meta.json"
 UNITS_FILE = "units.json"
-LEDGER_FORMAT = 1
-LINKS_PER_INODE = 10_000
-_NO_LINK = {errno.EPERM, errno.EOPNOTSUPP, errno.ENOTSUP, errno.EMLINK}
 
 
 @dataclass(frozen=True)
@@ -94,7 +88,7 @@ def partial_unit(entry: str) -> tuple[str, str] | None:
     return name, token
 
 
-def _listing(path: Path) -> list[str]:
+def listing(path: Path) -> list[str]:
     """Names in a directory, by listing it (a listing revalidates a directory on NFS)."""
     try:
         return os.listdir(path)
@@ -104,115 +98,7 @@ def _listing(path: Path) -> list[str]:
 
 def ledger_exists(paths: TaskPaths) -> bool:
     """Whether the ledger exists, by listing the task directory (no cached negative lookup)."""
-    return paths.ledger.name in _listing(paths.root)
-
-
-def create_ledger(
-    paths: TaskPaths, units: Sequence[Any], holder: Holder, done: Collection[str] = ()
-) -> bool:
-    """Create the ledger with every unit pending, atomically; False if it already exists.
-
-    The units named in `done` (reused: their outputs already linked into `units/`) start
-    done instead, so no worker claims them.
-
-    The ledger is built in a temporary directory beside it and renamed into place: renaming
-    onto an existing (non-empty) ledger fails, so a retried coordinator keeps the first one.
-    """
-    paths.root.mkdir(parents=True, exist_ok=True)
-    paths.units.mkdir(exist_ok=True)
-    if ledger_exists(paths):
-        return False
-    tmp = paths.root / f".ledger-{holder.token}-{os.getpid()}"
-    shutil.rmtree(tmp, ignore_errors=True)
-    for sub in ("pending", "claimed", "done", "heartbeats", "memory_kills"):
-        (tmp / sub).mkdir(parents=True)
-    names = unit_names(len(units))
-    (tmp / UNITS_FILE).write_text(json.dumps(list(units)))
-    meta = {
-        "format": LEDGER_FORMAT,
-        "total": len(names),
-        "created_at": datetime.now(UTC).isoformat(),
-        "created_by": holder.token,
-    }
-    (tmp / META_FILE).write_text(json.dumps(meta))
-    _fill_pending(tmp, [n for n in names if n not in done])
-    for name in done:
-        _create(os.path.join(tmp, "done", name))
-    try:
-        os.rename(tmp, paths.ledger)
-    except OSError:
-        shutil.rmtree(tmp, ignore_errors=True)
-        if ledger_exists(paths):
-            return False
-        raise
-    return True
-
-
-def _fill_pending(ledger: Path, names: list[str]) -> None:
-    """One empty file per unit in `pending/`, as hard links of a few empty files.
-
-    A link only adds a directory entry, several times cheaper than creating a file; a unit
-    is a name, whatever inode it shares. A fresh inode every LINKS_PER_INODE names stays far
-    below the link limits of file systems (ext4: 65,000).
-    """
-    pending = os.path.join(ledger, "pending")
-    for start in range(0, len(names), LINKS_PER_INODE):
-        first = os.path.join(pending, names[start])
-        _create(first)
-        for name in names[start + 1 : start + LINKS_PER_INODE]:
-            try:
-                os.link(first, os.path.join(pending, name))
-            except OSError as exc:  # no hard links on this file system, or too many
-                if exc.errno not in _NO_LINK:
-                    raise
-                _create(os.path.join(pending, name))
-
-
-def _create(path: str) -> None:
-    os.close(os.open(path, os.O_CREAT | os.O_WRONLY, 0o644))
-
-
-def read_units(paths: TaskPaths) -> list[Any]:
-    """The unit values, in unit order."""
-    units: list[Any] = json.loads((paths.ledger / UNITS_FILE).read_text())
-    return units
-
-
-def read_total(paths: TaskPaths) -> int:
-    total: int = json.loads((paths.ledger / META_FILE).read_text())["total"]
-    return total
-
-
-@dataclass(frozen=True)
-class LedgerCounts:
-    """How many units are in each state."""
-
-    pending: int
-    claimed: int
-    done: int
-    total: int
-
-
-def counts(paths: TaskPaths) -> LedgerCounts | None:
-    """The counts of a task's ledger, None while it has none (for progress bars)."""
-    if not ledger_exists(paths):
-        return None
-    return LedgerCounts(
-        pending=len(_listing(paths.pending)),
-        claimed=len(_listing(paths.claimed)),
-        done=len(_listing(paths.done)),
-        total=read_total(paths),
-    )
-
-
-def claims_by_worker(paths: TaskPaths) -> dict[str, int]:
-    """How many units each worker holds now (over its attempts)."""
-    found: dict[str, int] = {}
-    for entry in _listing(paths.claimed):
-        holder = Holder.parse(entry.partition(SEP)[2])
-        if holder is not None:
-            found[holder.worker] = found.get(holder.worker, 0) + 1
-    return found
+    return paths.ledger.name in listing(paths.root)
 
 
 class Ledger:
@@ -252,7 +138,7 @@ class Ledger:
 
         Units marked killed for memory at our memory per worker or more are not candidates.
         """
-        listed = _listing(self.paths.pending)
+        listed = listing(self.paths.pending)
         blocked = self.blocked(listed)
         names = sorted(n for n in listed if n not in blocked)
         if names:
@@ -313,11 +199,11 @@ class Ledger:
         or its mark is older than `older_than_s` on the file server's clock (the retry of the
         pod it broke did not take it).
         """
-        if _listing(self.paths.claimed):
+        if listing(self.paths.claimed):
             return None
         kills = self.memory_kills()
         now = self.heartbeat()
-        for name in sorted(set(_listing(self.paths.pending)) & set(kills)):
+        for name in sorted(set(listing(self.paths.pending)) & set(kills)):
             holder = Holder.parse(kills[name].holder)
             if holder is None or holder.worker != self.holder.worker:
                 try:
@@ -367,7 +253,7 @@ class Ledger:
                 except FileNotFoundError:
                     continue
         returned: list[tuple[str, str]] = []
-        for entry_name in _listing(self.paths.claimed):
+        for entry_name in listing(self.paths.claimed):
             name, _, token = entry_name.partition(SEP)
             if token == self.holder.token:
                 continue
@@ -399,7 +285,7 @@ class Ledger:
         """
         now = self.heartbeat()
         removed: list[str] = []
-        for entry in _listing(self.paths.units):
+        for entry in listing(self.paths.units):
             parsed = partial_unit(entry)
             if parsed is None or parsed[1] == self.holder.token:
                 continue
@@ -424,7 +310,7 @@ class Ledger:
     def return_earlier_attempts(self) -> list[tuple[str, str]]:
         """Return the claims our worker left in earlier attempts (that pod has ended)."""
         returned: list[tuple[str, str]] = []
-        for entry_name in _listing(self.paths.claimed):
+        for entry_name in listing(self.paths.claimed):
             name, _, token = entry_name.partition(SEP)
             holder = Holder.parse(token)
             if (
@@ -440,4 +326,4 @@ class Ledger:
         return returned
 
     def done_count(self) -> int:
-        return len(_listing(self.paths.done))
+        return len(listing(self.paths.done))

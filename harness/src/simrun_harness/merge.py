@@ -16,7 +16,8 @@ from simrun_harness.config import ConfigError, single_config
 from simrun_harness.console import run_console
 from simrun_harness.exits import EXIT_CONFIGURATION, EXIT_FAILED, EXIT_OK
 from simrun_harness.jobs import Job, JobRunner
-from simrun_harness.ledger import ledger_exists, read_total, unit_names
+from simrun_harness.ledger import ledger_exists, unit_names
+from simrun_harness.ledger_reads import read_total
 from simrun_harness.output import is_published, prepare_output, publish_output
 from simrun_harness.plugin import SplitTaskType
 from simrun_harness.pool import ProcessPool

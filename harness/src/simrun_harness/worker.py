@@ -44,16 +44,9 @@ from simrun_harness.exits import (
     EXIT_TERMINATED,
 )
 from simrun_harness.jobs import Job, JobResult, JobRunner
-from simrun_harness.ledger import (
-    Holder,
-    Ledger,
-    create_ledger,
-    ledger_exists,
-    read_total,
-    read_units,
-    unit_index,
-    unit_names,
-)
+from simrun_harness.ledger import Holder, Ledger, ledger_exists, unit_index, unit_names
+from simrun_harness.ledger_creation import create_ledger
+from simrun_harness.ledger_reads import read_total, read_units
 from simrun_harness.merge import load_or_report, merge_output
 from simrun_harness.plugin import SettingsError, SplitTaskType
 from simrun_harness.pool import Death, ProcessPool

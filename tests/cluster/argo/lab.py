@@ -23,6 +23,7 @@ from typing import Any
 
 from cluster.argo.backend import ArgoBackend
 from cluster.argo.config import ClusterConfig
+from cluster.argo.listing import read_workflow
 from runs.priorities import classes
 from tests.deploy.api_rights import calls_from_access_log, read_calls
 from tests.sim import SimCluster
@@ -66,7 +67,7 @@ class Lab:
         if self.sim is not None:
             return self.sim.workflow(name)
         try:
-            return self.backend._workflow(name)
+            return read_workflow(self.backend.custom, self.namespace, name)
         except KeyError:
             return None
 

@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import pytest
 
-from cluster.backend import PodPhase
+from runs.ports import PodPhase
 from tests.cluster.argo.builders import command_task, launch, split_task, write_task
 from tests.cluster.argo.golden import updating
 from tests.cluster.argo.lab import API_CALLS, Lab, allowed_calls, calls_made

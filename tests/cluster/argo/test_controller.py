@@ -14,9 +14,9 @@ from typing import Any
 import pytest
 
 from cluster.argo.backend import ArgoBackend
-from cluster.backend import PodPhase, WorkflowPhase
 from runs.controller.tick import tick
 from runs.models import Identity, Run
+from runs.ports import PodPhase, WorkflowPhase
 from runs.services.submission import create_run, submit_run
 from runs.store import task_paths
 from tests import factories

@@ -19,9 +19,9 @@ import pytest
 from cluster.argo.argo_server import hydrated
 from cluster.argo.backend import ArgoBackend
 from cluster.argo.node_status import NodesUnreadable
-from cluster.backend import PodPhase, WorkflowPhase
 from runs.controller.tick import tick
 from runs.models import Run, Task
+from runs.ports import PodPhase, WorkflowPhase
 from runs.selectors.progress import task_progress
 from runs.store import task_paths
 from tests.cluster.argo.builders import launch, shape, split_task, write_task

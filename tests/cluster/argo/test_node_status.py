@@ -21,7 +21,7 @@ from cluster.argo.node_status import (
     workflow_nodes,
 )
 from cluster.argo.status import workflow_status
-from cluster.backend import PodPhase, WorkflowPhase
+from runs.ports import PodPhase, WorkflowPhase
 from tests.cluster.argo.test_status import RUNNING, Nodes, workflow
 
 ARGO_SAMPLE = (

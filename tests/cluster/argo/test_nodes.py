@@ -7,8 +7,8 @@ from typing import Any
 import pytest
 
 from cluster.argo.nodes import Requests, node_from, pod_requests
-from cluster.backend import Placement, PodPhase
 from runs.plans import Node
+from runs.ports import Placement, PodPhase
 from tests.cluster.argo.builders import command_task, launch, shape
 from tests.cluster.argo.lab import Lab
 from tests.sim import NodeSpec

@@ -6,7 +6,7 @@ from typing import Any
 
 import pytest
 
-from cluster.backend import PodPhase, WorkflowPhase
+from runs.ports import PodPhase, WorkflowPhase
 from tests.cluster.argo.builders import command_task, launch, shape
 from tests.cluster.argo.lab import Lab
 from tests.sim.resources import NODES

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import json
 
-from cluster.backend import WorkflowPhase
+from runs.ports import WorkflowPhase
 from simrun_harness.layout import StorePaths
 from simrun_harness.reuse import REUSE_FILE
 from tests.cluster.argo.builders import launch, shape, split_task, write_task

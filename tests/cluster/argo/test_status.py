@@ -15,7 +15,7 @@ from cluster.argo.status import (
     task_of_pods,
     workflow_status,
 )
-from cluster.backend import AttemptFailure, PodPhase, WorkflowPhase
+from runs.ports import AttemptFailure, PodPhase, WorkflowPhase
 from tests.cluster.argo.builders import command_task, launch, split_task
 from tests.sim.argo.templates import node_id
 

@@ -10,7 +10,7 @@ from __future__ import annotations
 from typing import Any
 
 from cluster.argo.status import PodNode, pod_nodes, workflow_status
-from cluster.backend import AttemptFailure, PodPhase, PodStatus
+from runs.ports import AttemptFailure, PodPhase, PodStatus
 
 STOPPED = "workflow shutdown with strategy:  Stop"
 

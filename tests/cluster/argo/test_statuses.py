@@ -9,7 +9,7 @@ import pytest
 
 from cluster.argo import listing
 from cluster.argo.manifest import RUN_LABEL
-from cluster.backend import WorkflowPhase
+from runs.ports import WorkflowPhase
 from tests.cluster.argo.builders import command_task, launch
 from tests.cluster.argo.lab import Lab
 from tests.waiting import wait_for

@@ -13,7 +13,7 @@ from typing import Any
 import pytest
 
 from cluster.argo.logs import GONE
-from cluster.backend import LOG_LIMIT_BYTES, AttemptFailure, PodPhase, WorkflowPhase
+from runs.ports import LOG_LIMIT_BYTES, AttemptFailure, PodPhase, WorkflowPhase
 from simrun_harness.layout import StorePaths
 from tests.cluster.argo.builders import command_task, launch, shape, split_task, write_task
 from tests.cluster.argo.lab import Lab

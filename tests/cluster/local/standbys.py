@@ -10,10 +10,10 @@ from typing import Any
 
 import psutil
 
-from cluster.backend import WorkflowPhase
 from cluster.local.atomic_files import read_json
 from cluster.local.backend import LocalBackend
 from cluster.local.standby_files import USED_FILE, StandbyFiles, files_of
+from runs.ports import WorkflowPhase
 from tests.cluster.local.builders import launch, shape, split_task
 from tests.cluster.local.test_harness_pods import write_task
 from tests.waiting import wait_for

@@ -4,8 +4,8 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from cluster.backend import AttemptFailure, PodPhase, WorkflowPhase
 from cluster.local.backend import LocalBackend
+from runs.ports import AttemptFailure, PodPhase, WorkflowPhase
 from tests.cluster.local.builders import NODE, command_task, launch
 from tests.waiting import wait_for
 

@@ -8,10 +8,10 @@ import threading
 from collections.abc import Callable
 from pathlib import Path
 
-from cluster.backend import WorkflowPhase
 from cluster.local.backend import LocalBackend
 from cluster.local.doorbell import Doorbell, ring
 from cluster.local.loop import idle_wait
+from runs.ports import WorkflowPhase
 from tests.cluster.local.builders import command_task, launch
 from tests.waiting import wait_for
 

@@ -13,7 +13,6 @@ import pytest
 import uv
 
 import simrun_harness
-from cluster.backend import TaskLaunch, WorkflowPhase
 from cluster.local import venvs
 from cluster.local.backend import LocalBackend
 from runs.environments import (
@@ -25,6 +24,7 @@ from runs.environments import (
     model_environment,
     python_version,
 )
+from runs.ports import TaskLaunch, WorkflowPhase
 from tests.builders import LOCAL
 from tests.cluster.local.builders import launch
 from tests.waiting import wait_for

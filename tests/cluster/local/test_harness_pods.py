@@ -6,9 +6,9 @@ import json
 from pathlib import Path
 from typing import Any
 
-from cluster.backend import PodPhase, WorkflowPhase
 from cluster.local.attempts import read_attempts
 from cluster.local.backend import LocalBackend
+from runs.ports import PodPhase, WorkflowPhase
 from simrun_harness.layout import MERGE_MARKER, StorePaths
 from simrun_harness.report import read_report
 from tests.cluster.local.builders import command_task, launch, shape, split_task

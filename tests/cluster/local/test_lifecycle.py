@@ -8,9 +8,9 @@ from pathlib import Path
 
 import psutil
 
-from cluster.backend import PodPhase, WorkflowPhase
 from cluster.local.attempts import read_attempts
 from cluster.local.backend import LocalBackend
+from runs.ports import PodPhase, WorkflowPhase
 from tests.cluster.local.builders import command_task, fake_environment, launch, split_task
 from tests.waiting import wait_for
 

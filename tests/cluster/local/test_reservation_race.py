@@ -14,7 +14,7 @@ from typing import Any
 
 import pytest
 
-import cluster.local.backend as local_backend
+import cluster.local.reservation as local_reservation
 from cluster.local.backend import LocalBackend
 from tests.cluster.local.builders import NODE
 
@@ -36,11 +36,11 @@ class Gates:
 
 @pytest.fixture
 def gates(monkeypatch: pytest.MonkeyPatch) -> Iterator[Gates]:
-    """The backend module's `read_json`, `write_json` and `locked`, wrapped to meet at gates."""
+    """The reservation module's `read_json`, `write_json` and `locked`, wrapped to meet at gates."""
     found = Gates()
-    read_json: Callable[[Path], Any] = local_backend.read_json
-    write_json: Callable[[Path, Any], None] = local_backend.write_json
-    locked: Callable[[Path], AbstractContextManager[None]] = local_backend.locked
+    read_json: Callable[[Path], Any] = local_reservation.read_json
+    write_json: Callable[[Path, Any], None] = local_reservation.write_json
+    locked: Callable[[Path], AbstractContextManager[None]] = local_reservation.locked
 
     def gated_read(path: Path) -> Any:
         value = read_json(path)
@@ -62,9 +62,9 @@ def gates(monkeypatch: pytest.MonkeyPatch) -> Iterator[Gates]:
         with locked(path):
             yield
 
-    monkeypatch.setattr(local_backend, "read_json", gated_read)
-    monkeypatch.setattr(local_backend, "write_json", gated_write)
-    monkeypatch.setattr(local_backend, "locked", gated_locked)
+    monkeypatch.setattr(local_reservation, "read_json", gated_read)
+    monkeypatch.setattr(local_reservation, "write_json", gated_write)
+    monkeypatch.setattr(local_reservation, "locked", gated_locked)
     yield found
     found.go.set()
 

@@ -5,9 +5,9 @@ from __future__ import annotations
 import os
 import signal
 
-from cluster.backend import AttemptFailure, PodPhase, WorkflowPhase
 from cluster.local.backend import LocalBackend
 from cluster.local.dag import OOM_MESSAGE
+from runs.ports import AttemptFailure, PodPhase, WorkflowPhase
 from tests.cluster.local.builders import command_task, launch, pod_processes, shape
 from tests.waiting import wait_for
 

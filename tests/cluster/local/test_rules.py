@@ -4,10 +4,10 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from cluster.backend import PodPhase, read_log
 from cluster.local.admission import Demand, Holding, admit
 from cluster.local.attempts import Attempt, Eviction, ExitStatus
 from cluster.local.dag import RETRY_LIMIT, next_memory, pod_phase
+from runs.ports import PodPhase, read_log
 from tests.cluster.local.builders import shape
 
 BASE, EXTRA, LOW_EXTRA = 20000, 2000, 1000

@@ -9,9 +9,9 @@ from pathlib import Path
 
 import pytest
 
-from cluster.backend import PodPhase, WorkflowPhase
 from cluster.local.backend import LocalBackend
 from cluster.local.machine import SCRATCH_MARGIN_GB, SCRATCH_MARGIN_SHARE
+from runs.ports import PodPhase, WorkflowPhase
 from tests.cluster.local.builders import (
     NODE,
     command_task,

@@ -15,10 +15,10 @@ from pathlib import Path
 import psutil
 import pytest
 
-from cluster.backend import PodPhase, WorkflowPhase
 from cluster.local.atomic_files import read_json
 from cluster.local.attempts import read_attempt
 from cluster.local.backend import LocalBackend
+from runs.ports import PodPhase, WorkflowPhase
 from simrun_harness.report import read_report
 from tests.cluster.local.builders import launch, shape, split_task
 from tests.cluster.local.probe_environment import Probe, probe_environment

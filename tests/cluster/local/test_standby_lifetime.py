@@ -16,11 +16,11 @@ from pathlib import Path
 
 import pytest
 
-from cluster.backend import PodPhase, WorkflowPhase
 from cluster.local.atomic_files import locked, read_json
 from cluster.local.attempts import ProcessId
 from cluster.local.backend import LocalBackend
 from cluster.local.standby_files import LOCK_FILE, USED_FILE
+from runs.ports import PodPhase, WorkflowPhase
 from tests.cluster.local.builders import NODE, command_task, launch, shape
 from tests.cluster.local.probe_environment import Probe, probe_environment
 from tests.cluster.local.standbys import (

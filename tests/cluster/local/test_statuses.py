@@ -6,10 +6,10 @@ import shutil
 from collections.abc import Callable
 from pathlib import Path
 
-from cluster.backend import BackendStatus, PodPhase, WorkflowPhase
 from cluster.local.backend import LocalBackend
 from cluster.local.run_files import RunFiles
 from cluster.local.statuses import RunStatuses
+from runs.ports import BackendStatus, PodPhase, WorkflowPhase
 from simrun_harness.layout import StorePaths
 from tests.cluster.local.builders import command_task, launch, shape
 from tests.waiting import wait_for

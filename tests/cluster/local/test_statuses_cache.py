@@ -16,7 +16,6 @@ from typing import Any
 
 import pytest
 
-from cluster.backend import BackendStatus, PodPhase, RunLaunch, WorkflowPhase
 from cluster.local import statuses as statuses_module
 from cluster.local.attempts import Attempt
 from cluster.local.dag import PodView
@@ -24,6 +23,7 @@ from cluster.local.launches import PodSpec
 from cluster.local.run_files import CANCELLED, RunFiles
 from cluster.local.statuses import MISSING, RACY_S, RunStatuses, Signature, _Listing, watched
 from runs.plans import Node
+from runs.ports import BackendStatus, PodPhase, RunLaunch, WorkflowPhase
 from simrun_harness.layout import StorePaths
 from tests.cluster.local.builders import command_task, launch, shape
 

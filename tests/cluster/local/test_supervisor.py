@@ -4,8 +4,8 @@ from __future__ import annotations
 
 from collections.abc import Callable
 
-from cluster.backend import WorkflowPhase
 from cluster.local.backend import LocalBackend
+from runs.ports import WorkflowPhase
 from tests.cluster.local.builders import command_task, launch
 from tests.waiting import wait_for
 

@@ -6,9 +6,9 @@ from __future__ import annotations
 
 from datetime import UTC, datetime, timedelta
 
-from cluster.backend import AttemptFailure, BackendStatus, PodPhase, PodStatus, WorkflowPhase
 from runs.controller import records, rules
 from runs.controller.rules import TaskRecord
+from runs.ports import AttemptFailure, BackendStatus, PodPhase, PodStatus, WorkflowPhase
 
 P = PodPhase
 NOW = datetime(2026, 12, 3, 12, 0, tzinfo=UTC)

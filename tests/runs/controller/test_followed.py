@@ -10,8 +10,8 @@ from typing import Any
 import pytest
 from django.db.models import F
 
-from runs.controller import reconcile
-from runs.controller.reconcile import Followed, Unnoted, followed_rows, unnoted_rows
+from runs.controller import followed
+from runs.controller.followed import Followed, Unnoted, followed_rows, unnoted_rows
 from runs.controller.tick import reusable
 from runs.models import Run, Task
 from tests import factories
@@ -66,7 +66,7 @@ def test_the_rest_of_a_row_is_read_at_the_version_the_tick_read(
     status the tick compares it with; so is a run not asked about. No run asked, no query.
     Many runs asked (a new process) are read as the followed runs, not by their ids."""
     if many:
-        monkeypatch.setattr(reconcile, "MANY_UNNOTED", 1)
+        monkeypatch.setattr(followed, "MANY_UNNOTED", 1)
     kills = {"scan-w0": [0]}
     kept = factories.run(derived_from="1:abc", merge_pending={"t": "2026-12-03T10:00:00"})
     other = factories.run(derived_from="1:abc", oom_kills=kills)

@@ -14,12 +14,12 @@ from typing import Any
 import pytest
 from django.utils import timezone
 
-from cluster.backend import BackendStatus, PodLog, RunLaunch, WorkflowPhase
 from cluster.local.backend import LocalBackend
 from runs.controller.backoff import MAX_S, Backoff
 from runs.controller.seen import Seen
 from runs.controller.tick import tick
 from runs.models import Run, Task
+from runs.ports import BackendStatus, PodLog, RunLaunch, WorkflowPhase
 from runs.services.runs import cancel_run
 from runs.services.settle import settle
 from tests import factories

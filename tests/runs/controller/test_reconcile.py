@@ -11,11 +11,11 @@ from django.db import connection
 from django.utils import timezone
 from pytest_django import Settings
 
-from cluster.backend import AttemptFailure, BackendStatus, PodPhase, PodStatus, WorkflowPhase
 from cluster.local.backend import LocalBackend
 from runs.controller.reconcile import observe, reconcile_run, reconcile_with
 from runs.models import Run, Task
 from runs.plans import PodShape, TaskPlan
+from runs.ports import AttemptFailure, BackendStatus, PodPhase, PodStatus, WorkflowPhase
 from runs.services.runs import cancel_run
 from runs.services.settle import settle
 from runs.store import has_merge_marker, task_paths
@@ -186,7 +186,7 @@ def test_no_backend_call_is_made_inside_a_transaction(store: Path) -> None:
 
 def test_a_coordinator_that_exits_5_fails_its_task_as_a_store_failure(store: Path) -> None:
     """Issue 15 item 5: exit 5 is the store refusing writes, named with its path, once."""
-    from cluster.backend import AttemptFailure
+    from runs.ports import AttemptFailure
 
     run, task = split_run()
     status = BackendStatus(

@@ -17,12 +17,12 @@ import pytest
 from django.utils import timezone
 from pytest_django import Settings
 
-from cluster.backend import RunLaunch, WorkflowPhase
 from cluster.local.backend import LocalBackend
 from runs.backends import backend as configured_backend
 from runs.controller.seen import Seen
 from runs.controller.tick import tick
 from runs.models import Run, Task
+from runs.ports import RunLaunch, WorkflowPhase
 from runs.services.submission import create_run, stale_submissions
 from runs.store import task_paths
 from simrun_site.celery import app

@@ -15,7 +15,7 @@ from django.db.models import F
 from django.utils import timezone
 
 from cluster.local.backend import LocalBackend
-from runs.controller import reconcile
+from runs.controller import reconcile, store_facts
 from runs.controller.seen import Seen
 from runs.controller.tick import tick
 from runs.models import Run
@@ -64,14 +64,14 @@ def passes_after(backend: LocalBackend) -> Callable[[], None]:
 def store_reads(monkeypatch: pytest.MonkeyPatch) -> list[str]:
     """The store reads of the derivation (merge markers, reports), as they are made."""
     made: list[str] = []
-    for name in ("has_merge_marker", "reports"):
-        real = getattr(reconcile, name)
+    for module, name in ((reconcile, "has_merge_marker"), (store_facts, "reports")):
+        real = getattr(module, name)
 
         def counting(*args: Any, _real: Any = real, _name: str = name) -> Any:
             made.append(_name)
             return _real(*args)
 
-        monkeypatch.setattr(reconcile, name, counting)
+        monkeypatch.setattr(module, name, counting)
     return made
 
 

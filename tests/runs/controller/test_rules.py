@@ -2,8 +2,8 @@
 
 from __future__ import annotations
 
-from cluster.backend import AttemptFailure, BackendStatus, PodPhase, PodStatus, WorkflowPhase
 from runs.controller import rules
+from runs.ports import AttemptFailure, BackendStatus, PodPhase, PodStatus, WorkflowPhase
 
 P = PodPhase
 

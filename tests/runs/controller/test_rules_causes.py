@@ -7,8 +7,8 @@ code.
 
 from __future__ import annotations
 
-from cluster.backend import AttemptFailure
 from runs.controller import rules
+from runs.ports import AttemptFailure
 from simrun_harness.exits import EXIT_STORE
 
 TRACE = "Traceback (most recent call last):\n  File x\nValueError: bad input\n\n"

@@ -5,9 +5,9 @@ from __future__ import annotations
 
 from typing import Any, NamedTuple
 
-from cluster.backend import AttemptFailure, BackendStatus, PodPhase, PodStatus, WorkflowPhase
 from runs.controller.reconcile import noted_in_row
 from runs.controller.seen import Derived, Seen, derived_from, same_revision, same_status
+from runs.ports import AttemptFailure, BackendStatus, PodPhase, PodStatus, WorkflowPhase
 
 
 class Row(NamedTuple):

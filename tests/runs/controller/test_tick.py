@@ -13,11 +13,11 @@ from typing import Any
 import pytest
 from pytest_django import Settings
 
-from cluster.backend import RunLaunch, TaskLaunch, WorkflowPhase
 from cluster.local.backend import LocalBackend
 from runs.controller.seen import Seen
 from runs.controller.tick import tick
 from runs.models import Run, Task
+from runs.ports import RunLaunch, TaskLaunch, WorkflowPhase
 from runs.store import task_paths
 from tests import factories
 from tests.cluster.local.builders import command_task, fake_environment, shape, split_task

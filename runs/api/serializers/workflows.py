@@ -1,0 +1,82 @@
+"""Workflows: a submission, its validation and estimate, the task types, and who asks."""
+
+from __future__ import annotations
+
+from rest_framework import serializers
+
+from runs.api.serializers.errors import ErrorItemSerializer
+from runs.api.serializers.fields import (
+    DIGEST,
+    RUN_ID,
+    JsonBodySerializer,
+    JsonBooleanField,
+    SplitField,
+    WorkflowField,
+)
+
+
+class SubmitSerializer(JsonBodySerializer):
+    workflow = WorkflowField()
+    sources = serializers.ListField(
+        child=serializers.RegexField(DIGEST),
+        default=list,
+        max_length=32,
+        help_text="Snapshot digests, the model first.",
+    )
+    group = serializers.CharField(max_length=128, allow_blank=True, default="")
+    split = SplitField(required=False, allow_null=True, default=None)
+    reserve = serializers.CharField(
+        max_length=253, required=False, allow_null=True, allow_blank=True, default=None
+    )
+    reuse = JsonBooleanField(
+        default=True, help_text="Reuse units done in earlier runs with the same key."
+    )
+    resume_from = serializers.RegexField(
+        RUN_ID,
+        required=False,
+        allow_null=True,
+        default=None,
+        help_text="A run whose done units are reused first.",
+    )
+
+
+class ValidateSerializer(serializers.Serializer):
+    workflow = WorkflowField()
+
+
+class ValidationResultSerializer(serializers.Serializer):
+    valid = serializers.BooleanField()
+    errors = ErrorItemSerializer(many=True)  # type: ignore[assignment]
+
+
+class EstimateSerializer(SubmitSerializer):
+    group = None  # type: ignore[assignment]
+    reuse = None  # type: ignore[assignment]
+    resume_from = None  # type: ignore[assignment]
+
+
+class TaskEstimateSerializer(serializers.Serializer):
+    task_id = serializers.CharField()
+    type = serializers.CharField()
+    units = serializers.IntegerField(allow_null=True)
+    resources = serializers.DictField()
+    plan = serializers.DictField()
+    seconds = serializers.FloatField(allow_null=True, help_text="null without history.")
+
+
+class TaskTypeSerializer(serializers.Serializer):
+    name = serializers.CharField()
+    description = serializers.CharField(allow_blank=True)
+    splittable = serializers.BooleanField()
+    ports = serializers.ListField(child=serializers.CharField())
+    outputs = serializers.ListField(child=serializers.CharField())
+    any_port = serializers.BooleanField()
+    hint = serializers.DictField(help_text="The default resources.")
+    settings_schema = serializers.DictField(help_text="JSON Schema of the settings.")
+
+
+class WhoAmISerializer(serializers.Serializer):
+    name = serializers.CharField()
+    kind = serializers.CharField()
+    tier = serializers.CharField(help_text="The priority tier of the runs this token submits.")
+    acts_for = serializers.CharField(allow_null=True)
