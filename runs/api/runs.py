@@ -104,7 +104,7 @@ def _int_param(request: Request, name: str, low: int, high: int) -> int | None:
 
 def _flag(request: Request, name: str) -> bool:
     value = request.query_params.get(name)
-    if value not in (None, "true", "false"):
+    if value not in (None, "", "true", "false"):  # empty: not given, as every filter
         raise InvalidInput(f"{name}: true or false")
     return value == "true"
 

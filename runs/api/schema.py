@@ -48,6 +48,26 @@ def _no_nul(schema: Any) -> None:
     _no_nul(schema.get("items"))
 
 
+EMPTY = {"type": "string", "maxLength": 0}
+"""The empty text: what an optional filter given empty (`?limit=`) is taken as, nothing given."""
+
+
+def _empty_is_none(parameter: dict[str, Any]) -> None:
+    """An optional query parameter may be given empty: DRF reads `?x=` as x not given.
+
+    drf-spectacular offers the empty text beside some texts as `oneOf`, which a pattern that
+    takes the empty text too (`^$|…`) makes false (both match); `anyOf` says what is meant.
+    Numbers and booleans get the same alternative.
+    """
+    schema = parameter.get("schema")
+    if parameter.get("in") != "query" or parameter.get("required") or not isinstance(schema, dict):
+        return
+    if "oneOf" in schema and EMPTY.items() <= schema["oneOf"][-1].items():
+        schema["anyOf"] = schema.pop("oneOf")
+    elif schema.get("type") in ("integer", "number", "boolean"):
+        parameter["schema"] = {"anyOf": [schema, dict(EMPTY)]}
+
+
 def no_nul_in_requests(result: dict[str, Any], **kwargs: Any) -> dict[str, Any]:
     """A postprocessing hook: every text of a request (bodies, parameters) says it holds no
     NUL, so the document calls valid only what the API takes."""
@@ -55,6 +75,7 @@ def no_nul_in_requests(result: dict[str, Any], **kwargs: Any) -> dict[str, Any]:
     for operations in result.get("paths", {}).values():
         for operation in operations.values():
             for parameter in operation.get("parameters", []):
+                _empty_is_none(parameter)
                 _no_nul(parameter.get("schema"))
             for media in (operation.get("requestBody") or {}).get("content", {}).values():
                 ref = media.get("schema", {}).get("$ref", "")

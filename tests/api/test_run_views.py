@@ -156,6 +156,18 @@ def test_kept_logs_are_shown_every_attempt_or_their_tail(lab: Lab) -> None:
     assert tail[0]["text"] == "three\n"
 
 
+def test_empty_log_options_are_the_same_as_none(lab: Lab) -> None:
+    """C12: `?tail=&follow=` (empty, as a form sends them) reads every line, not following."""
+    run = factories.run(by=lab.person.identity, state="succeeded")
+    logs = task_paths(run.id, "hello").logs
+    logs.mkdir(parents=True)
+    (logs / "hello-0.log").write_text("one\ntwo\n")
+
+    entries = lab.other.client.get(f"/api/runs/{run.id}/logs/?task=hello&tail=&follow=").json()
+
+    assert [e["text"] for e in entries] == ["one\ntwo\n"]
+
+
 def test_following_the_logs_of_an_ended_task_streams_them_and_ends(lab: Lab) -> None:
     run = factories.run(by=lab.person.identity, state="succeeded")
     logs = task_paths(run.id, "hello").logs

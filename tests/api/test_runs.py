@@ -54,6 +54,16 @@ def test_runs_filter_by_state_group_and_owner(lab: Lab) -> None:
     assert ids(client.get("/api/runs/?state=failed,running")) == [sam.id, paul.id]
 
 
+@pytest.mark.parametrize(
+    "query", ["limit=", "cursor=", "state=", "group=", "owner=", "limit=&cursor=&state="]
+)
+def test_an_empty_filter_is_the_same_as_none(lab: Lab, query: str) -> None:
+    """S7: `?limit=` (a form's empty field) is no limit given, as the document says."""
+    made = [factories.run(by=lab.person.identity).id for _ in range(2)]
+
+    assert ids(lab.person.client.get(f"/api/runs/?{query}")) == list(reversed(made))
+
+
 def test_an_active_run_shows_its_progress_and_an_ended_one_none(lab: Lab) -> None:
     """S7: the mean over tasks of units done, capped below 1; null once the run ended."""
     active = scenes.split_run(by=lab.person.identity, units=4)

@@ -17,8 +17,10 @@ import schemathesis
 from django.core import signals
 from django.core.wsgi import get_wsgi_application
 from django.db import close_old_connections
+from drf_spectacular.generators import SchemaGenerator
 from hypothesis import HealthCheck, settings
 from hypothesis import strategies as st
+from jsonschema import Draft202012Validator
 from pytest_django import Settings
 from schemathesis.config import SchemathesisConfig
 
@@ -159,3 +161,28 @@ def test_the_api_keeps_to_its_document(case: schemathesis.Case, known: dict[str,
         if hashlib.sha256(generated.encode()).digest()[0] % 2 == 0:
             case.path_parameters["id"] = known["id"]  # type: ignore[index]
     case.call_and_validate()
+
+
+def test_the_document_lets_every_optional_filter_be_given_empty() -> None:
+    """S1: the API reads an optional query parameter given empty (`?limit=`) as not given,
+    and its document says so: the empty text is valid for each (as `anyOf`; a `oneOf` whose
+    alternatives both take it would call it invalid)."""
+    document = SchemaGenerator().get_schema(request=None, public=True)
+    optional = [
+        (path, parameter)
+        for path, operations in document["paths"].items()
+        for operation in operations.values()
+        for parameter in operation.get("parameters", [])
+        if parameter["in"] == "query" and not parameter.get("required")
+    ]
+
+    assert {p["name"] for _, p in optional} >= {"limit", "cursor", "state", "tail", "follow"}
+    for path, parameter in optional:
+        errors = list(Draft202012Validator(parameter["schema"]).iter_errors(""))
+        assert not errors, f"{path} ?{parameter['name']}=: {errors[0].message}"
+
+
+def test_property_tests_draw_the_same_examples_at_every_run() -> None:
+    """A run of the test suite does not fail by the luck of its draw: Hypothesis draws
+    repeatably unless SIMRUN_HYPOTHESIS=fuzz (docs/testing.md)."""
+    assert settings.default.derandomize
