@@ -12,7 +12,9 @@ waits for one of:
   attempt's supervisor (`supervisor.supervise`), handing the attempt to its pod process —
   which stays its child, so the memory watch, the pidfd wait, SIGTERM and the exit status
   are a fresh attempt's. A claim may come while the pod process still imports: the attempt
-  waits for the rest of its imports, never for a second process's;
+  waits for the rest of its imports, never for a second process's — unless it is asked to
+  stop meanwhile (cancelled, evicted): then it ends 143 at once, never started, and the pod
+  process is killed. The pod process dies with this supervisor (its parent-death signal);
 - the end of its stdin (the service stopped or died), SIGTERM (the backend ended it: its
   environment was removed or is no longer among the most recently used), or its pod process
   gone: it withdraws (unless a launcher claimed it first: then it takes that attempt all the
@@ -30,7 +32,7 @@ import subprocess
 import sys
 import time
 import traceback
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -95,8 +97,8 @@ class StandbyChild:
         return cls(process, to_write, from_read, files.log)
 
     def hear(self, timeout: float | None) -> bytes | None:
-        """Its next line other than `ready` (noted), b"" when it ended (or after `timeout`),
-        None when it said only `ready` and nothing more yet (with `timeout` 0)."""
+        """Its next line other than `ready` (noted), b"" when it ended, None when it said
+        nothing more (but `ready`) within `timeout` seconds."""
         while True:
             if b"\n" in self._heard:
                 line, _, self._heard = self._heard.partition(b"\n")
@@ -106,27 +108,43 @@ class StandbyChild:
                 return line + b"\n"
             readable, _, _ = select.select([self.from_child], [], [], timeout)
             if not readable:
-                return None if timeout == 0 else b""
+                return None
             chunk = os.read(self.from_child, 4096)
             if not chunk:
                 return b""
             self._heard += chunk
 
     def hand(
-        self, *, args: Sequence[str], env: Mapping[str, str], cwd: str, log: Path
+        self,
+        *,
+        args: Sequence[str],
+        env: Mapping[str, str],
+        cwd: str,
+        log: Path,
+        stopped: Callable[[], bool] = lambda: False,
+        poll_s: float = 0.1,
     ) -> tuple[subprocess.Popen[bytes] | None, str]:
         """Give it the attempt (it takes it once it has imported what it imports): the
-        process that runs it, or None and why it does not."""
+        process that runs it, or None and why it does not. While it still imports, `stopped`
+        is asked every `poll_s` seconds: an attempt asked to stop meanwhile (cancelled,
+        evicted) does not wait for the rest of its imports."""
         message = handoff_message(args=args, env=env, cwd=cwd, log=str(log))
-        reply: bytes | None = b""
+        reply: bytes | None = None
+        deadline = time.monotonic() + HANDOFF_TIMEOUT_S
         try:
             while message:
                 message = message[os.write(self.to_child, message) :]
-            reply = self.hear(HANDOFF_TIMEOUT_S)
+            while reply is None and not stopped() and time.monotonic() < deadline:
+                reply = self.hear(max(0.0, min(poll_s, deadline - time.monotonic())))
+            if reply is None:  # it may have taken the attempt just now: then it runs it
+                reply = self.hear(0)
         except OSError as exc:
             reply = f"cannot reach it: {exc}".encode()
         self._close_pipes()
-        answer = (reply or b"").decode(errors="replace").strip() or "it ended without an answer"
+        if reply is None:
+            answer = "asked to stop first" if stopped() else "no answer in time"
+        else:
+            answer = reply.decode(errors="replace").strip() or "it ended without an answer"
         if answer == OK:
             return self.process, ""
         self.end()

@@ -18,7 +18,8 @@ once into `exit.json` of the attempt directory, and the backend's doorbell is ru
 
 A standby supervisor (`cluster.local.standby_supervisor`) calls `supervise` with the pod
 process it started ahead: the attempt is handed to that process instead of a fresh one being
-started, and everything above is the same (it is this supervisor's child all the same).
+started, and everything above is the same (it is this supervisor's child all the same). An
+attempt asked to stop while that process still imports ends 143 without running.
 """
 
 from __future__ import annotations
@@ -180,14 +181,26 @@ class Supervision:
         if self.term_at is None:
             self.term_at = time.monotonic()
 
-    def start(self) -> subprocess.Popen[bytes]:
-        """The pod process: the standby's, if it takes the attempt, else a fresh one."""
+    def asked_to_stop(self) -> bool:
+        return self.term_at is not None or (self.directory / EVICTED_FILE).exists()
+
+    def start(self) -> subprocess.Popen[bytes] | None:
+        """The pod process: the standby's, if it takes the attempt, else a fresh one; None
+        when the attempt was asked to stop while the standby still imported."""
         if self.standby is not None:
-            log_file = self.directory / LOG_FILE
-            child, why = self.standby.hand(args=self.args, env=self.env, cwd=self.cwd, log=log_file)
+            child, why = self.standby.hand(
+                args=self.args,
+                env=self.env,
+                cwd=self.cwd,
+                log=self.directory / LOG_FILE,
+                stopped=self.asked_to_stop,
+                poll_s=self.poll_s,
+            )
             if child is not None:
                 self.adopted = time.time()
                 return child
+            if self.asked_to_stop():
+                return None
             print(f"supervisor: a fresh process, not the standby: {why}", file=sys.stderr)
         with open(self.directory / LOG_FILE, "ab") as log:
             try:
@@ -276,7 +289,7 @@ def supervise(
     signal.signal(signal.SIGTERM, run.on_term)
     if terminated:
         run.on_term(signal.SIGTERM, None)
-    if run.term_at is not None or (directory / EVICTED_FILE).exists():
+    if run.asked_to_stop():
         if standby is not None:
             standby.end()
         status = ExitStatus(EXIT_TERMINATED, False, time.time(), message="not started")
@@ -287,6 +300,12 @@ def supervise(
     except OSError:
         write_exit(directory, ExitStatus(127, False, time.time(), message="cannot start"))
         return 127
+    if child is None:  # asked to stop while its standby imported: it never ran
+        status = ExitStatus(EXIT_TERMINATED, False, time.time(), message="not started")
+        write_exit(directory, status)
+        if run.doorbell is not None:
+            ring(run.doorbell)
+        return EXIT_TERMINATED
     started = ProcessId.of(child.pid).to_json()
     if run.adopted is not None:  # started ahead: when it took the attempt
         started["adopted"] = run.adopted

@@ -49,12 +49,18 @@ def demo(data_dir: Path, port: int) -> subprocess.CompletedProcess[str]:
 
 
 def processes_of(data_dir: Path) -> list[psutil.Process]:
-    """The live processes started for `data_dir` (services and pods)."""
+    """The live processes started for `data_dir`: services (their SIMRUN_DATA_DIR), pod
+    supervisors, pods and standbys, which have none but name a path under it in their
+    command line, working directory or environment (a pod handed to a standby shows in
+    /proc/<pid>/environ the environment the standby started with, not its attempt's)."""
+    under = f"{data_dir}{os.sep}"
     found = []
-    for proc in psutil.process_iter(["environ", "status"]):
+    for proc in psutil.process_iter(["environ", "cmdline", "cwd", "status"]):
+        if proc.pid == os.getpid() or proc.info.get("status") == psutil.STATUS_ZOMBIE:
+            continue
         environ = proc.info.get("environ") or {}
-        alive = proc.info.get("status") != psutil.STATUS_ZOMBIE
-        if alive and environ.get("SIMRUN_DATA_DIR") == str(data_dir):
+        named = [*(proc.info.get("cmdline") or []), proc.info.get("cwd") or "", *environ.values()]
+        if environ.get("SIMRUN_DATA_DIR") == str(data_dir) or any(under in n for n in named):
             found.append(proc)
     return found
 

@@ -14,7 +14,9 @@ from typing import Any, ClassVar
 
 from pydantic import BaseModel, ConfigDict, Field
 
-ENTRY_POINT_GROUP = "simrun.task_types"
+from simrun_harness import sources
+
+ENTRY_POINT_GROUP = sources.ENTRY_POINT_GROUP
 
 
 class ResourceHint(BaseModel):
@@ -101,6 +103,7 @@ class UnsplitTaskType(TaskType):
 
 def load_task_types() -> dict[str, type[TaskType]]:
     """The installed task types by name, from the entry points of `simrun.task_types`."""
+    sources.install(sources.project_dirs())  # a plugin's own files: never stale bytecode
     found: dict[str, type[TaskType]] = {}
     for ep in entry_points(group=ENTRY_POINT_GROUP):
         cls = ep.load()
@@ -116,6 +119,7 @@ def load_task_type(name: str) -> type[TaskType]:
     Loading one entry point instead of all keeps a pod from importing every plugin (and
     their heavy dependencies) of its environment. Raises LookupError for an unknown name.
     """
+    sources.install(sources.project_dirs())  # a plugin's own files: never stale bytecode
     for ep in entry_points(group=ENTRY_POINT_GROUP, name=name):
         cls = ep.load()
         if not (isinstance(cls, type) and issubclass(cls, TaskType)):

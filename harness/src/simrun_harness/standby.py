@@ -12,13 +12,22 @@ environment, the directory, its output going to the log, the process name) and r
 command's `main` in this process, so the exit code, the report and the signals are the
 command's own.
 
-Before it takes an attempt it looks again at what it imported: the directories of the
-import path (installing, upgrading or removing a distribution changes them, as
-`runs.task_types.installed_stamp` says), every file of every imported module, and every file
-of a plugin installed from a directory (editable or local, PEP 610: its code may change
-without a new version). If anything changed it answers `stale` and exits; its supervisor
-then starts a fresh process, which imports the current code. It also exits when `in fd`
-closes (its supervisor is gone), so a standby never outlives the service that wanted it.
+Before it takes an attempt it looks again at what it runs, as stamped (size, modification
+and change times in ns: an edit in place that puts the modification time back still moves
+the change time) before anything was read: the directories of the import path and their
+`.pth` files (installing, upgrading or removing a distribution changes them, as
+`runs.task_types.installed_stamp` says; a `.pth` may point elsewhere), the file of every
+module (stamped by `sources.SourceFinder` just before it was read), and every file of a
+plugin installed from a directory (editable or local, PEP 610: its code may change without a
+new version; its modules' bytecode is checked by hash, see `simrun_harness.sources`). If
+anything changed it answers `stale` and exits; its supervisor then starts a fresh process,
+which imports the current code. A standby whose imports looked up a SIMRUN_* variable (which
+only an attempt has) never says `ready`: it says why and exits. It also exits when `in fd`
+closes or its supervisor dies, so a standby never outlives the service that wanted it.
+
+The environment it takes is the attempt's plus what this process changed in its own since it
+started (Python's locale coercion, `LC_CTYPE`; variables its imports set): what a fresh
+process of the attempt would have in `os.environ`, which its subprocesses inherit.
 
 Only the standard library is imported at the top: the supervisor imports this module for
 the messages, without loading the harness.
@@ -30,11 +39,14 @@ import ctypes
 import importlib
 import json
 import os
+import signal
 import sys
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Iterator, Mapping, Sequence
+from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
-from urllib.parse import unquote, urlparse
+
+from simrun_harness import sources
 
 SCRIPTS = {
     "simrun-worker": "simrun_harness.worker:main",
@@ -42,7 +54,7 @@ SCRIPTS = {
     "simrun-merge": "simrun_harness.merge:main",
 }
 """The console scripts a standby can run, by the entry point they are installed with."""
-ENTRY_POINT_GROUP = "simrun.task_types"  # simrun_harness.plugin's, without importing pydantic
+ENTRY_POINT_GROUP = sources.ENTRY_POINT_GROUP
 SKIPPED_DIRS = frozenset(
     {".git", "__pycache__", ".venv", ".simrun", ".mypy_cache", ".pytest_cache", ".ruff_cache"}
     | {"build", "dist", ".tox", ".nox"}
@@ -50,10 +62,12 @@ SKIPPED_DIRS = frozenset(
 """Not a plugin's code (as runs.local_packages skips them when it digests a package)."""
 READY = b"ready\n"
 OK = "ok"
+_PR_SET_PDEATHSIG = 1
 _PR_SET_NAME = 15
+ATTEMPT_PREFIX = "SIMRUN_"
 
-Stamp = dict[str, tuple[int, int]]
-"""A file or directory by path: its modification time (ns) and size."""
+Stamp = dict[str, tuple[int, int, int]]
+"""A file or directory by path: its size, modification and change times (ns)."""
 
 
 class Refused(Exception):
@@ -71,41 +85,34 @@ def _stat(path: str, found: Stamp) -> None:
         st = os.stat(path)
     except OSError:
         return
-    found[path] = (st.st_mtime_ns, st.st_size)
+    found[path] = (st.st_size, st.st_mtime_ns, st.st_ctime_ns)
 
 
-def project_dirs() -> list[str]:
-    """The directories of task-type plugins installed from a directory (PEP 610)."""
-    from importlib.metadata import entry_points
-
-    found = []
-    for ep in entry_points(group=ENTRY_POINT_GROUP):
-        try:
-            direct = json.loads((ep.dist and ep.dist.read_text("direct_url.json")) or "null")
-        except (OSError, ValueError):
-            continue
-        url = direct.get("url", "") if isinstance(direct, dict) else ""
-        if url.startswith("file://"):
-            path = unquote(urlparse(url).path)
-            if os.path.isdir(path) and path not in found:
-                found.append(path)
+def stamp(projects: Sequence[str], files: Sequence[str] = ()) -> Stamp:
+    """The stamps of every file of the plugins' `projects` (`sources.project_dirs`) and of
+    `files`."""
+    found: Stamp = {}
+    for project in projects:
+        for folder, dirs, names in os.walk(project):
+            dirs[:] = [d for d in dirs if d not in SKIPPED_DIRS and not d.endswith(".egg-info")]
+            for name in names:
+                _stat(os.path.join(folder, name), found)
+    for path in files:
+        _stat(path, found)
     return found
 
 
-def stamp(projects: Sequence[str], modules: Sequence[str] = (), *, path: bool = True) -> Stamp:
-    """The stamps of what this process runs: the files of the plugins' `projects`
-    (`project_dirs`), the files of `modules` (`module_files`) and, with `path`, the import
-    path's directories."""
-    found: Stamp = {}
-    for project in projects:
-        for folder, dirs, files in os.walk(project):
-            dirs[:] = [d for d in dirs if d not in SKIPPED_DIRS and not d.endswith(".egg-info")]
-            for name in files:
-                _stat(os.path.join(folder, name), found)
-    for entry in sys.path if path else ():
-        _stat(entry or ".", found)
-    for module in modules:
-        _stat(module, found)
+def path_files() -> list[str]:
+    """The import path's directories and their `.pth` files (an edit in place of one, which
+    may point the path elsewhere, leaves its directory as it was)."""
+    found = []
+    for entry in sys.path:
+        found.append(entry or ".")
+        try:
+            with os.scandir(entry or ".") as listing:
+                found += [e.path for e in listing if e.name.endswith(".pth")]
+        except OSError:
+            continue
     return found
 
 
@@ -177,6 +184,44 @@ def _check(message: dict[str, Any], mains: Mapping[str, Callable[[], Any]]) -> s
     return str(args[0])
 
 
+class _WatchedEnviron(os._Environ[str]):
+    """`os.environ` while the standby imports: it notes the SIMRUN_* variables looked up."""
+
+    looked_up: set[str] = set()
+
+    def __getitem__(self, key: str) -> str:
+        if isinstance(key, str) and key.startswith(ATTEMPT_PREFIX):
+            _WatchedEnviron.looked_up.add(key)
+        return super().__getitem__(key)
+
+
+@contextmanager
+def attempt_variables_looked_up() -> Iterator[set[str]]:
+    """While it lasts, the SIMRUN_* variables looked up in `os.environ` (`[]`, `get`, `in`,
+    `os.getenv`) are noted in the set it gives: a module that reads one at import would have
+    read the attempt's value in a fresh process, this standby has none."""
+    plain = type(os.environ)
+    _WatchedEnviron.looked_up = set()
+    os.environ.__class__ = _WatchedEnviron
+    try:
+        yield _WatchedEnviron.looked_up
+    finally:
+        os.environ.__class__ = plain
+
+
+def attempt_environ(env: Mapping[str, str], now: Mapping[str, str]) -> dict[str, str]:
+    """What a fresh process of the attempt whose environment is `env` has in `os.environ`:
+    `env`, and what this process (`now`: its `os.environ`) changed since it started with
+    `env` less its SIMRUN_* variables (the claim saw to that) — the locale Python coerced,
+    the variables its imports set or removed."""
+    started = {k: v for k, v in env.items() if not k.startswith(ATTEMPT_PREFIX)}
+    result = dict(env)
+    result.update((k, v) for k, v in now.items() if started.get(k) != v)
+    for key in started.keys() - now.keys():
+        del result[key]
+    return result
+
+
 def take(message: dict[str, Any], name: str, own_log: str) -> None:
     """Become the attempt's process: its directory, its log (after what this standby printed
     while it imported), its environment, its name."""
@@ -192,22 +237,47 @@ def take(message: dict[str, Any], name: str, own_log: str) -> None:
     os.dup2(log, 1)
     os.dup2(log, 2)
     os.close(log)
-    os.environ.clear()
-    os.environ.update(message["env"])
+    env = attempt_environ(message["env"], os.environ)
+    os.environ.clear()  # putenv/unsetenv too: the process's own environment, which children get
+    os.environ.update(env)
     sys.argv = [str(Path(sys.executable).parent / name)]
     _set_name(name)
     importlib.invalidate_caches()
 
 
+def imported() -> tuple[dict[str, Callable[[], Any]], list[str], Stamp, set[str]]:
+    """Import what a pod of this environment imports (`prepare`), stamping every file first
+    (the import path, each module's file just before it is read, every file of a plugin
+    project before any import); the mains, the projects, the stamps and the SIMRUN_*
+    variables the imports looked up."""
+    before = stamp((), module_files() + path_files())  # what the interpreter's start loaded
+
+    def seen(path: str) -> None:
+        if path not in before:
+            _stat(path, before)
+
+    finder = sources.install()
+    finder.seen = seen
+    projects = sources.project_dirs()
+    finder.add_projects(projects)
+    for path, found in stamp(projects).items():
+        before.setdefault(path, found)
+    with attempt_variables_looked_up() as looked_up:
+        mains = prepare()
+    finder.seen = None
+    for path in module_files():  # a module that came by no finder: now, at least
+        seen(path)
+    return mains, projects, before, looked_up
+
+
 def serve(fd_in: int, fd_out: int, own_log: str) -> Callable[[], Any] | None:
     """Wait for the attempt and take it; its main, None when there is none to run."""
-    projects = project_dirs()
-    # the plugins' files before the imports, so one edited during them is stale too; the
-    # rest after (the imports may write bytecode beside a module, changing its directory)
-    before = stamp(projects, path=False)
-    mains = prepare()
-    modules = module_files()
-    before = {**stamp((), modules), **before}
+    mains, projects, before, looked_up = imported()
+    if looked_up:  # never ready: its supervisor notes why (`failed`), or a claim hears it
+        why = f"its imports read {', '.join(sorted(looked_up))}, which only an attempt has"
+        print(f"standby: {why}", flush=True)
+        os.write(fd_out, f"{why}\n".encode())
+        return None
     os.write(fd_out, READY)
     line = _read_line(fd_in)
     if not line:
@@ -215,7 +285,7 @@ def serve(fd_in: int, fd_out: int, own_log: str) -> Callable[[], Any] | None:
     message = json.loads(line)
     try:
         name = _check(message, mains)
-        path = changed(before, stamp(projects, modules))
+        path = changed(before, stamp(projects, list(before)))
         if path is not None:
             raise Refused(f"stale: {path} changed since the standby started")
         take(message, name, own_log)
@@ -226,16 +296,30 @@ def serve(fd_in: int, fd_out: int, own_log: str) -> Callable[[], Any] | None:
     return mains[name]
 
 
+def _die_with_parent() -> None:
+    """Be killed when the supervisor dies, even while importing (when nothing reads `in fd`)
+    or running its attempt (whose supervisor's loss the backend settles by killing the pod)."""
+    parent = os.getppid()
+    try:
+        libc = ctypes.CDLL(None, use_errno=True)
+        libc.prctl(_PR_SET_PDEATHSIG, signal.SIGKILL, 0, 0, 0)
+    except (OSError, AttributeError):
+        return
+    if os.getppid() != parent:  # it died before that
+        os._exit(0)
+
+
 def main() -> None:
+    _die_with_parent()
     fd_in, fd_out, own_log = int(sys.argv[1]), int(sys.argv[2]), sys.argv[3]
     # as a fresh console script has it: its directory first on the import path, not ours
     sys.path[0] = str(Path(sys.executable).parent)
     run = serve(fd_in, fd_out, own_log)
     os.close(fd_in)
     os.close(fd_out)
-    Path(own_log).unlink(missing_ok=True)
-    if run is None:
+    if run is None:  # its log stays for its supervisor to read (why it ended) and remove
         sys.exit(0)
+    Path(own_log).unlink(missing_ok=True)  # copied into the attempt's
     run()
 
 

@@ -2,15 +2,18 @@
 sees the service's packages (pydantic, the harness) and has a plugin of its own, `probe`,
 installed from a directory as `simrun plugin install` (editable) installs one.
 
-A unit of `probe` writes what its process sees (its environment, directory, name, the
-plugin's WORD, the data file it read at import and the HELPER of a module it imports), so a
-test can compare a standby's pod with a fresh one; its settings make it sleep, fail, or hold
-memory in the pod's main process.
+A unit of `probe` writes what its process sees (its environment and that of a process it
+starts, directory, name, the plugin's WORD, the data file it read at import, the HELPER of a
+module it imports and the plugin's own submodules), so a test can compare a standby's pod
+with a fresh one; its settings make it sleep, fail, or hold memory in the pod's main process.
+Its import sets `PROBE_IMPORTED` in its environment, and waits at the `gate` while a test
+holds it there (`held_at_the_gate`).
 """
 
 from __future__ import annotations
 
 import json
+import py_compile
 import subprocess
 import sys
 import sysconfig
@@ -20,7 +23,7 @@ from pathlib import Path
 import uv
 
 PLUGIN = """
-import json, os, sys, time
+import json, os, pkgutil, subprocess, sys, time
 from pathlib import Path
 
 from pydantic import BaseModel, ConfigDict
@@ -30,6 +33,15 @@ from probe_helper import HELPER
 
 WORD = {word!r}
 DATA = (Path(__file__).parent / "data.txt").read_text()
+MODULES = sorted(m.name for m in pkgutil.iter_modules(__path__))
+os.environ["PROBE_IMPORTED"] = WORD
+{extra}
+GATE = Path({gate!r})
+if GATE.exists():  # a test holds the import here until it writes to the gate (a FIFO)
+    gate = os.open(GATE, os.O_RDWR)
+    Path(str(GATE) + ".held").write_text(str(os.getpid()))
+    os.read(gate, 1)
+    os.close(gate)
 
 
 class Settings(BaseModel):
@@ -50,7 +62,15 @@ def seen():
         "argv0": sys.argv[0],
         "comm": Path("/proc/self/comm").read_text().strip(),
         "path0": sys.path[0],
+        "modules": MODULES,
+        "child_env": child_env(),
     }}
+
+
+def child_env():
+    \"\"\"The environment a process the unit starts gets (`env`, not Python: as it is).\"\"\"
+    out = subprocess.run(["env", "-0"], capture_output=True, check=True).stdout
+    return dict(v.split("=", 1) for v in out.decode().split("\\0") if v)
 
 
 class Probe(SplitTaskType):
@@ -85,6 +105,11 @@ class Probe:
     project: Path
 
     @property
+    def gate(self) -> Path:
+        """Where a test holds the plugin's import (outside the project and the import path)."""
+        return self.project.parent / f"{self.project.name}.gate"
+
+    @property
     def module(self) -> Path:
         return self.project / "src" / "probe_plugin" / "__init__.py"
 
@@ -103,10 +128,11 @@ class Probe:
         directory of its own)."""
         return self.site_packages / "probe_helper.py"
 
-    def write(self, word: str, data: str = "data") -> None:
-        """The plugin's code (its WORD) and the data file it reads at import."""
+    def write(self, word: str, data: str = "data", extra: str = "") -> None:
+        """The plugin's code (its WORD, `extra` code run at import) and the data file it
+        reads at import."""
         self.module.parent.mkdir(parents=True, exist_ok=True)
-        self.module.write_text(PLUGIN.format(word=word))
+        self.module.write_text(PLUGIN.format(word=word, extra=extra, gate=str(self.gate)))
         self.data.write_text(data)
 
 
@@ -120,6 +146,9 @@ def probe_environment(environments: Path, project: Path, name: str = "probe") ->
     probe = Probe(name, root, project)
     probe.write("first")
     probe.helper.write_text('HELPER = "helper"\n')
+    # compiled, as an environment is built (uv's --compile-bytecode): no import adds a
+    # __pycache__ to site-packages later, which a standby would take for an installation
+    py_compile.compile(str(probe.helper), doraise=True)
     service_site = sysconfig.get_paths()["purelib"]
     (probe.site_packages / "service.pth").write_text(
         f"import site; site.addsitedir({service_site!r})\n"

@@ -5,6 +5,8 @@ from __future__ import annotations
 
 import contextlib
 import json
+import os
+from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
 
@@ -15,6 +17,7 @@ from cluster.local.backend import LocalBackend
 from cluster.local.standby_files import USED_FILE, StandbyFiles, files_of
 from runs.ports import WorkflowPhase
 from tests.cluster.local.builders import launch, shape, split_task
+from tests.cluster.local.probe_environment import Probe
 from tests.cluster.local.test_harness_pods import write_task
 from tests.waiting import wait_for
 
@@ -100,3 +103,31 @@ def seen(backend: LocalBackend, run_id: str) -> list[dict[str, Any]]:
     out = backend.store.run(run_id).task("p").out / "seen.json"
     found: list[dict[str, Any]] = json.loads(out.read_text())
     return found
+
+
+@contextlib.contextmanager
+def held_at_the_gate(probe: Probe) -> Iterator[Callable[[], int]]:
+    """While it lasts, an import of the probe plugin waits at its gate; it gives a function
+    that waits until one does and returns that process's pid. Afterwards the gate is open
+    (the process waiting there goes on) and gone (no later import waits)."""
+    os.mkfifo(probe.gate)
+    held = Path(f"{probe.gate}.held")
+
+    def waiting() -> int:
+        pid = wait_for(
+            lambda: held.exists() and held.read_text().strip(), timeout=60, what="the gate"
+        )
+        return int(pid)
+
+    try:
+        yield waiting
+    finally:
+        try:
+            gate = os.open(probe.gate, os.O_WRONLY | os.O_NONBLOCK)
+        except OSError:  # nobody waits there (any more)
+            probe.gate.unlink()
+        else:
+            probe.gate.unlink()
+            os.write(gate, b"go")
+            os.close(gate)
+        held.unlink(missing_ok=True)

@@ -7,7 +7,9 @@ test runs with standbys off too, so what is asserted is what a fresh process doe
 
 from __future__ import annotations
 
+import json
 import os
+import subprocess
 from collections.abc import Callable, Iterator
 from dataclasses import replace
 from pathlib import Path
@@ -68,21 +70,58 @@ def looping(
     return make_looping(request.param)
 
 
-def test_the_pod_sees_its_attempt_s_environment_directory_and_name(looping: LocalBackend) -> None:
-    """Exactly the environment and working directory the attempt was launched with, the
-    script's name as its process name and argv[0], its directory first on the import path."""
-    name = run_probe(looping, "r1")
-    assert finish(looping, name) is WorkflowPhase.SUCCEEDED
-    assert adopted(looping, "r1") is bool(looping._standbys)
-    spec = read_json(attempt_dir(looping, "r1") / "attempt.json")
+def python_environ(python: Path, env: dict[str, str]) -> dict[str, str]:
+    """`os.environ` of a Python process started with `env` (Python may add to it: the locale
+    it coerces when there is none)."""
+    code = "import json, os; print(json.dumps(dict(os.environ)))"
+    out = subprocess.run([str(python), "-c", code], env=env, capture_output=True, check=True)
+    found: dict[str, str] = json.loads(out.stdout)
+    return found
+
+
+def assert_as_fresh(backend: LocalBackend, run_id: str) -> None:
+    """Each unit of the run saw what a fresh process of its attempt sees: the environment
+    Python makes of the attempt's plus what the plugin's import set (in `os.environ` and in
+    a process the unit starts), the attempt's directory, the script's name as its process
+    name and argv[0], its directory first on the import path."""
+    spec = read_json(attempt_dir(backend, run_id) / "attempt.json")
     assert spec is not None
     bin_dir = Path(spec["env"]["PATH"].split(os.pathsep)[0])
-    for unit in seen(looping, "r1"):
-        assert unit["env"] == spec["env"]
+    expected = {**python_environ(bin_dir / "python", spec["env"]), "PROBE_IMPORTED": "first"}
+    for unit in seen(backend, run_id):
+        assert unit["env"] == expected
+        assert unit["child_env"] == expected
         assert unit["cwd"] == str(Path(spec["cwd"]).resolve())
         assert (unit["comm"], unit["argv0"]) == ("simrun-worker", str(bin_dir / "simrun-worker"))
         assert unit["path0"] == str(bin_dir)
         assert (unit["word"], unit["data"]) == ("first", "data")
+
+
+def test_the_pod_sees_its_attempt_s_environment_directory_and_name(looping: LocalBackend) -> None:
+    name = run_probe(looping, "r1")
+    assert finish(looping, name) is WorkflowPhase.SUCCEEDED
+    assert adopted(looping, "r1") is bool(looping._standbys)
+    assert_as_fresh(looping, "r1")
+
+
+@pytest.mark.parametrize("standby", [1, 0], ids=["standby", "fresh"])
+def test_a_pod_without_a_locale_has_the_one_python_gives_a_fresh_process(
+    make_looping: Callable[[int], LocalBackend],
+    probe: Probe,
+    monkeypatch: pytest.MonkeyPatch,
+    standby: int,
+) -> None:
+    """No LANG, LC_ALL, LC_CTYPE (a service started by systemd, say): Python sets LC_CTYPE in
+    its own environment when it starts (PEP 538), which the unit and its children inherit;
+    a standby started the same way hands it on."""
+    for variable in ("LANG", "LC_ALL", "LC_CTYPE"):
+        monkeypatch.delenv(variable, raising=False)
+    backend = make_looping(standby)
+    name = run_probe(backend, "r1")
+    assert finish(backend, name) is WorkflowPhase.SUCCEEDED
+    assert adopted(backend, "r1") is bool(standby)
+    assert {u["env"].get("LC_CTYPE") for u in seen(backend, "r1")} != {None}
+    assert_as_fresh(backend, "r1")
 
 
 def test_a_failing_unit_exits_3_with_its_report_and_log(looping: LocalBackend) -> None:

@@ -26,7 +26,9 @@ from tests.cluster.local.probe_environment import Probe, probe_environment
 from tests.cluster.local.standbys import (
     POD,
     adopted,
+    attempt_dir,
     finish,
+    held_at_the_gate,
     imported_standby,
     live_standbys,
     run_probe,
@@ -34,6 +36,7 @@ from tests.cluster.local.standbys import (
     standby_processes,
     want_standby,
 )
+from tests.e2e.commands import processes_of
 from tests.waiting import wait_for
 
 REPO = Path(__file__).resolve().parents[3]
@@ -201,3 +204,52 @@ def test_no_standby_is_started_while_pods_take_every_core(
     assert standby_processes(backend.state) == []
     backend.cancel(name)
     imported_standby(backend, "probe")
+
+
+def test_a_standby_s_pod_process_dies_with_its_supervisor_even_while_it_imports(
+    keeping: Callable[..., LocalBackend], probe: Probe
+) -> None:
+    """kill -9 of the supervisor while its pod process is inside an import (nothing reads
+    the pipe from the supervisor then, so its end is not seen): the pod process goes too."""
+    backend = keeping()
+    with held_at_the_gate(probe) as held:
+        want_standby(backend, "probe")
+        pod = ProcessId.of(held())
+        [supervisor] = live_standbys(backend, "probe")
+        os.kill(supervisor, signal.SIGKILL)
+        wait_for(lambda: not pod.alive(), timeout=20, what="the pod process to end")
+
+
+def test_an_attempt_stopped_while_its_standby_still_imports_ends_at_once(
+    keeping: Callable[..., LocalBackend], probe: Probe
+) -> None:
+    """A launch claims the standby while it imports (held at the gate); the run is cancelled:
+    the attempt ends 143 without running — not once the imports are done, up to two
+    minutes later — and the standby's pod process is killed."""
+    backend = keeping()
+    with held_at_the_gate(probe) as held:
+        want_standby(backend, "probe")
+        pod = ProcessId.of(held())
+        name = run_probe(backend, "r1")
+        wait_for((attempt_dir(backend, "r1") / "supervisor.json").exists)
+        backend.cancel(name)
+        wait_for(lambda: backend.status(name).pods[POD].phase is PodPhase.FAILED, timeout=20)
+        assert backend.status(name).pods[POD].exit_code == 143
+        assert not pod.alive()
+    said = read_json(attempt_dir(backend, "r1") / "exit.json")
+    assert said is not None and said["message"] == "not started"
+    assert not (attempt_dir(backend, "r1") / "log").exists()
+
+
+def test_the_check_that_nothing_is_left_running_sees_standbys(
+    keeping: Callable[..., LocalBackend], store: Path
+) -> None:
+    """CI's check after the demo (tests/e2e/commands.py `processes_of`) finds a standby's
+    supervisor and pod process, whose environments do not name the data directory (a pod
+    handed to one shows the standby's in /proc/<pid>/environ, not its attempt's)."""
+    backend = keeping()
+    want_standby(backend, "probe")
+    imported_standby(backend, "probe")
+    standbys = {p.pid for p in standby_processes(store)}
+    assert len(standbys) == 2
+    assert standbys <= {p.pid for p in processes_of(store)}
