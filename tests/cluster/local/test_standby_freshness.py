@@ -16,9 +16,9 @@ from pathlib import Path
 import psutil
 import pytest
 
-from cluster.backend import WorkflowPhase
 from cluster.local.backend import LocalBackend
 from cluster.local.standby_files import FAILED_FILE
+from runs.ports import WorkflowPhase
 from tests.cluster.local.probe_environment import Probe, probe_environment
 from tests.cluster.local.standbys import (
     adopted,
