@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import secrets
+import time
+from types import SimpleNamespace
 
 import pytest
 from django.utils import timezone
@@ -100,6 +102,17 @@ def test_the_openapi_document_is_served_without_a_token(anonymous: APIClient) ->
     assert "/api/runs/" in response.json()["paths"]
 
 
+@pytest.fixture
+def mid_minute(monkeypatch: pytest.MonkeyPatch) -> None:
+    """The throttle's clock held half way through a one-minute window: its counters are per
+    window, so requests on either side of the minute's end (the real clock crossing it
+    between two requests) would be counted apart and the limit never reached."""
+    window = throttling.WINDOW_S
+    held = time.time() // window * window + window / 2
+    monkeypatch.setattr(throttling, "time", SimpleNamespace(time=lambda: held))
+
+
+@pytest.mark.usefixtures("mid_minute")
 def test_requests_beyond_the_limit_get_429_with_retry_after(lab: Lab, settings: Settings) -> None:
     """S1: a token is limited per minute with an atomic counter in Redis."""
     settings.SIMRUN_RATE_LIMIT_PER_MINUTE = 3
@@ -135,6 +148,7 @@ def test_a_process_asks_redis_once_per_batch_of_grants() -> None:
     assert throttling.hit(token, amount=0, now=660.0)[0] == 40
 
 
+@pytest.mark.usefixtures("mid_minute")
 def test_without_redis_the_limit_is_counted_in_the_process(lab: Lab, settings: Settings) -> None:
     """S1: the embedded default has no Redis; the counter is then the process's own."""
     settings.SIMRUN_REDIS_URL = ""
