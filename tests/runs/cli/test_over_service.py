@@ -22,6 +22,7 @@ import pytest
 
 from runs.cli.local_service import write_token
 from runs.cli.service_state import ServeRecord, write_state
+from runs.states import RunState
 from tests.e2e.commands import ROOT, SIMRUN, clean_env, free_port
 from tests.e2e.serving import Serving, serving, small_workflow
 from tests.waiting import wait_for
@@ -102,7 +103,15 @@ def test_a_run_made_over_the_service_shows_and_lists_the_same_either_way(
 
     shown = wait_for(settled, timeout=60, what="the cancelled run's task to end")
     assert said(simrun(served.data_dir, "show", run_id, direct=True)) == (0, shown, "")
-    listed = simrun(served.data_dir, "runs", "--limit", "3")
+
+    def unmoving() -> subprocess.CompletedProcess[str] | None:
+        """The list once none of its runs is live: the runs of earlier tests on this service
+        are listed too, and one still running could move between the two listings."""
+        listed = simrun(served.data_dir, "runs", "--limit", "3")
+        return None if set(listed.stdout.split()) & set(RunState.live()) else listed
+
+    listed = wait_for(unmoving, timeout=60, what="the listed runs to have ended")
+    assert listed is not None
     assert said(simrun(served.data_dir, "runs", "--limit", "3", direct=True)) == said(listed)
     again = (1, "", f"simrun: run {run_id} has ended (cancelled); there is nothing to cancel\n")
     assert said(simrun(served.data_dir, "cancel", run_id)) == again
