@@ -11,11 +11,23 @@ from collections.abc import Iterator
 from contextlib import contextmanager
 from typing import Any
 
-from celery.contrib.testing.worker import start_worker
+from celery.contrib.testing.worker import TestWorkController, start_worker
 from celery.signals import task_postrun
 from django.db import connections
 
 from simrun_site.celery import app
+from tests.waiting import DEADLINE_S
+
+
+class _StartedInTime(TestWorkController):
+    """Celery's test worker, whose start is awaited with a deadline (Celery's waits for ever:
+    a worker that never consumes would hang the suite instead of failing the test)."""
+
+    __test__ = False
+
+    def ensure_started(self) -> None:
+        if not self._on_started.wait(DEADLINE_S):
+            raise TimeoutError(f"the test's Celery worker was not consuming after {DEADLINE_S}s")
 
 
 def _close_connections(**_: Any) -> None:
@@ -31,7 +43,13 @@ def celery_worker() -> Iterator[None]:
     app.control.purge()
     task_postrun.connect(_close_connections, weak=False)
     try:
-        with start_worker(app, pool="solo", perform_ping_check=False, shutdown_timeout=30):
+        with start_worker(
+            app,
+            pool="solo",
+            perform_ping_check=False,
+            shutdown_timeout=30,
+            WorkController=_StartedInTime,
+        ):
             yield
     finally:
         task_postrun.disconnect(_close_connections)
