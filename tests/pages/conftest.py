@@ -7,12 +7,18 @@ from pathlib import Path
 
 import pytest
 from django.test import Client
-from playwright.sync_api import Browser
+from playwright.sync_api import Browser, expect
 from pytest_django import Settings
 
 from runs.backends import backend
 from tests import factories
 from tests.pages.browsing import chromium
+from tests.waiting import DEADLINE_S
+
+# Playwright's assertions wait 5 s by default for the page to show what they expect: a page
+# updated by its event stream, in a browser sharing two loaded cores with the server and
+# the test, gets the suite's deadline instead (spent only when the page never shows it)
+expect.set_options(timeout=DEADLINE_S * 1000)
 
 
 @pytest.fixture(autouse=True)
