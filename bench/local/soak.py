@@ -154,7 +154,9 @@ def soak(args: argparse.Namespace) -> dict[str, Any]:
                 stop_sampling,
                 (sample_every, sample_every),
                 lambda: memory.sample(data_dir, time.monotonic() - started),
-                rng,
+                # not the chaos's: draws shared between two threads would make the kills'
+                # times depend on the threads' interleaving, not on --seed alone
+                random.Random(),
             ),
             daemon=True,
         ),
