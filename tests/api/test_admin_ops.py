@@ -53,7 +53,7 @@ def test_servers_show_capacity_reservation_and_the_pods_of_runs(lab: Lab) -> Non
     local.submit(launch)
     local.reserve(node, "srvtest1")
     try:
-        wait_for(lambda: local.placements(), timeout=20, what="the pod to run")
+        wait_for(lambda: local.placements(), what="the pod to run")
         body = lab.other.client.get("/api/servers/").json()
         [server] = body["servers"]
         assert (server["name"], server["cores"], server["memory_gb"]) == (node, 4.0, 8.0)
@@ -65,7 +65,7 @@ def test_servers_show_capacity_reservation_and_the_pods_of_runs(lab: Lab) -> Non
     finally:
         local.cancel("simrun-srvtest1")
         local.unreserve(node, "srvtest1")
-        wait_for(lambda: not local.placements(), timeout=20, what="the pod to end")
+        wait_for(lambda: not local.placements(), what="the pod to end")
 
 
 # --- cleanup --------------------------------------------------------------------------------

@@ -45,7 +45,7 @@ from tests.sim.resources import (
 )
 from tests.sim.scheduling import Scheduler, TaintManager
 from tests.sim.store import Obj, Store, meta
-from tests.waiting import wait_for
+from tests.waiting import DEADLINE_S, wait_for
 
 # The six tiers of simrun (DESIGN §3); values only order them.
 DEFAULT_PRIORITIES = {
@@ -335,17 +335,19 @@ class SimCluster:
 
     # -- waiting -------------------------------------------------------------------------
 
-    def wait_for(self, condition: Callable[[], Any], timeout: float = 10.0, what: str = "") -> Any:
+    def wait_for(
+        self, condition: Callable[[], Any], timeout: float = DEADLINE_S, what: str = ""
+    ) -> Any:
         """Poll `condition` until truthy and return its value; fail after `timeout` seconds."""
         return wait_for(condition, timeout=timeout, interval=0.01, what=what)
 
-    def settle(self, timeout: float = 10.0) -> None:
+    def settle(self, timeout: float = DEADLINE_S) -> None:
         """Wait until the controllers made two passes that wrote nothing."""
         start = self.loop.quiet_passes
         self.wait_for(lambda: self.loop.quiet_passes >= start + 2, timeout, "quiet controllers")
 
     def wait_for_workflow(
-        self, name: str, phases: Iterable[str] = DONE, timeout: float = 20.0
+        self, name: str, phases: Iterable[str] = DONE, timeout: float = DEADLINE_S
     ) -> Obj:
         """The workflow once its phase is one of `phases`."""
         wanted = set(phases)
@@ -357,7 +359,7 @@ class SimCluster:
         return self.wait_for(reached, timeout, f"workflow {name} in {sorted(wanted)}")
 
     def wait_for_pod(
-        self, where: Callable[[Obj], bool], timeout: float = 10.0, what: str = "a pod"
+        self, where: Callable[[Obj], bool], timeout: float = DEADLINE_S, what: str = "a pod"
     ) -> Obj:
         """The first pod matching `where`."""
         return self.wait_for(lambda: next(iter(self.pods(None, where)), None), timeout, what)
