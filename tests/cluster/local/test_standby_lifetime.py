@@ -4,6 +4,7 @@ handed work and is replaced; they hold no cores or memory of the node."""
 
 from __future__ import annotations
 
+import contextlib
 import os
 import shutil
 import signal
@@ -14,6 +15,7 @@ import time
 from collections.abc import Callable, Iterator
 from pathlib import Path
 
+import psutil
 import pytest
 
 from cluster.local.atomic_files import locked, read_json
@@ -60,7 +62,8 @@ def keeping(
 
     yield make
     for proc in standby_processes(store):
-        proc.kill()
+        with contextlib.suppress(psutil.Error):  # it may end since it was listed
+            proc.kill()
 
 
 def test_closing_the_backend_ends_its_standbys(keeping: Callable[..., LocalBackend]) -> None:
