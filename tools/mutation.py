@@ -44,23 +44,16 @@ class Module:
     tests: tuple[str, ...]
 
 
+CONTROLLER_TESTS = ("tests/runs/controller",)
 MODULES: dict[str, Module] = {
-    "rules": Module(
-        "runs",
-        "runs",
-        "runs/controller/rules.py",
-        ("tests/runs/controller/test_rules.py", "tests/runs/controller/test_rules_causes.py"),
-    ),
-    "reconcile": Module(
-        "runs",
-        "runs",
-        "runs/controller/reconcile.py",
-        (
-            "tests/runs/controller/test_reconcile.py",
-            "tests/runs/controller/test_tick.py",
-            "tests/runs/controller/test_settle.py",
-        ),
-    ),
+    # the controller's modules, each with the controller's tests (all fast: 15 s in all);
+    # mutmut runs, of those, only the tests that call the function mutated
+    "rules": Module("runs", "runs", "runs/controller/rules.py", CONTROLLER_TESTS),
+    "records": Module("runs", "runs", "runs/controller/records.py", CONTROLLER_TESTS),
+    "reconcile": Module("runs", "runs", "runs/controller/reconcile.py", CONTROLLER_TESTS),
+    "seen": Module("runs", "runs", "runs/controller/seen.py", CONTROLLER_TESTS),
+    "tick": Module("runs", "runs", "runs/controller/tick.py", CONTROLLER_TESTS),
+    "backoff": Module("runs", "runs", "runs/controller/backoff.py", CONTROLLER_TESTS),
     "ledger": Module(
         "harness/src/simrun_harness",
         "simrun_harness",
@@ -112,7 +105,8 @@ def stage(name: str, module: Module) -> Path:
         f"source_paths = {toml_list([module.staged_as])}\n"
         f"only_mutate = {toml_list([module.path])}\n"
         f"pytest_add_cli_args_test_selection = {toml_list(module.tests)}\n"
-        'pytest_add_cli_args = ["-p", "no:cacheprovider", "-q", "--reuse-db"]\n'
+        'pytest_add_cli_args = ["-p", "no:cacheprovider", "-q", "--reuse-db", '
+        '"-o", "django_find_project=false"]\n'
         "use_git_change_detection = false\n"
     )
     (where / "pyproject.toml").write_text(config)
