@@ -21,6 +21,8 @@ the stage shows one).
 from __future__ import annotations
 
 import argparse
+import ast
+import difflib
 import json
 import os
 import shutil
@@ -45,13 +47,13 @@ class Module:
     tests: tuple[str, ...]
 
 
+# the controller's tests, all fast (20 s in all), and the Argo backend's restarted and steady
+# ticks (its revisions: the local backend has none); mutmut runs, for each mutant, only those
+# that call the function it mutates
+CONTROLLER_TESTS = ("tests/runs/controller", "tests/cluster/argo/test_tick_calls.py")
 MODULES: dict[str, Module] = {
-    "rules": Module(
-        "runs",
-        "runs",
-        ("runs/controller/rules.py",),
-        ("tests/runs/controller/test_rules.py", "tests/runs/controller/test_rules_causes.py"),
-    ),
+    "rules": Module("runs", "runs", ("runs/controller/rules.py",), CONTROLLER_TESTS),
+    "records": Module("runs", "runs", ("runs/controller/records.py",), CONTROLLER_TESTS),
     "reconcile": Module(
         "runs",
         "runs",
@@ -60,13 +62,11 @@ MODULES: dict[str, Module] = {
             "runs/controller/followed.py",
             "runs/controller/store_facts.py",
         ),
-        (
-            "tests/runs/controller/test_reconcile.py",
-            "tests/runs/controller/test_followed.py",
-            "tests/runs/controller/test_tick.py",
-            "tests/runs/controller/test_settle.py",
-        ),
+        CONTROLLER_TESTS,
     ),
+    "seen": Module("runs", "runs", ("runs/controller/seen.py",), CONTROLLER_TESTS),
+    "tick": Module("runs", "runs", ("runs/controller/tick.py",), CONTROLLER_TESTS),
+    "backoff": Module("runs", "runs", ("runs/controller/backoff.py",), CONTROLLER_TESTS),
     "ledger": Module(
         "harness/src/simrun_harness",
         "simrun_harness",
@@ -122,7 +122,8 @@ def stage(name: str, module: Module) -> Path:
         f"source_paths = {toml_list([module.staged_as])}\n"
         f"only_mutate = {toml_list(module.paths)}\n"
         f"pytest_add_cli_args_test_selection = {toml_list(module.tests)}\n"
-        'pytest_add_cli_args = ["-p", "no:cacheprovider", "-q", "--reuse-db"]\n'
+        'pytest_add_cli_args = ["-p", "no:cacheprovider", "-q", "--reuse-db", '
+        '"-o", "django_find_project=false"]\n'
         "use_git_change_detection = false\n"
     )
     (where / "pyproject.toml").write_text(config)
@@ -141,15 +142,21 @@ def environment() -> dict[str, str]:
     return env
 
 
-def run_module(name: str, module: Module, *, children: int, diffs: bool) -> dict[str, int]:
-    """Mutate one module and run its tests against every mutant; its counts by outcome."""
+def run_module(
+    name: str, module: Module, *, children: int, diffs: bool, only: list[str] | None = None
+) -> dict[str, int]:
+    """Mutate one module and run its tests against every mutant (or only those named, by
+    name or glob: the others are left "not checked"); its counts by outcome."""
     where = stage(name, module)
     mutmut = str(Path(sys.executable).with_name("mutmut"))
     if not Path(mutmut).exists():
         sys.exit(f"no mutmut beside {sys.executable}: make .venv-mutation (docs/testing.md)")
     env = environment()
     subprocess.run(
-        [mutmut, "run", "--max-children", str(children)], cwd=where, env=env, check=False
+        [mutmut, "run", "--max-children", str(children), *(only or [])],
+        cwd=where,
+        env=env,
+        check=False,
     )
     subprocess.run([mutmut, "export-cicd-stats"], cwd=where, env=env, check=True)
     stats = json.loads((where / "mutants" / "mutmut-cicd-stats.json").read_text())
@@ -157,18 +164,37 @@ def run_module(name: str, module: Module, *, children: int, diffs: bool) -> dict
     survivors = subprocess.run(
         [mutmut, "results"], cwd=where, env=env, capture_output=True, text=True, check=True
     ).stdout
+    mutated = (where / "mutants" / module.path).read_text()
     shown = []
     for line in survivors.splitlines():
-        mutant = line.strip().split(":")[0]
-        if mutant and diffs:  # a second or two per mutant: only when asked
-            diff = subprocess.run(
-                [mutmut, "show", mutant], cwd=where, env=env, capture_output=True, text=True
-            ).stdout
-            shown.append(f"{line.strip()}\n{diff}")
-        elif mutant:
-            shown.append(line.strip())
+        mutant, _, outcome = line.strip().partition(": ")
+        if not mutant or outcome == "not checked":
+            continue
+        shown.append(
+            f"{mutant}: {outcome}\n{mutant_diff(mutated, mutant)}" if diffs else line.strip()
+        )
     (where / "survivors.txt").write_text("\n".join(shown) + "\n")
     return stats
+
+
+def mutant_diff(mutated: str, mutant: str) -> str:
+    """The lines one mutant changes in its function, from the mutated module (mutmut keeps
+    each mutant as a copy of the function beside the original): what `mutmut show` gives,
+    without its second or two per mutant."""
+    function, _, number = mutant.rpartition(".")[2].rpartition("__mutmut_")
+    sources = {
+        node.name: ast.get_source_segment(mutated, node) or ""
+        for node in ast.walk(ast.parse(mutated))
+        if isinstance(node, ast.FunctionDef | ast.AsyncFunctionDef)
+    }
+    original = sources.get(f"{function}__mutmut_orig", "").replace(
+        f"{function}__mutmut_orig", function
+    )
+    changed = sources.get(f"{function}__mutmut_{number}", "").replace(
+        f"{function}__mutmut_{number}", function
+    )
+    lines = difflib.unified_diff(original.splitlines(), changed.splitlines(), lineterm="", n=0)
+    return "\n".join(line for line in lines if not line.startswith(("---", "+++", "@@")))
 
 
 def main() -> int:
@@ -177,6 +203,13 @@ def main() -> int:
     parser.add_argument("--list", action="store_true", help="list the modules and their tests")
     parser.add_argument("--children", type=int, default=1, help="mutants run at once")
     parser.add_argument("--diffs", action="store_true", help="write each survivor's diff")
+    parser.add_argument(
+        "--only",
+        nargs="+",
+        metavar="MUTANT",
+        help="run only these mutants (names or globs as survivors.txt gives them), e.g. the "
+        "survivors of the last run once tests were added",
+    )
     args = parser.parse_args()
     if args.list:
         for name, module in MODULES.items():
@@ -186,7 +219,9 @@ def main() -> int:
     if unknown:
         parser.error(f"unknown module(s) {', '.join(unknown)}; known: {', '.join(MODULES)}")
     for name in args.modules or list(MODULES):
-        stats = run_module(name, MODULES[name], children=args.children, diffs=args.diffs)
+        stats = run_module(
+            name, MODULES[name], children=args.children, diffs=args.diffs, only=args.only
+        )
         killed, total = stats.get("killed", 0), stats.get("total", 0)
         score = 100 * killed / total if total else 0.0
         print(f"{name}: {killed}/{total} killed ({score:.1f} %) {json.dumps(stats)}", flush=True)

@@ -77,3 +77,32 @@ def test_a_restarted_tick_reads_only_the_workflows_written_since_their_records(
         assert lists == [("metadata", RUN_LABEL), ("", f"{RUN_LABEL} in ({runs[0].pk})")]
         assert dict(Run.objects.values_list("pk", "version")) == versions
         assert tick_calls(sim_lab, seen) == [("list", "workflows", "metadata")]
+
+
+def test_a_workflow_written_with_its_status_unchanged_is_read_once_by_a_steady_process(
+    sim_lab: Lab,
+) -> None:
+    """A workflow written after its record was derived here (an annotation: its status is the
+    same) is read at the next tick, not derived, and noted at its new revision: the tick
+    after reads nothing (gap found by mutation testing)."""
+    assert sim_lab.sim is not None
+    with sim_lab.sim.paused("kueue"):
+        runs = [submit(sim_lab.backend, sleep_task("scan", 4, 0.1, split=2)) for _ in range(2)]
+        seen = Seen()
+        tick(sim_lab.backend, seen=seen)
+        versions = dict(Run.objects.values_list("pk", "version"))
+        sim_lab.backend.custom.patch_namespaced_custom_object(
+            GROUP,
+            VERSION,
+            sim_lab.config.namespace,
+            PLURAL,
+            runs[0].workflow_name,
+            {"metadata": {"annotations": {"touched": "yes"}}},
+        )
+
+        assert tick_calls(sim_lab, seen) == [
+            ("list", "workflows", "metadata"),
+            ("list", "workflows", ""),
+        ]
+        assert tick_calls(sim_lab, seen) == [("list", "workflows", "metadata")]
+        assert dict(Run.objects.values_list("pk", "version")) == versions

@@ -148,3 +148,58 @@ def test_a_task_that_ends_takes_its_times_from_its_reports() -> None:
     assert records.ends_task_with_reports("running", "done")
     assert not records.ends_task_with_reports("done", "done")
     assert not records.ends_task_with_reports("running", "cancelled")
+
+
+# --- gaps found by mutation testing (docs/testing.md) ---------------------------------------
+
+
+def test_an_unsplit_task_never_awaits_a_merge_marker() -> None:
+    """C6: only a split task whose coordinator merges waits for a marker; an unsplit task
+    still open when its workflow ended fails like any other."""
+    assert derive(UNSPLIT, status(t=P.RUNNING)).awaiting is False
+
+
+def test_the_marker_is_awaited_for_the_whole_grace_with_no_reason_to_fail_yet() -> None:
+    """C6: K12: at exactly the grace the task still runs, awaiting its marker, and nothing
+    says it failed; only past the grace does it fail."""
+    ended = status(scan_w0=P.SUCCEEDED, scan_w1=P.SUCCEEDED)
+    at_grace = derive(SCAN, ended, merge_since=(NOW - GRACE).isoformat())
+    assert (at_grace.state, at_grace.awaiting, at_grace.reasons) == ("running", True, ())
+    past = derive(SCAN, ended, merge_since=(NOW - GRACE - timedelta(microseconds=1)).isoformat())
+    assert (past.state, past.awaiting) == ("failed", False)
+
+
+def test_kills_the_record_counted_still_count_when_no_report_says_so_now() -> None:
+    """C7, C8: attempts counted as killed for memory at earlier polls (from reports that
+    cannot be read now) still make the second kill fail the task."""
+    failures = {"t": [AttemptFailure(0, 137), AttemptFailure(1, 137)]}
+    found = derive(UNSPLIT, status(failures=failures, t=P.RETRYING), oom_kills={"t": [0, 1]})
+    assert found.state == "failed"
+
+
+def test_a_failure_without_a_verdict_names_the_first_failed_pod_of_the_task_and_its_end() -> None:
+    """A task failed with no verdict of its own (the backend gave up retrying): its message
+    names its first failed pod (other tasks' pods skipped) and that pod's last attempt, its
+    exit code or that it had none, and the attempt's message when there is one."""
+    failures = {
+        "other-w0": [AttemptFailure(0, 3)],
+        "scan-w1": [AttemptFailure(0, 137, message="evicted"), AttemptFailure(1, None)],
+    }
+    assert records.failure_text("scan", status(failures=failures)) == (
+        "pod scan-w1 failed (no exit code)"
+    )
+    evicted = {"t": [AttemptFailure(0, 137, message="evicted")]}
+    assert records.failure_text("t", status(failures=evicted)) == (
+        "pod t failed (exit code 137): evicted"
+    )
+    assert records.failure_text("t", status()) == "failed"
+
+
+def test_a_report_that_began_after_the_recorded_start_leaves_that_start() -> None:
+    """A task takes the first start among its reports only when it is earlier than the
+    start it has (a report of a first attempt lost leaves the start the poll saw)."""
+    seen, began, last = NOW - timedelta(hours=1), NOW - timedelta(minutes=30), NOW
+    change = records.task_change(
+        state="running", started_at=seen, new="done", now=NOW, why=None, reported=(began, last)
+    )
+    assert change == {"state": "done", "ended_at": NOW}

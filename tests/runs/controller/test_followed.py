@@ -12,8 +12,10 @@ from django.db.models import F
 
 from runs.controller import followed
 from runs.controller.followed import Followed, Unnoted, followed_rows, unnoted_rows
-from runs.controller.tick import reusable
+from runs.controller.seen import Seen, derived_from
+from runs.controller.tick import note_from_row, reusable
 from runs.models import Run, Task
+from runs.ports import AttemptFailure, BackendStatus, PodPhase, PodStatus, WorkflowPhase
 from tests import factories
 
 pytestmark = pytest.mark.django_db
@@ -100,3 +102,40 @@ def test_what_the_backend_may_answer_from_what_it_observed_itself() -> None:
 
     second = int(written.replace(microsecond=0).timestamp())
     assert found == {"wf-a": 0, "wf-b": second * 10**9 + 6000}  # the end of its microsecond
+
+
+# --- gaps found by mutation testing (docs/testing.md) ---------------------------------------
+
+WAITING = BackendStatus(WorkflowPhase.RUNNING, {"t": PodStatus("t", PodPhase.QUEUED)})
+ROW = Followed("a", 3, "running", "wf-a", False)
+
+
+def test_a_run_noted_from_its_row_keeps_its_revision_and_is_not_read_again() -> None:
+    """A restarted process notes a run whose row says it derives from the status read, at
+    the revision it was read at: the next tick does not read it while the revision stays."""
+    seen = Seen()
+    rest = Unnoted(3, datetime(2026, 12, 3, tzinfo=UTC), derived_from(3, WAITING), {}, {})
+
+    note_from_row(seen, ROW, rest, WAITING, "7")
+
+    assert seen.to_derive([ROW], {"wf-a": WAITING}) == []
+    assert seen.to_read([ROW], {"wf-a": "7"}) == []
+
+
+def test_a_run_noted_from_its_row_still_watches_its_marker_and_its_kills() -> None:
+    """C6, C8 across a restart: a run awaiting its merge marker, noted from its row, is still
+    derived at every tick; one whose exit 137 its row counts as a kill for memory is not."""
+    killed = BackendStatus(
+        WorkflowPhase.RUNNING,
+        {"t": PodStatus("t", PodPhase.RETRYING)},
+        {"t": [AttemptFailure(0, 137)]},
+    )
+    at = datetime(2026, 12, 3, tzinfo=UTC)
+    merging = Unnoted(3, at, derived_from(3, WAITING), {"scan": "2026-12-03T10:00:00"}, {})
+    counted = Unnoted(3, at, derived_from(3, killed), {}, {"t": [0]})
+    seen = Seen()
+
+    note_from_row(seen, ROW, merging, WAITING)
+    assert seen.to_derive([ROW], {"wf-a": WAITING}) == [ROW]
+    note_from_row(seen, ROW, counted, killed)
+    assert seen.to_derive([ROW], {"wf-a": killed}) == []

@@ -20,7 +20,10 @@ from runs.services.runs import cancel_run
 from runs.services.settle import settle
 from runs.store import has_merge_marker, task_paths
 from tests import builders, factories
+from tests.cluster.local.builders import command_task
 from tests.nfs import NegativeLookupCache
+from tests.runs.controller.test_tick import launched
+from tests.waiting import wait_for
 
 pytestmark = pytest.mark.django_db
 
@@ -258,3 +261,31 @@ def test_a_status_that_cannot_be_read_keeps_the_run_and_its_tasks_and_says_why(
         "running",
         "",
     )
+
+
+def test_reconcile_run_derives_a_run_from_its_backend_and_says_whether_it_wrote(
+    store: Path, tmp_path: Path
+) -> None:
+    """One run on its own: its status asked of the backend, derived at the time of the call;
+    True when the record was written, False when it already said what the status says."""
+    backend = LocalBackend(store, cores=2, memory_gb=2)
+    go = tmp_path / "go"
+    code = f"import pathlib, time\nwhile not pathlib.Path({str(go)!r}).exists(): time.sleep(0.02)"
+    run = launched(backend, command_task("hello", code))
+    try:
+        wait_for(
+            lambda: backend.status(run.workflow_name).pods["hello"].phase == PodPhase.RUNNING,
+            what="the pod runs",
+        )
+        before = timezone.now()
+        assert reconcile_run(Run.objects.get(pk=run.pk), backend) is True
+        stored = Run.objects.get(pk=run.pk)
+        assert stored.state == "running"
+        assert stored.started_at is not None and stored.started_at >= before
+        assert reconcile_run(stored, backend) is False
+    finally:
+        go.write_text("")
+        wait_for(
+            lambda: backend.status(run.workflow_name).phase == WorkflowPhase.SUCCEEDED,
+            what="the pod ended",
+        )

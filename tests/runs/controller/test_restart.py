@@ -148,3 +148,19 @@ def test_runs_whose_rows_note_no_status_are_derived_once_and_noted_without_a_new
     assert all(Run.objects.values_list("derived_from", flat=True))
     assert restarted_first_tick(backend, django_assert_max_num_queries) == (FIRST_TICK_QUERIES, 0)
     assert store_reads == []
+
+
+def test_a_restarted_process_notes_the_runs_whose_rows_say_they_are_derived(
+    backend: LocalBackend,
+) -> None:
+    """Noted from their rows as if derived here (gap found by mutation testing): the first
+    tick after a restart leaves every run noted, so the next derives none."""
+    backend.subscribe(lambda: None)
+    waiting_runs(backend, 2)
+    tick(backend, seen=Seen())
+    passes_after(backend)()
+    seen = Seen()
+
+    tick(backend, seen=seen)
+
+    assert len(seen) == 2

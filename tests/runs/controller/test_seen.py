@@ -5,8 +5,19 @@ from __future__ import annotations
 
 from typing import Any, NamedTuple
 
+import pytest
+
+from runs.controller import seen as seen_module
 from runs.controller.reconcile import noted_in_row
-from runs.controller.seen import Derived, Seen, derived_from, same_revision, same_status
+from runs.controller.seen import (
+    REVISION_MAX,
+    Derived,
+    Seen,
+    derived_from,
+    same_revision,
+    same_status,
+)
+from runs.models import Run
 from runs.ports import AttemptFailure, BackendStatus, PodPhase, PodStatus, WorkflowPhase
 
 
@@ -80,10 +91,15 @@ def test_a_run_whose_record_may_change_with_its_status_is_derived_at_every_tick(
     assert seen.to_derive([B], {"wf-b": unexplained}) == []
 
 
-def test_the_digest_of_a_status_is_the_one_rows_written_before_hold() -> None:
+@pytest.mark.parametrize("cold", [False, True])
+def test_the_digest_of_a_status_is_the_one_rows_written_before_hold(
+    cold: bool, monkeypatch: pytest.MonkeyPatch
+) -> None:
     """A row written by an earlier controller notes this digest (of the JSON of
     `dataclasses.asdict`): a restarted controller must compute the same, or it would derive
-    every run again."""
+    every run again; also before it has cached anything of the status's types (`cold`)."""
+    if cold:
+        monkeypatch.setattr(seen_module, "_FIELDS", {})
     read = BackendStatus(
         phase=WorkflowPhase.RUNNING,
         pods={
@@ -176,3 +192,35 @@ def test_a_record_that_may_change_with_its_status_unchanged_notes_no_revision() 
     counted = {**plain, "oom_kills": {"t": [0]}}
     assert noted_in_row(3, unexplained, "7", counted) == derived_from(3, unexplained, "7")
     assert noted_in_row(3, None, "7", plain) == ""
+
+
+# --- gaps found by mutation testing (docs/testing.md) ---------------------------------------
+
+
+def test_a_row_whose_status_was_not_read_leaves_the_rows_after_it_to_derive() -> None:
+    """With revisions only the runs that changed are read: a row not read this tick is
+    passed over, and a changed row after it is still derived."""
+    seen = noted((A, status()))
+
+    assert seen.to_derive([A, B], {"wf-b": status()}) == [B]
+
+
+def test_a_status_read_again_unchanged_at_each_new_revision_is_never_derived() -> None:
+    """The workflow changes but not its status, at one revision and then another: noted at
+    each, and derived at neither."""
+    seen = Seen()
+    seen.note("a", Derived(3, "running", status(), revision="7"))
+
+    assert seen.to_derive([A], {"wf-a": status()}, {"wf-a": "8"}) == []
+    assert seen.to_derive([A], {"wf-a": status()}, {"wf-a": "9"}) == []
+
+
+def test_a_revision_as_long_as_a_row_can_note_is_noted() -> None:
+    """`REVISION_MAX` characters fit beside the digest (the field holds 96)."""
+    revision = "9" * REVISION_MAX
+
+    assert derived_from(3, status(), revision) == derived_from(3, status()) + "@" + revision
+    assert (
+        len(derived_from(2**31, status(), revision))
+        <= Run._meta.get_field("derived_from").max_length
+    )
