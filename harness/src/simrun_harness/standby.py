@@ -25,9 +25,10 @@ byte of them. A plugin's own files and the `.pth` files are stamped by their siz
 of their bytes (an edit in place that puts the modification time back is still seen); the
 other files, which installs replace rather than rewrite, by their size, modification time
 and inode. If anything changed it answers `stale` and exits; its supervisor then starts a
-fresh process, which imports the current code. A standby whose imports looked up a SIMRUN_* variable (which
-only an attempt has) never says `ready`: it says why and exits. It also exits when `in fd`
-closes or its supervisor dies, so a standby never outlives the service that wanted it.
+fresh process, which imports the current code. A standby whose imports looked up a SIMRUN_*
+variable (which only an attempt has) never says `ready`: it says why and exits. It also exits
+when `in fd` closes or its supervisor dies, so a standby never outlives the service that
+wanted it.
 
 The environment it takes is the attempt's plus what this process changed in its own since it
 started (Python's locale coercion, `LC_CTYPE`; variables its imports set): what a fresh
