@@ -22,8 +22,8 @@ from runs.api.serializers.workflows import (
 )
 from runs.priorities import tier_of
 from runs.selectors.servers import schedulable_nodes
-from runs.selectors.task_estimates import estimate_workflow
-from runs.task_types import describe, registry
+from runs.selectors.task_estimates import estimate_workflow, types_for_sources
+from runs.task_types import registry
 from runs.validation import load, load_data
 from runs.workflow import Workflow, WorkflowInvalid
 from runs.workflow_text import WorkflowRefused
@@ -31,9 +31,12 @@ from runs.workflow_text import WorkflowRefused
 ERRORS = {400: ErrorSerializer, 401: ErrorSerializer, 429: ErrorSerializer}
 
 
-def parse_workflow(value: str | dict[str, Any]) -> Workflow:
-    """A valid workflow from its text (errors with lines) or object; WorkflowInvalid else."""
-    return load(value) if isinstance(value, str) else load_data(value)
+def parse_workflow(value: str | dict[str, Any], sources: list[str] | None = None) -> Workflow:
+    """A valid workflow from its text (errors with lines) or object, checked with the types
+    of the model's environment (the first of `sources`; the service's own until it is
+    built); WorkflowInvalid else."""
+    types = types_for_sources(sources or [])
+    return load(value, types=types) if isinstance(value, str) else load_data(value, types=types)
 
 
 class WhoAmIView(ApiView):
@@ -64,7 +67,7 @@ class ValidateView(ApiView):
         body = ValidateSerializer(data=request.data)
         body.is_valid(raise_exception=True)
         try:
-            parse_workflow(body.validated_data["workflow"])
+            parse_workflow(body.validated_data["workflow"], body.validated_data.get("sources"))
         except WorkflowRefused:
             raise  # past a limit: a bad request (400), not a validation result
         except WorkflowInvalid as exc:
@@ -84,7 +87,7 @@ class EstimateView(ApiView):
         data = body.validated_data
         estimates = estimate_workflow(
             identity=identity_of(request),
-            workflow=parse_workflow(data["workflow"]),
+            workflow=data["workflow"],
             sources=data["sources"],
             nodes=schedulable_nodes(),
             split=data["split"],
@@ -100,7 +103,7 @@ class TaskTypeListView(ApiView):
         responses={200: TaskTypeSerializer(many=True), 401: ErrorSerializer, 429: ErrorSerializer}
     )
     def get(self, request: Request) -> Response:
-        types = [describe(name, cls) for name, cls in sorted(registry().items())]
+        types = [info.describe() for _, info in registry().items()]
         return Response(TaskTypeSerializer(types, many=True).data)
 
 
@@ -116,11 +119,11 @@ class TaskTypeView(ApiView):
         }
     )
     def get(self, request: Request, name: str) -> Response:
-        cls = registry().get(name)
-        if cls is None:
+        info = registry().get(name)
+        if info is None:
             known = ", ".join(sorted(registry()))
             return Response(
                 {"detail": f"no task type {name!r} (known: {known})", "code": "not_found"},
                 status=404,
             )
-        return Response(TaskTypeSerializer(describe(name, cls)).data)
+        return Response(TaskTypeSerializer(info.describe()).data)

@@ -40,8 +40,15 @@ class SubmitSerializer(JsonBodySerializer):
     )
 
 
-class ValidateSerializer(serializers.Serializer):
+class ValidateSerializer(JsonBodySerializer):
     workflow = WorkflowField()
+    sources = serializers.ListField(
+        child=serializers.RegexField(DIGEST),
+        default=list,
+        max_length=32,
+        help_text="Snapshot digests, the model first: the workflow is checked with the types"
+        " of the model's environment once it is built (else the service's own).",
+    )
 
 
 class ValidationResultSerializer(serializers.Serializer):
