@@ -5,7 +5,7 @@ validate` is a fresh process each time): what a type is, its settings checked, i
 counted are kept under a key that holds the environment, the digest of the plugin's files
 (`runs.plugin_metadata`) and the question, so an edit of the plugin is a new key and never
 answered from here. One small JSON file per answer under `SIMRUN_PLUGIN_CACHE` (default
-`$XDG_CACHE_HOME/simrun/plugins`, else `~/.cache/simrun/plugins`), written through a
+`~/.cache/simrun/plugins`), written through a
 temporary name; at most `MAX_ENTRIES`, the oldest removed first.
 
 No Django here.
@@ -27,8 +27,7 @@ def root() -> Path:
     configured = os.environ.get("SIMRUN_PLUGIN_CACHE")
     if configured:
         return Path(configured)
-    base = os.environ.get("XDG_CACHE_HOME") or os.path.join(os.path.expanduser("~"), ".cache")
-    return Path(base) / "simrun" / "plugins"
+    return Path(os.path.expanduser("~")) / ".cache" / "simrun" / "plugins"
 
 
 def key_of(*parts: Any) -> str:

@@ -105,10 +105,9 @@ class Host:
         self.spec = spec
         self.workdir = Path(tempfile.mkdtemp(prefix="simrun-plugin-host-"))
         self.log = self.workdir / "host.log"
-        env = {name: os.environ[name] for name in _PASSED if name in os.environ}
-        env.update(dict.fromkeys(_ONE_THREAD, "1"))
+        passed = {name: os.environ[name] for name in _PASSED if name in os.environ}
+        env = {"LANG": "C.UTF-8", **passed, **dict.fromkeys(_ONE_THREAD, "1")}
         env["PYTHONPATH"] = os.pathsep.join(spec.path)
-        env.setdefault("LANG", "C.UTF-8")
         with self.log.open("wb") as log:
             self.proc = subprocess.Popen(
                 [spec.python, "-m", "simrun_harness.plugin_host", "--memory-mb", str(memory_mb)],

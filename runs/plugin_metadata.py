@@ -146,11 +146,8 @@ def forget() -> None:
 
 
 def _metadata_text(dist: Distribution) -> str:
-    """What the digest is made from (kept here, computed by `_digest`): the project of a
-    plugin installed from a directory, else its RECORD, else its metadata's place."""
-    project = _project_of(dist)
-    if project:
-        return json.dumps({"project": project})
+    """What the digest falls back on (kept here, used by `_digest`): the RECORD of an
+    installed wheel, else its metadata's place."""
     record = dist.read_text("RECORD")
     if record:
         return json.dumps({"record": hashlib.sha256(record.encode()).hexdigest()})
@@ -181,24 +178,57 @@ def _source_of(dist: Distribution) -> str:
         return ""
 
 
+def search_path(site: Iterable[str]) -> list[str]:
+    """The import path a fresh interpreter of an environment has: its directories and the
+    directories their `.pth` files name (an editable install's source), without running any
+    `import` line of them."""
+    found: list[str] = []
+    for entry in site:
+        if entry not in found:
+            found.append(entry)
+        try:
+            pth = sorted(p for p in os.listdir(entry) if p.endswith(".pth"))
+        except OSError:
+            continue
+        for name in pth:
+            try:
+                lines = Path(entry, name).read_text(errors="replace").splitlines()
+            except OSError:
+                continue
+            for line in lines:
+                line = line.strip()
+                if not line or line.startswith(("#", "import ", "import\t")):
+                    continue
+                path = os.path.join(entry, line) if not os.path.isabs(line) else line
+                if os.path.isdir(path) and path not in found:
+                    found.append(path)
+    return found
+
+
+def module_place(module: str, site: Iterable[str]) -> Path | None:
+    """Where the top-level package (or module) `module` would be imported from in an
+    environment, found on its path without importing anything."""
+    top = module.split(".")[0]
+    for entry in search_path(site):
+        for candidate in (Path(entry) / top, Path(entry) / f"{top}.py"):
+            if candidate.is_dir() and (candidate / "__init__.py").exists():
+                return candidate
+            if candidate.is_file():
+                return candidate
+    return None
+
+
 def _digest(plugin: Plugin, site: tuple[str, ...]) -> str:
-    """The plugin's version and a digest of the code it runs, now."""
+    """The plugin's version and a digest of the code it runs, now: the files of the package
+    its entry point imports, wherever they are (an editable install's source, or the files a
+    wheel installed: the same code gives the same digest either way), else its RECORD."""
+    place = module_place(plugin.value.split(":", 1)[0], site)
+    if place is not None:
+        return f"{plugin.version}+{files_digest([place])}"
     made = json.loads(plugin.digest)
-    if "project" in made:
-        return f"{plugin.version}+{files_digest([Path(made['project'])])}"
     if "record" in made:
         return f"{plugin.version}+{made['record'][:32]}"
-    module = plugin.value.split(":", 1)[0].split(".")[0]
-    places = [Path(made["metadata"])]
-    for entry in site:
-        for candidate in (Path(entry) / module, Path(entry) / f"{module}.py"):
-            if candidate.exists():
-                places.append(candidate)
-                break
-        else:
-            continue
-        break
-    return f"{plugin.version}+{files_digest(places)}"
+    return f"{plugin.version}+{files_digest([Path(made['metadata'])])}"
 
 
 _FILES: dict[str, tuple[tuple[int, int, int], str]] = {}
@@ -223,17 +253,18 @@ def _file_hash(path: Path) -> str:
 
 def files_digest(places: Iterable[Path]) -> str:
     """A digest of the files under `places` (directories walked as a package's files are,
-    caches and build directories left out), by relative path and content."""
+    caches and build directories left out), by name, relative path and content: not by
+    where they lie."""
     digest = hashlib.sha256()
     for place in places:
         files = [place] if place.is_file() else list(package_files(place))
         for file in files:
             try:
-                rel = file.relative_to(place).as_posix() if file != place else file.name
+                rel = file.relative_to(place).as_posix() if file != place else ""
                 content = _file_hash(file)
             except OSError:
                 continue
-            digest.update(f"{place}\0{rel}\0{content}\n".encode())
+            digest.update(f"{place.name}\0{rel}\0{content}\n".encode())
     return digest.hexdigest()[:32]
 
 

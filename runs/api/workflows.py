@@ -1,4 +1,5 @@
-"""Routes about workflows before they run: validate, estimate, the task types (S4, S5, S11)."""
+"""Routes about workflows before they run: validate, estimate, explain reuse, the task types
+(S4, S5, S11)."""
 
 from __future__ import annotations
 
@@ -14,6 +15,8 @@ from runs.api.errors import workflow_error
 from runs.api.serializers.errors import ErrorSerializer
 from runs.api.serializers.workflows import (
     EstimateSerializer,
+    ReusePreviewRequestSerializer,
+    ReusePreviewSerializer,
     TaskEstimateSerializer,
     TaskTypeSerializer,
     ValidateSerializer,
@@ -21,6 +24,7 @@ from runs.api.serializers.workflows import (
     WhoAmISerializer,
 )
 from runs.priorities import tier_of
+from runs.selectors.reuse_preview import preview_reuse
 from runs.selectors.servers import schedulable_nodes
 from runs.selectors.task_estimates import estimate_workflow, types_for_sources
 from runs.task_types import registry
@@ -94,6 +98,37 @@ class EstimateView(ApiView):
             reserve=data["reserve"],
         )
         return Response(TaskEstimateSerializer(estimates, many=True).data)
+
+
+class ExplainReuseView(ApiView):
+    """What the workflow would reuse if submitted now, per task, and why not more: the first
+    part of its key that differs from the run it is compared with (the resumed run, else the
+    newest earlier run of the workflow's name). Submits nothing."""
+
+    @extend_schema(
+        request=ReusePreviewRequestSerializer, responses={200: ReusePreviewSerializer, **ERRORS}
+    )
+    def post(self, request: Request) -> Response:
+        body = ReusePreviewRequestSerializer(data=request.data)
+        body.is_valid(raise_exception=True)
+        data = body.validated_data
+        preview = preview_reuse(
+            identity=identity_of(request),
+            workflow=data["workflow"],
+            sources=data["sources"],
+            reuse=data["reuse"],
+            resume_from=data["resume_from"],
+        )
+        return Response(
+            ReusePreviewSerializer(
+                {
+                    "reused": preview.reused,
+                    "units": preview.units,
+                    "text": preview.text,
+                    "tasks": preview.tasks,
+                }
+            ).data
+        )
 
 
 class TaskTypeListView(ApiView):

@@ -76,6 +76,7 @@ def run_view(run: Any) -> dict[str, Any]:
                 "message": tasks[p.task_id].message,
                 "started_at": _iso(tasks[p.task_id].started_at),
                 "ended_at": _iso(tasks[p.task_id].ended_at),
+                "reuse": tasks[p.task_id].reuse_note or {},
             }
             for p in progress
         ],

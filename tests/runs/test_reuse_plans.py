@@ -148,3 +148,64 @@ def test_settings_written_differently_but_meaning_the_same_give_one_key(store: P
         again = submitted({"name": "naps", "tasks": [{**first, "settings": settings}]})
         assert again.tasks.get().key == key, settings
         assert reused(again) == {earlier.pk: [[0, 4]]}, settings
+
+
+def note(run: Run, task_id: str = "nap") -> dict[str, Any]:
+    return dict(run.tasks.get(task_id=task_id).reuse_note)
+
+
+def test_a_miss_names_the_setting_that_differs_from_the_earlier_run(store: Path) -> None:
+    """Reuse explains itself: fewer units reused than the task has, and the first part of the
+    key that differs from the run it is compared with (the newest earlier run of the name)."""
+    earlier = submitted()
+    mark_done(earlier, "u000000", "u000001", "u000002", "u000003")
+    changed = {
+        "name": "naps",
+        "tasks": [{**NAPS["tasks"][0], "settings": {"units": 4, "seconds": 2}}],
+    }
+
+    run = submitted(changed)
+
+    assert note(run)["compared_with"] == earlier.pk
+    assert note(run)["differs"] == {
+        "part": "setting",
+        "name": "seconds",
+        "here": "2.0",
+        "there": "0.1",
+    }
+    assert note(run)["text"] == (
+        f"reused 0 of 4: setting 'seconds' differs from run {earlier.pk}'s (2.0 here, 0.1 there)"
+    )
+
+
+def test_a_hit_says_where_from_and_a_partial_one_what_was_not_done(store: Path) -> None:
+    earlier = submitted()
+    mark_done(earlier, "u000000", "u000001")
+
+    run = submitted(resume_from=earlier.pk)
+
+    assert note(run)["text"] == (
+        f"reused 2 of 4: the key is run {earlier.pk}'s; 2 unit(s) were not done there "
+        "(or their outputs are gone)"
+    )
+    mark_done(run, "u000002", "u000003")
+    assert (
+        note(submitted(resume_from=run.pk))["text"] == f"reused all 4 from {earlier.pk}, {run.pk}"
+    )
+
+
+def test_a_miss_of_a_task_after_names_the_upstream_task(store: Path) -> None:
+    chain = {
+        "name": "chain",
+        "tasks": [
+            {"id": "nap", "type": "sleep", "settings": {"units": 2}},
+            {"id": "more", "type": "summary", "inputs": {"scan": "nap"}},
+        ],
+    }
+    submitted(chain)
+    chain["tasks"][0]["settings"] = {"units": 3}
+
+    run = submitted(chain)
+
+    assert note(run, "more")["differs"]["part"] == "upstream"
+    assert "its input 'scan' reads task 'nap', whose key differs" in note(run, "more")["text"]
