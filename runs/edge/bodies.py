@@ -32,8 +32,8 @@ from dataclasses import dataclass
 from django.conf import settings
 from django.http import parse_cookie
 
-from runs.edge.upload_limit import UPLOAD_PATHS, App, Message, Receive, Scope, Send
 from runs.edge.readers import read
+from runs.edge.upload_limit import UPLOAD_PATHS, App, Message, Receive, Scope, Send
 from runs.selectors.credentials import session_identity, token_identity
 from runs.services.identities import hash_token
 from runs.token_checks import token_checks
