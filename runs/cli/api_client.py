@@ -263,6 +263,34 @@ class ApiLab:
                     out.write(chunk)
         return target
 
+    def export(self, run_id: str, target: Path, *, metadata_only: bool = False) -> Path:
+        """The run's RO-Crate, streamed into `target`: a zip when its name ends in .zip, else
+        unpacked (with the checks of uploads) into a new directory."""
+        params = {"metadata_only": "true"} if metadata_only else {}
+        zipped = (
+            target if target.suffix.lower() == ".zip" else target.with_name(f".{target.name}.zip")
+        )
+        partial = zipped.with_name(f".{zipped.name}.part")
+        with self.http.stream("GET", f"runs/{run_id}/crate/", params=params) as response:
+            if not response.is_success:
+                response.read()
+                _raise_for(response)
+            with partial.open("wb") as out:
+                for chunk in response.iter_bytes():
+                    out.write(chunk)
+        partial.replace(zipped)
+        if zipped == target:
+            return target
+        from runs.services.crate_archives import unpack_crate
+        from runs.services.uploads import UploadLimits
+
+        size = zipped.stat().st_size
+        try:
+            unpack_crate(zipped, target, UploadLimits(size, 100_000, 64 * 1024**3))
+        finally:
+            zipped.unlink(missing_ok=True)
+        return target
+
     def logs(self, run_id: str, task_id: str, *, tail: int | None = None) -> str:
         """The logs of a task's pods, every attempt under a `==> pod-attempt <==` header."""
         params: dict[str, Any] = {"task": task_id}
