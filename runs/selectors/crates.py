@@ -12,7 +12,7 @@ from pathlib import Path
 
 from django.conf import settings
 
-from runs import environments
+from runs import environments, kept_environment
 from runs.crates.record import (
     EnvironmentRecord,
     MadeFile,
@@ -101,17 +101,16 @@ def _task(task: Task, run_dir: str, store_root: Path) -> TaskRecord:
 
 def _environment(run: Run, store_root: Path) -> EnvironmentRecord:
     ref = str((run.environment or {}).get("ref", "")) or environments.SERVICE_ENVIRONMENT
-    files: list[MadeFile] = []
-    if run.sources:
+    context = kept_environment.kept_files(run.pk)
+    if not context and run.sources and ref != environments.SERVICE_ENVIRONMENT:
+        # a run submitted before runs kept their environment's files: as it would be built now
         model = store_root / "snapshots" / run.sources[0]
         context = environments.environment_context(model) if model.is_dir() else {}
-        for name in (
-            environments.PROJECT_FILE,
-            environments.LOCK_FILE,
-            environments.CONSTRAINTS_FILE,
-        ):
-            if name in context:
-                files.append(MadeFile(f"environment/{name}", context[name]))
+    files = [
+        MadeFile(f"environment/{name}", context[name])
+        for name in environments.KEPT_FILES
+        if name in context
+    ]
     return EnvironmentRecord(
         ref=ref,
         python=environments.python_version(),
