@@ -30,7 +30,6 @@ from typing import IO, Any
 from runs.cli.base import CommandError
 from runs.states import TaskState
 
-TOKEN_FILE = "cli_token"
 AUTOSTART = "SIMRUN_AUTOSTART"
 SERVE_COMMAND = "simrun serve"
 
@@ -263,12 +262,11 @@ def connect(env: Mapping[str, str] = os.environ) -> Client:
             raise CommandError("SIMRUN_URL is set but SIMRUN_TOKEN is not: set the API's token")
         store = env.get("SIMRUN_STORE")
         return Client(env["SIMRUN_URL"], token, store=Path(store) if store else None)
-    from runs.cli.service_state import read_state
+    from runs.cli.service_state import TOKEN_FILE, read_state, read_token
+    from simrun_site import installation
 
-    folder = data_dir()
+    folder = installation.find(Path.cwd())
     if folder is None:
-        from simrun_site import installation
-
         raise CommandError(installation.missing_message(Path.cwd()))
     record = read_state(folder)
     if record is None or not record.url or not record.alive():
@@ -305,41 +303,3 @@ def start_serve(folder: Path, *, autostart: str, port: str | None) -> str:
         flush=True,
     )
     return served.wait_serving()
-
-
-def data_dir(cwd: Path | None = None) -> Path | None:
-    """The installation's data directory as the settings would find it; None when there is
-    none (or its variable cannot be read: the settings then say what is wrong)."""
-    from simrun_site import installation
-
-    name = installation.VARIABLE
-    value = os.environ.get(name, "").strip()
-    if not value and os.environ.get(f"{name}_FILE"):
-        try:
-            value = Path(os.environ[f"{name}_FILE"]).read_text().strip()
-        except OSError:
-            return None
-    if value:
-        return Path(value).expanduser().resolve()
-    return installation.nearest((cwd or Path.cwd()).resolve())
-
-
-def read_token(folder: Path) -> str | None:
-    try:
-        return (folder / TOKEN_FILE).read_text().strip() or None
-    except OSError:
-        return None
-
-
-def write_token(folder: Path, secret: str) -> None:
-    """Keep `secret` in the data directory, readable by this user only (0600 before the
-    secret is written, replaced atomically)."""
-    path = folder / TOKEN_FILE
-    temporary = path.with_name(f".{path.name}.{os.getpid()}.tmp")
-    fd = os.open(temporary, os.O_CREAT | os.O_WRONLY | os.O_TRUNC | os.O_CLOEXEC, 0o600)
-    try:
-        os.fchmod(fd, 0o600)
-        os.write(fd, secret.encode())
-    finally:
-        os.close(fd)
-    os.replace(temporary, path)

@@ -175,8 +175,8 @@ def serve(args: argparse.Namespace) -> int:
     from django.conf import settings
     from django.core.management import call_command
 
-    from runs.cli.client import read_token, write_token
     from runs.cli.restarts import RestartPolicy
+    from runs.cli.service_state import read_token, write_token
     from runs.cli.serving import serve_supervised
     from runs.services.identities import machine_token, owner_identity
 
@@ -205,8 +205,9 @@ def demo(args: argparse.Namespace) -> int:
     from django.conf import settings
     from django.core.management import call_command
 
-    from runs.cli.client import Client, read_token
+    from runs.cli.client import Client
     from runs.cli.run_commands import follow_run, output_paths
+    from runs.cli.service_state import read_token
     from runs.cli.serving import Background, Joined
     from runs.cli.summary import print_summary, summary_lines
 

@@ -17,8 +17,7 @@ from typing import Any
 import psutil
 import pytest
 
-from runs.cli.client import write_token
-from runs.cli.service_state import ServeRecord, write_state
+from runs.cli.service_state import ServeRecord, write_state, write_token
 from runs.states import RunState
 from tests.e2e.commands import ROOT, SIMRUN, clean_env, free_port, kill_all, processes_of
 from tests.e2e.serving import Serving, serving, small_workflow
