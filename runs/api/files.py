@@ -45,6 +45,29 @@ async def _async_chunks(handle: IO[bytes], length: int) -> AsyncIterator[bytes]:
         handle.close()
 
 
+async def _async_pulled(chunks: Iterator[bytes]) -> AsyncIterator[bytes]:
+    """Each chunk of a blocking iterator, made in a worker thread one at a time."""
+
+    def pull() -> bytes | None:
+        return next(chunks, None)
+
+    pulled = sync_to_async(pull, thread_sensitive=False)
+    while (chunk := await pulled()) is not None:
+        yield chunk
+
+
+def chunks_response(
+    request: HttpRequest, chunks: Iterator[bytes], *, content_type: str, filename: str
+) -> StreamingHttpResponse:
+    """A download made while it is sent (a crate's zip): chunk by chunk, never whole in memory,
+    from the server's own kind of iterator."""
+    content = _async_pulled(chunks) if isinstance(request, ASGIRequest) else chunks
+    response = StreamingHttpResponse(content, content_type=content_type)
+    response["Content-Disposition"] = f'attachment; filename="{_SAFE.sub("_", filename)}"'
+    response["X-Accel-Buffering"] = "no"
+    return response
+
+
 def file_response(
     request: HttpRequest, file: Path, part: ByteRange | None
 ) -> StreamingHttpResponse:

@@ -16,6 +16,7 @@ from __future__ import annotations
 import http.client
 import json
 import os
+import shutil
 import sys
 import tarfile
 import tempfile
@@ -165,6 +166,21 @@ class Client:
         with self._open("GET", path, params, headers=plain, timeout=None) as response:
             for line in response:
                 yield line.decode(errors="replace").rstrip("\n")
+
+    def download(self, path: str, target: Path, **params: Any) -> Path:
+        """The answer to GET `path` streamed into the file `target` (written aside first, then
+        renamed into place, so a broken transfer leaves no partial file under its name)."""
+        partial = target.with_name(f".{target.name}.part")
+        try:
+            with (
+                self._open("GET", path, params, timeout=None) as response,
+                partial.open("wb") as out,
+            ):
+                shutil.copyfileobj(response, out)
+        except (OSError, http.client.HTTPException) as error:
+            partial.unlink(missing_ok=True)
+            raise Unreachable(self.url, f"a download cut short: {error}", sent=True) from None
+        return partial.replace(target)
 
     def compare(self, run_ids: Sequence[str]) -> Any:
         return self.call("GET", "compare/", params={"runs": ",".join(run_ids)})

@@ -18,15 +18,17 @@ from runs.cli.base import CommandError, django_ready
 Handler = Callable[[argparse.Namespace], int]
 
 INSTALLS = frozenset({"demo", "serve"})  # may make a new installation in the current directory
-NEEDS_NONE = frozenset({"validate", "plugin"})  # read no database and no store
+NEEDS_NONE = frozenset({"validate", "plugin", "crate"})  # read no database and no store
 OVER_API = frozenset(
     {"submit", "runs", "show", "follow", "cancel", "outputs", "logs", "compare", "estimate"}
+    | {"export"}
 )
 SIGPIPE_EXIT = 141  # the status of a command ended by SIGPIPE (128 + 13), as `ls | head` ends
 
 
 def build_parser() -> argparse.ArgumentParser:
     from runs.cli import (
+        crate_commands,
         identity_commands,
         plugin_commands,
         run_commands,
@@ -41,6 +43,7 @@ def build_parser() -> argparse.ArgumentParser:
     run_commands.register(sub)
     service_commands.register(sub)
     plugin_commands.register(sub)
+    crate_commands.register(sub)
     return parser
 
 

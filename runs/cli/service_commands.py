@@ -112,6 +112,8 @@ def service_command(
         return [
             str(bin_dir / "uvicorn"),
             "simrun_site.asgi:application",
+            "--http",
+            "simrun_site.web_protocol:WebProtocol",
             "--host",
             "127.0.0.1",
             "--port",
