@@ -9,14 +9,13 @@ from __future__ import annotations
 import mimetypes
 import re
 from collections.abc import AsyncIterator, Iterator
-from pathlib import Path
 from typing import IO
 
 from asgiref.sync import sync_to_async
 from django.core.handlers.asgi import ASGIRequest
 from django.http import HttpRequest, StreamingHttpResponse
 
-from runs.selectors.outputs import ByteRange
+from runs.selectors.outputs import ByteRange, OpenOutput
 
 CHUNK = 256 * 1024
 _SAFE = re.compile(r"[^A-Za-z0-9._+-]")
@@ -69,25 +68,26 @@ def chunks_response(
 
 
 def file_response(
-    request: HttpRequest, file: Path, part: ByteRange | None
+    request: HttpRequest, opened: OpenOutput, part: ByteRange | None
 ) -> StreamingHttpResponse:
-    """The file, or the bytes `part` selects (206 with Content-Range)."""
-    size = file.stat().st_size
+    """The open file, or the bytes `part` selects (206 with Content-Range); the response
+    closes the file."""
+    size = opened.size
     start, length = (0, size) if part is None else (part.start, part.length)
-    handle = file.open("rb")
+    handle = opened.handle
     handle.seek(start)
     content = (
         _async_chunks(handle, length)
         if isinstance(request, ASGIRequest)
         else _chunks(handle, length)
     )
-    content_type = mimetypes.guess_type(file.name)[0] or "application/octet-stream"
+    content_type = mimetypes.guess_type(opened.name)[0] or "application/octet-stream"
     response = StreamingHttpResponse(
         content, status=200 if part is None else 206, content_type=content_type
     )
     response["Content-Length"] = str(length)
     response["Accept-Ranges"] = "bytes"
-    response["Content-Disposition"] = f'inline; filename="{_SAFE.sub("_", file.name)}"'
+    response["Content-Disposition"] = f'inline; filename="{_SAFE.sub("_", opened.name)}"'
     if part is not None:
         response["Content-Range"] = part.content_range(size)
     return response

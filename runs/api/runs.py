@@ -282,9 +282,13 @@ class RunViewSet(ApiViewSet):
         path = request.query_params.get("path")
         if not path:
             raise InvalidInput("path: give the file's path as the outputs listing shows it")
-        file = output_file(run.id, path)
-        part = byte_range(request.headers.get("Range"), file.stat().st_size)
-        return file_response(request._request, file, part)
+        opened = output_file(run.id, path)
+        try:
+            part = byte_range(request.headers.get("Range"), opened.size)
+        except BaseException:
+            opened.handle.close()
+            raise
+        return file_response(request._request, opened, part)
 
     @extend_schema(
         parameters=[

@@ -92,10 +92,10 @@ def download(request: HtmxHttpRequest, identity: Identity, run_id: str, path: st
     """An output file of the run, streamed; `path` is relative to the run's directory."""
     run = run_or_404(run_id)
     try:
-        file = output_file(run.id, f"runs/{run.id}/{path}")
+        opened = output_file(run.id, f"runs/{run.id}/{path}")
     except OutputNotFound as exc:
         raise Http404(str(exc)) from exc
-    return FileResponse(file.open("rb"), as_attachment=True, filename=file.name)
+    return FileResponse(opened.handle, as_attachment=True, filename=opened.name)
 
 
 @with_identity
