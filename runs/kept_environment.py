@@ -6,19 +6,17 @@ submission keeps the model's `pyproject.toml` and its lock or constraints beside
 export records what the run was built from, not what the installation would use on the day it
 is exported, and a re-run from a crate is resolved under the crate's constraints.
 
-Read without following links (run code may replace files of its run).
+Read without following links and written without writing through one (run code may replace
+files of its run).
 """
 
 from __future__ import annotations
 
-import os
-import tempfile
 from collections.abc import Mapping
-from pathlib import Path
 
-from runs.crates.store_reads import NotARegularFile, open_file
 from runs.environments import CONSTRAINTS_FILE, KEPT_FILES
 from runs.store import store
+from simrun_harness.store_reads import NotInStore, TooLarge, read_bytes, write_file
 
 ENVIRONMENT_DIR = "environment"
 MAX_BYTES = 16 * 1024 * 1024
@@ -33,9 +31,8 @@ def kept_files(run_id: str) -> dict[str, bytes]:
     found = {}
     for name in KEPT_FILES:
         try:
-            with open_file(store().root, _relative(run_id, name)) as stream:
-                found[name] = stream.read(MAX_BYTES + 1)[:MAX_BYTES]
-        except NotARegularFile:
+            found[name] = read_bytes(store().root, _relative(run_id, name), limit=MAX_BYTES)
+        except (NotInStore, TooLarge):
             continue
     return found
 
@@ -47,17 +44,8 @@ def kept_constraints(run_id: str) -> bytes | None:
 
 def keep(run_id: str, files: Mapping[str, bytes]) -> None:
     """Write the kept files of a run's environment (those of KEPT_FILES in `files`), each
-    atomically; writing the same files again changes nothing."""
-    folder = store().run(run_id).root / ENVIRONMENT_DIR
+    through a temporary name, replacing (never writing through) whatever holds its name;
+    writing the same files again changes nothing."""
     for name in KEPT_FILES:
-        if name not in files:
-            continue
-        folder.mkdir(parents=True, exist_ok=True)
-        fd, tmp = tempfile.mkstemp(dir=folder, prefix=f".{name}.")
-        try:
-            with os.fdopen(fd, "wb") as out:
-                out.write(files[name])
-            os.replace(tmp, folder / name)
-        except BaseException:
-            Path(tmp).unlink(missing_ok=True)
-            raise
+        if name in files:
+            write_file(store().root, _relative(run_id, name), files[name], make_dirs=1)

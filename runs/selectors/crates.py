@@ -1,6 +1,6 @@
 """A run as a crate records it (runs/crates/record.py): rows of the database, files of the store.
 
-Files are listed without following links (`runs.crates.store_reads`): a link a task made is
+Files are listed without following links (`simrun_harness.store_reads`): a link a task made is
 not in the crate, nor what it points at. No token, password or service setting is read.
 """
 
@@ -23,11 +23,11 @@ from runs.crates.record import (
     Tool,
     Who,
 )
-from runs.crates.store_reads import regular_files
 from runs.models import ResourceObservation, Run, Snapshot, Task
 from runs.refusals import RunConflict
 from runs.task_types import COMMAND, plugin_identity, registry
 from simrun_harness.layout import MERGE_MARKER
+from simrun_harness.store_reads import WalkLimits, walk_files
 
 WORKFLOW_FILE = "workflow.json"
 
@@ -36,13 +36,23 @@ class RunNotExportable(RunConflict):
     """A run that cannot be exported yet (still live); the message says why."""
 
 
+LISTING = WalkLimits(entries=2_000_000, depth=64, seconds=600.0)
+"""How far the files of a crate are listed: a crate holds every file or none."""
+
+
 def _stored(
     prefix: str, store_dir: str, store_root: Path, skip: frozenset[str] = frozenset()
 ) -> list[StoredFile]:
+    walk = walk_files(store_root, store_dir, LISTING)
+    if walk.cut is not None:
+        raise RunNotExportable(
+            f"{store_dir}: more files than a crate lists (the listing stopped at its limit of "
+            f"{walk.cut}); a crate holds every file of a run or none"
+        )
     return [
-        StoredFile(f"{prefix}/{rel}", f"{store_dir}/{rel}", size)
-        for rel, size in regular_files(store_root, store_dir)
-        if rel not in skip
+        StoredFile(f"{prefix}/{found.path}", f"{store_dir}/{found.path}", found.size)
+        for found in walk.files
+        if found.path not in skip
     ]
 
 
