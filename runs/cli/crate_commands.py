@@ -4,12 +4,11 @@ of any crate with `roc-validator`, offline (docs/provenance.md)."""
 from __future__ import annotations
 
 import argparse
-import os
 import tempfile
 from pathlib import Path
 from typing import Any
 
-from runs.cli.base import CommandError, setup_django
+from runs.cli.base import CommandError
 
 LOCAL_MAX_FILES = 100_000
 LOCAL_MAX_UNPACKED = 64 * 1024**3
@@ -52,21 +51,25 @@ def register(sub: Any) -> None:
 
 
 def export(args: argparse.Namespace) -> int:
+    """The API's crate of the run: a zip as it comes, or unpacked (with the checks of
+    uploads) into a new directory when the target's name does not end in .zip."""
+    from urllib.parse import quote
+
+    from runs.cli.client import connect
+
     target: Path = args.out or Path(f"simrun-{args.run}.crate.zip")
-    if os.environ.get("SIMRUN_URL"):
-        from runs.cli.api_client import ApiLab
+    zipped = target if target.suffix.lower() == ".zip" else target.with_name(f".{target.name}.zip")
+    only = "true" if args.metadata_only else None
+    connect().download(f"runs/{quote(args.run, safe='')}/crate/", zipped, metadata_only=only)
+    if zipped != target:
+        from runs.services.crate_archives import unpack_crate
+        from runs.services.uploads import UploadLimits
 
-        with ApiLab.from_environment() as api:
-            api.export(args.run, target, metadata_only=args.metadata_only)
-    else:
-        setup_django()
-        from runs.refusals import RunConflict, RunNotFound
-        from runs.services.crates import export_to
-
+        limits = UploadLimits(zipped.stat().st_size, LOCAL_MAX_FILES, LOCAL_MAX_UNPACKED)
         try:
-            export_to(run_id=args.run, target=target, metadata_only=args.metadata_only)
-        except (RunNotFound, RunConflict) as exc:
-            raise CommandError(str(exc)) from None
+            unpack_crate(zipped, target, limits)
+        finally:
+            zipped.unlink(missing_ok=True)
     print(f"exported run {args.run} to {target}")
     return 0
 

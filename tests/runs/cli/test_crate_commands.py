@@ -59,9 +59,8 @@ def test_crate_validate_of_a_directory_without_metadata_says_so(tmp_path: Path) 
     assert "no ro-crate-metadata.json: not an RO-Crate" in result.stderr
 
 
-@pytest.mark.django_db
 def test_export_writes_the_crate_where_asked(
-    store: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+    simrun_api: str, tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
     run = finished_scan()
 
@@ -72,9 +71,8 @@ def test_export_writes_the_crate_where_asked(
         assert zipped.namelist() == ["ro-crate-metadata.json"]
 
 
-@pytest.mark.django_db
 def test_export_of_a_live_run_says_why_and_exits_1(
-    store: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+    simrun_api: str, tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
     run = finished_scan(state="queued")
 
