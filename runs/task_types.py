@@ -383,3 +383,33 @@ def forget_plugins() -> None:
 
 def takes_any_port(info: TypeInfo) -> bool:
     return info.any_port
+
+
+def plugin_identity(name: str) -> tuple[str, str, str]:
+    """(package, version, digest) of the plugin of type `name` in the service's environment:
+    the digest of its project's files for a plugin installed from a directory (editable or
+    local: its code changes without a new version), else ''. `command` is simrun's own."""
+    if name == COMMAND:
+        return "simrun", _simrun_version(), ""
+    found = registry().plugins().get(name)
+    if not found:
+        return "?", "?", ""
+    plugin = found[0]
+    if (
+        plugin.source
+        and Path(plugin.source).is_dir()
+        and (Path(plugin.source) / "pyproject.toml").is_file()
+    ):
+        from runs.local_packages import tree_digest
+
+        return plugin.package, plugin.version, tree_digest(Path(plugin.source))
+    return plugin.package, plugin.version, ""
+
+
+def _simrun_version() -> str:
+    from importlib.metadata import PackageNotFoundError, version
+
+    try:
+        return version("simrun")
+    except PackageNotFoundError:
+        return "?"
