@@ -22,6 +22,7 @@ from runs.validation import errors_of
 from runs.workflow import WorkflowInvalid
 from tests import factories
 from tests.plugins import on_path, write_plugin
+from tests.waiting import DEADLINE_S
 
 TYPES = """
 import os, time
@@ -126,7 +127,7 @@ def test_an_edit_of_units_is_used_at_the_next_submission(plugin: Path, store: Pa
 def test_a_plugin_that_crashes_hangs_or_takes_all_memory_is_a_message_naming_it(
     plugin: Path, store: Path, settings: Settings, how: str, says: str
 ) -> None:
-    settings.SIMRUN_PLUGIN_HOST_TIMEOUT_S = 2
+    settings.SIMRUN_PLUGIN_HOST_TIMEOUT_S = 2 if how == "hang" else DEADLINE_S
     settings.SIMRUN_PLUGIN_HOST_MEMORY_MB = 512
 
     with pytest.raises(WorkflowInvalid) as refused:
