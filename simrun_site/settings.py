@@ -204,10 +204,14 @@ SIMRUN_WEB_MAX_CONNECTIONS = env.integer("SIMRUN_WEB_MAX_CONNECTIONS", 1000, min
 # a form's files stay in memory (its body is there already, within SIMRUN_FORM_MAX_BYTES)
 FILE_UPLOAD_MAX_MEMORY_SIZE = SIMRUN_FORM_MAX_BYTES
 SIMRUN_MAX_UPLOAD_BYTES = env.integer("SIMRUN_MAX_UPLOAD_BYTES", 2 * 1024**3, minimum=1)
-SIMRUN_UPLOAD_MAX_FILES = env.integer("SIMRUN_UPLOAD_MAX_FILES", 100_000, minimum=1)
+SIMRUN_UPLOAD_MAX_FILES = env.integer("SIMRUN_UPLOAD_MAX_FILES", 10_000, minimum=1)
 SIMRUN_UPLOAD_MAX_UNPACKED_BYTES = env.integer(
     "SIMRUN_UPLOAD_MAX_UNPACKED_BYTES", 8 * 1024**3, minimum=1
 )
+# Listings of a run's files (outputs): entries looked at, directory levels, seconds
+SIMRUN_LISTING_MAX_ENTRIES = env.integer("SIMRUN_LISTING_MAX_ENTRIES", 100_000, minimum=1)
+SIMRUN_LISTING_MAX_DEPTH = env.integer("SIMRUN_LISTING_MAX_DEPTH", 32, minimum=1)
+SIMRUN_LISTING_MAX_S = env.number("SIMRUN_LISTING_MAX_S", 1.0, minimum=0.01)
 # Workflow documents (runs/workflow_text.py): size, nesting, values after aliases, a string
 SIMRUN_WORKFLOW_MAX_BYTES = env.integer("SIMRUN_WORKFLOW_MAX_BYTES", 1024 * 1024, minimum=1)
 SIMRUN_WORKFLOW_MAX_DEPTH = env.integer("SIMRUN_WORKFLOW_MAX_DEPTH", 64, minimum=4)

@@ -101,13 +101,19 @@ MODULES: dict[str, Module] = {
         ("runs/planner.py",),
         ("tests/runs/test_planner.py", "tests/runs/test_planner_rounding.py"),
     ),
-    "reuse": Module("runs", "runs", ("runs/reuse.py",), ("tests/runs/test_reuse_keys.py",)),
+    "reuse": Module(
+        "runs",
+        "runs",
+        ("runs/reuse.py",),
+        ("tests/runs/test_reuse_keys.py", "tests/runs/test_reuse_key_format.py"),
+    ),
     "services-reuse": Module(
         "runs",
         "runs",
         ("runs/services/reuse.py",),
         (
             "tests/runs/test_reuse_keys.py",
+            "tests/runs/test_reuse_key_format.py",
             "tests/runs/test_reuse_plans.py",
             "tests/runs/test_reuse_after_command.py",
         ),
