@@ -73,6 +73,8 @@ def run_detail(run: Run, identity: Identity) -> dict[str, Any]:
         "reserve": run.reserve,
         "tasks": [asdict(t) for t in run_tasks(run)],
         "reuse": {**asdict(reuse := run_reuse(run)), "text": reuse.text},
+        "from_crate": run.from_crate,
+        "exports": run.exports,
         "may_change": may_change(identity, run),
         "controller_idle_s": controller_idle_s(),
         "controller_late_s": late_after_s(),
