@@ -16,7 +16,9 @@ from __future__ import annotations
 
 import json
 import os
-from collections.abc import Iterator
+import stat
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -24,9 +26,11 @@ from typing import Any
 from runs.models import Run, Task
 from runs.planned_tasks import count_units
 from runs.reuse import KeyDifference, KeyedTask, first_difference, task_key_parts
-from runs.store import has_merge_marker, store, task_paths
+from runs.store import store, task_paths
 from runs.task_types import COMMAND, CommandType, Types, check_class_settings
 from runs.workflow import input_task
+from simrun_harness import store_reads
+from simrun_harness.layout import MERGE_MARKER
 from simrun_harness.ledger import unit_names
 from simrun_harness.reuse import UNITS_LIST_FILE, digest, read_unit_keys, write_unit_keys
 
@@ -153,20 +157,27 @@ def match_units(
         if sum(taken) == total:
             break
         paths = task_paths(source_run, source_task)
-        theirs = read_unit_keys(paths.root)
+        # another run's files: read without following a link its code may have put there
+        theirs = read_unit_keys(paths.store_root, paths.root)
         if theirs is None:
             continue
-        done_dir = str(paths.done) + os.sep
-        units_dir = str(paths.units) + os.sep
         found = bytearray(total)
-        with keys_file.open() as mine:
-            for index, (ours, their) in enumerate(zip(mine, theirs, strict=False)):
-                if index >= total or taken[index] or ours.rstrip("\n") != their:
-                    continue
-                name = names[index]
-                if os.path.exists(done_dir + name) and os.path.isdir(units_dir + name):
-                    found[index] = 1
-                    taken[index] = 1
+        try:
+            with (
+                _dir(paths.store_root, paths.done) as done,
+                _dir(paths.store_root, paths.units) as units,
+                keys_file.open() as mine,
+            ):
+                for index, (ours, their) in enumerate(zip(mine, theirs, strict=False)):
+                    if index >= total or taken[index] or ours.rstrip("\n") != their:
+                        continue
+                    if _is(done, names[index], stat.S_ISREG) and _is(
+                        units, names[index], stat.S_ISDIR
+                    ):
+                        found[index] = 1
+                        taken[index] = 1
+        except FileNotFoundError:  # no ledger yet, or its directories are links
+            continue
         ranges = [[a, b] for a, b in _ranges(found, 1)]
         if ranges:
             plan.append([f"runs/{source_run}/tasks/{source_task}", ranges])
@@ -174,12 +185,32 @@ def match_units(
     return ({"from": plan} if plan else {}), reused
 
 
+@contextmanager
+def _dir(store_root: Path, path: Path) -> Iterator[int]:
+    """A directory of the store, reached without a link, listed once (which revalidates it
+    on NFS, where a name looked up before it appeared may keep missing until then)."""
+    with store_reads.directory(store_root, path) as fd:
+        with os.scandir(fd) as scan:
+            for _ in scan:
+                pass
+        yield fd
+
+
+def _is(dir_fd: int, name: str, test: Callable[[int], bool]) -> bool:
+    """Whether `name` in `dir_fd` is there and, not followed if a link, passes `test`."""
+    try:
+        return test(os.stat(name, dir_fd=dir_fd, follow_symlinks=False).st_mode)
+    except OSError:
+        return False
+
+
 def match_output(
     *, run_id: str, resume_from: str, key: str
 ) -> tuple[dict[str, Any], dict[str, list[str]]]:
     """A published output of an unsplit task with the same key: (plan, run → ["out"])."""
     for source_run, source_task in _candidates(run_id, resume_from, key):
-        if has_merge_marker(task_paths(source_run, source_task)):
+        paths = task_paths(source_run, source_task)
+        if store_reads.is_file(paths.store_root, paths.out / MERGE_MARKER):
             return {"out": f"runs/{source_run}/tasks/{source_task}/out"}, {source_run: ["out"]}
     return {}, {}
 
@@ -226,13 +257,15 @@ def reference_task(run: Run, task_id: str, task_type: str) -> Task | None:
 
 
 def stored_parts(run_id: str, task_id: str) -> dict[str, Any] | None:
+    """What an earlier task's key digests, read without following a link."""
+    paths = task_paths(run_id, task_id)
     try:
-        parts: dict[str, Any] = json.loads(
-            (task_paths(run_id, task_id).root / KEY_PARTS_FILE).read_text()
+        parts = json.loads(
+            store_reads.read_bytes(paths.store_root, paths.root / KEY_PARTS_FILE, limit=1 << 22)
         )
     except (OSError, ValueError):
         return None
-    return parts
+    return parts if isinstance(parts, dict) else None
 
 
 def _manifest(snapshot: str) -> dict[str, str]:
