@@ -17,6 +17,24 @@ hypothesis_settings.register_profile("repeatable", derandomize=True, database=No
 hypothesis_settings.register_profile("fuzz", derandomize=False, print_blob=True)
 hypothesis_settings.load_profile(os.environ.get("SIMRUN_HYPOTHESIS", "repeatable"))
 
+# A `simrun` run verb with no service to talk to starts `simrun serve` in the background: not
+# for a command a test runs with its own environment (those of a user's, `clean_env`, do).
+os.environ["SIMRUN_AUTOSTART"] = "false"
+
+
+@pytest.fixture(autouse=True, scope="session")
+def plugin_cache(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Path]:
+    """The answers of plugin hosts kept in a directory of the session's (what the processes
+    the tests start inherit), never in the user's cache."""
+    root = tmp_path_factory.mktemp("plugin-cache")
+    before = os.environ.get("SIMRUN_PLUGIN_CACHE")
+    os.environ["SIMRUN_PLUGIN_CACHE"] = str(root)
+    yield root
+    if before is None:
+        os.environ.pop("SIMRUN_PLUGIN_CACHE", None)
+    else:
+        os.environ["SIMRUN_PLUGIN_CACHE"] = before
+
 
 @pytest.fixture
 def store(tmp_path: Path, settings: Settings) -> Iterator[Path]:
@@ -25,3 +43,21 @@ def store(tmp_path: Path, settings: Settings) -> Iterator[Path]:
     root.mkdir()
     settings.SIMRUN_STORE = root
     yield root
+
+
+@pytest.fixture
+def simrun_api(
+    transactional_db: None, store: Path, monkeypatch: pytest.MonkeyPatch
+) -> Iterator[str]:
+    """The API served on the test database, and `simrun`'s run verbs pointed at it with the
+    owner's token (SIMRUN_URL, SIMRUN_TOKEN) and the store mounted here (SIMRUN_STORE), as
+    for an operator on a server of the lab. Yields the URL."""
+    from tests import factories
+    from tests.api.live import serving
+
+    secret = factories.token(factories.owner()).secret
+    with serving() as url:
+        monkeypatch.setenv("SIMRUN_URL", url)
+        monkeypatch.setenv("SIMRUN_TOKEN", secret)
+        monkeypatch.setenv("SIMRUN_STORE", str(store))
+        yield url

@@ -124,7 +124,7 @@ def soak(args: argparse.Namespace) -> dict[str, Any]:
     from runs.cli.base import setup_django
 
     setup_django()
-    from runs.cli.direct_lab import DirectLab
+    from runs.cli.client import Unreachable, connect
     from runs.models import Run
 
     model = work / "model"
@@ -163,13 +163,20 @@ def soak(args: argparse.Namespace) -> dict[str, Any]:
     ]
     for thread in threads:
         thread.start()
-    lab = DirectLab()
+    client = connect()
     submitted: list[str] = []
     end = started + args.minutes * 60
     while time.monotonic() < end:
         serve.keep_up()
-        # reuse off: the same workflow again and again, each run computing its units
-        run = lab.submit(workflow_text=text, sources=[model], group="soak", reuse=False)
+        # reuse off: the same workflow again and again, each run computing its units; a web
+        # process killed by the chaos is waited out, the key keeping a retry from a second run
+        key = f"soak-{len(submitted)}"
+        while True:
+            try:
+                run = client.submit(text, [model], group="soak", reuse=False, idempotency_key=key)
+                break
+            except Unreachable:
+                time.sleep(1.0)
         submitted.append(run["id"])
         time.sleep(max(0.0, min(args.every, end - time.monotonic())))
     stop_chaos.set()

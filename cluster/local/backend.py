@@ -51,6 +51,7 @@ from runs.ports import (
     RunLaunch,
     read_log,
 )
+from simrun_harness import store_reads
 from simrun_harness.layout import StorePaths
 
 log = logging.getLogger(__name__)
@@ -230,7 +231,8 @@ class LocalBackend:
                 found.append((float("inf"), PodLog(view.spec.name, 0, error="not started")))
             for a in view.attempts:
                 try:
-                    text, cut = read_log(a.log, tail_lines, LOG_LIMIT_BYTES)
+                    handle = store_reads.open_file(self.store.root, a.log)
+                    text, cut = read_log(handle, tail_lines, LOG_LIMIT_BYTES)
                     entry = PodLog(view.spec.name, a.number, text, a.ended, truncated=cut)
                 except OSError as exc:
                     entry = PodLog(view.spec.name, a.number, ended=a.ended, error=str(exc))

@@ -12,8 +12,7 @@ from __future__ import annotations
 from dataclasses import asdict
 from typing import Any
 
-from django.conf import settings
-from django.http import HttpResponseBase, StreamingHttpResponse
+from django.http import HttpResponseBase
 from drf_spectacular.types import OpenApiTypes
 from drf_spectacular.utils import OpenApiParameter, OpenApiResponse, extend_schema
 from rest_framework.decorators import action
@@ -25,9 +24,9 @@ from rest_framework.response import Response
 from runs.api.auth import identity_of
 from runs.api.base import ApiViewSet
 from runs.api.errors import InvalidInput
-from runs.api.events import EVENT_ID, EventId, run_events
-from runs.api.files import file_response
-from runs.api.log_follow import follow_logs
+from runs.api.events import EVENT_ID, EventId, run_event_stream
+from runs.api.files import chunks_response, file_response
+from runs.api.log_follow import log_stream
 from runs.api.renderers import AnyMediaRenderer, EventStreamRenderer, PlainTextRenderer
 from runs.api.schema import PagedListSchema
 from runs.api.serializers.errors import ErrorSerializer
@@ -42,7 +41,6 @@ from runs.api.serializers.runs import (
     WorkerSerializer,
 )
 from runs.api.serializers.workflows import SubmitSerializer
-from runs.api.workflows import parse_workflow
 from runs.models import Identity, Run
 from runs.selectors.heartbeat import controller_idle_s, late_after_s
 from runs.selectors.logs import task_logs
@@ -52,6 +50,7 @@ from runs.selectors.runs_list import get_run, list_runs, run_item
 from runs.selectors.servers import schedulable_nodes
 from runs.selectors.tasks import run_tasks
 from runs.selectors.workers import task_workers
+from runs.services.crates import exported_zip
 from runs.services.runs import cancel_run, may_change, request_deletion
 from runs.services.submission import create_run
 from runs.workflow import TASK_ID
@@ -72,6 +71,8 @@ def run_detail(run: Run, identity: Identity) -> dict[str, Any]:
         "reserve": run.reserve,
         "tasks": [asdict(t) for t in run_tasks(run)],
         "reuse": {**asdict(reuse := run_reuse(run)), "text": reuse.text},
+        "from_crate": run.from_crate,
+        "exports": run.exports,
         "may_change": may_change(identity, run),
         "controller_idle_s": controller_idle_s(),
         "controller_late_s": late_after_s(),
@@ -172,7 +173,7 @@ class RunViewSet(ApiViewSet):
         )
         run = create_run(
             identity=identity,
-            workflow=parse_workflow(data["workflow"]),
+            workflow=data["workflow"],
             sources=data["sources"],
             nodes=[] if replay else schedulable_nodes(),
             group=data["group"],
@@ -279,9 +280,41 @@ class RunViewSet(ApiViewSet):
         path = request.query_params.get("path")
         if not path:
             raise InvalidInput("path: give the file's path as the outputs listing shows it")
-        file = output_file(run.id, path)
-        part = byte_range(request.headers.get("Range"), file.stat().st_size)
-        return file_response(request._request, file, part)
+        opened = output_file(run.id, path)
+        try:
+            part = byte_range(request.headers.get("Range"), opened.size)
+        except BaseException:
+            opened.handle.close()
+            raise
+        return file_response(request._request, opened, part)
+
+    @extend_schema(
+        parameters=[
+            OpenApiParameter(
+                "metadata_only",
+                bool,
+                description="Each file's digest and size without its bytes (false: every byte).",
+            )
+        ],
+        responses={
+            (200, "application/zip"): OpenApiResponse(
+                OpenApiTypes.BINARY, description="The run as a Workflow Run RO-Crate (zip)."
+            ),
+            **{(code, "application/json"): E for code in (400, 409, *READ_ERRORS)},
+        },
+    )
+    @action(detail=True, methods=["get"], renderer_classes=[JSONRenderer, AnyMediaRenderer])
+    def crate(self, request: Request, pk: str) -> HttpResponseBase:
+        """The ended run as a Workflow Run RO-Crate, a zip made while it is sent
+        (docs/provenance.md); 409 while the run is live."""
+        run = get_run(pk)
+        chunks = exported_zip(run_id=run.id, metadata_only=_flag(request, "metadata_only"))
+        return chunks_response(
+            request._request,
+            chunks,
+            content_type="application/zip",
+            filename=f"simrun-{run.id}.crate.zip",
+        )
 
     @extend_schema(
         parameters=[
@@ -308,17 +341,7 @@ class RunViewSet(ApiViewSet):
         assert task_id is not None
         tail = _int_param(request, "tail", 1, 100_000)
         if _flag(request, "follow"):
-            stream = follow_logs(
-                run.id,
-                task_id,
-                tail=tail,
-                poll_s=settings.SIMRUN_EVENTS_POLL_S,
-                max_s=settings.SIMRUN_EVENTS_MAX_S,
-            )
-            response = StreamingHttpResponse(stream, content_type="text/plain; charset=utf-8")
-            response["Cache-Control"] = "no-cache"
-            response["X-Accel-Buffering"] = "no"
-            return response
+            return log_stream(request, run.id, task_id, tail=tail)
         task = next(t for t in run.tasks.all() if t.task_id == task_id)
         entries = [asdict(e) for e in task_logs(run, task, tail)]
         return Response(LogEntrySerializer(entries, many=True).data)
@@ -347,13 +370,4 @@ class RunViewSet(ApiViewSet):
             after = EventId.parse(last) if last else None
         except ValueError as exc:
             raise InvalidInput(str(exc)) from None
-        stream = run_events(
-            run.id,
-            after=after,
-            poll_s=settings.SIMRUN_EVENTS_POLL_S,
-            max_s=settings.SIMRUN_EVENTS_MAX_S,
-        )
-        response = StreamingHttpResponse(stream, content_type="text/event-stream")
-        response["Cache-Control"] = "no-cache"
-        response["X-Accel-Buffering"] = "no"
-        return response
+        return run_event_stream(request, run.id, after=after)

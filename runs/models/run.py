@@ -112,6 +112,16 @@ class Run(models.Model):
     resume_from = models.CharField(
         max_length=24, blank=True, default="", help_text="The run whose done units come first."
     )
+    from_crate = models.CharField(
+        max_length=200,
+        blank=True,
+        default="",
+        help_text="The crate this run re-runs: the crate's identifier (the run it records) and "
+        "the SHA-256 of its metadata file (docs/provenance.md).",
+    )
+    exports = models.PositiveIntegerField(
+        default=0, help_text="How many times the run was exported as an RO-Crate."
+    )
     version = models.PositiveIntegerField(default=0, help_text="Bumped by every write.")
     derived_from = models.CharField(
         max_length=96,
@@ -201,7 +211,16 @@ class Task(models.Model):
         help_text="Digest of what decides its output (docs/reuse.md); '' before submission.",
     )
     reused = models.JSONField(
-        default=dict, blank=True, help_text="Run id → the units reused from that run."
+        default=dict,
+        blank=True,
+        help_text="Run id → the units reused from that run: ranges [start, end) of unit"
+        " indices (an earlier simrun wrote unit names).",
+    )
+    reuse_note = models.JSONField(
+        default=dict,
+        blank=True,
+        help_text="Why it reused what it did: what it was compared with and the first part of"
+        " the key that differed (runs/reuse_plans.py).",
     )
     started_at = models.DateTimeField(null=True, blank=True)
     ended_at = models.DateTimeField(null=True, blank=True)

@@ -128,6 +128,14 @@ _ALL = [
     ResourceInfo(
         "kueue.x-k8s.io",
         "v1beta2",
+        "workloads",
+        "Workload",
+        custom=True,
+        subresources=frozenset({"status"}),
+    ),
+    ResourceInfo(
+        "kueue.x-k8s.io",
+        "v1beta2",
         "workloadpriorityclasses",
         "WorkloadPriorityClass",
         namespaced=False,
@@ -142,6 +150,7 @@ NODES = _BY_KEY["", "v1", "nodes"]
 NAMESPACES = _BY_KEY["", "v1", "namespaces"]
 CONFIGMAPS = _BY_KEY["", "v1", "configmaps"]
 SECRETS = _BY_KEY["", "v1", "secrets"]
+SERVICE_ACCOUNTS = _BY_KEY["", "v1", "serviceaccounts"]
 EVENTS = _BY_KEY["", "v1", "events"]
 JOBS = _BY_KEY["batch", "v1", "jobs"]
 PRIORITY_CLASSES = _BY_KEY["scheduling.k8s.io", "v1", "priorityclasses"]
@@ -150,6 +159,7 @@ CLUSTER_QUEUES = _BY_KEY["kueue.x-k8s.io", "v1beta2", "clusterqueues"]
 LOCAL_QUEUES = _BY_KEY["kueue.x-k8s.io", "v1beta2", "localqueues"]
 RESOURCE_FLAVORS = _BY_KEY["kueue.x-k8s.io", "v1beta2", "resourceflavors"]
 WORKLOAD_PRIORITY_CLASSES = _BY_KEY["kueue.x-k8s.io", "v1beta2", "workloadpriorityclasses"]
+WORKLOADS = _BY_KEY["kueue.x-k8s.io", "v1beta2", "workloads"]
 
 
 def lookup(group: str, version: str, plural: str) -> ResourceInfo | None:

@@ -6,7 +6,7 @@ from django.db import migrations, models
 class Migration(migrations.Migration):
 
     dependencies = [
-        ('runs', '0009_controller_tick'),
+        ('runs', '0011_w4_task_reuse_note'),
     ]
 
     operations = [
