@@ -157,8 +157,8 @@ def test_a_gone_workflows_task_awaiting_its_marker_stays_open_then_fails_naming_
     assert kept == {"scan": "running", "t": "failed"}
     assert lost == {"scan": "failed", "t": "failed"}
     assert said == [
-        "task 'scan': the coordinator ended but no merge marker appeared",
-        "task 't': its workflow is gone and its end was not seen",
+        ("scan", "the coordinator ended but no merge marker appeared"),
+        ("t", "its workflow is gone and its end was not seen"),
     ]
 
 
