@@ -77,19 +77,29 @@ def watch(args: argparse.Namespace) -> int:
     signal.signal(signal.SIGINT, stop)
     the_backend.subscribe(wake.set)
     log.info("watching runs (backend %s)", settings.SIMRUN_BACKEND)
+    followed = 1
     while not stopping.is_set():
-        wake.wait(settings.SIMRUN_POLL_S)
+        wake.wait(watch_wait_s(followed))
         wake.clear()
         if stopping.is_set():
             break
         try:
             close_old_connections()
-            tick(the_backend)
+            followed = tick(the_backend)
         except Exception:  # the database restarting, say: try again at the next wake
             log.exception("reconcile failed; retrying")
             stopping.wait(1.0)
     the_backend.close()
     return 0
+
+
+def watch_wait_s(followed: int) -> float:
+    """How long the watcher waits for the backend's ring before it ticks unasked: the poll
+    interval while it follows runs; with none, only a ring (a submission, a pod's end) brings
+    work, so the idle poll (which catches what rings nobody: a dead submission)."""
+    from django.conf import settings
+
+    return float(settings.SIMRUN_POLL_S if followed else settings.SIMRUN_IDLE_POLL_S)
 
 
 def _free_port(preferred: int) -> int:
