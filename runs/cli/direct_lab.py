@@ -47,6 +47,7 @@ def _reuse(run: Any) -> dict[str, Any]:
 
 def run_view(run: Any) -> dict[str, Any]:
     """What `show` and `follow` print: the run and its tasks' progress."""
+    from runs.selectors.disk import installation_disk
     from runs.selectors.heartbeat import controller_idle_s, late_after_s
     from runs.selectors.progress import run_progress, task_progress
 
@@ -64,6 +65,7 @@ def run_view(run: Any) -> dict[str, Any]:
         "ended_at": _iso(run.ended_at),
         "controller_idle_s": controller_idle_s(),
         "controller_late_s": late_after_s(),
+        "disk": full.as_json() if (full := installation_disk()) is not None else None,
         "environment": run.environment,
         "reuse": _reuse(run),
         "progress": 1.0 if run.state == RunState.SUCCEEDED else run_progress(progress),
@@ -154,13 +156,25 @@ class DirectLab:
         return run_view(self._run(run_id))
 
     def cancel(self, run_id: str) -> dict[str, Any]:
+        """Cancel the run, then stop its pods from here: this way is taken when no service
+        answers, and a cancel only recorded would leave the pods computing until one is back
+        (the services' own settling finds it done and does nothing twice)."""
+        from runs.backends import backend
         from runs.services.runs import NotAllowed, RunConflict, RunNotFound, cancel_run
+        from runs.services.settle import settle
 
         try:
             run = cancel_run(run_id=run_id, identity=_identity())
         except (RunNotFound, RunConflict, NotAllowed) as exc:
             raise CommandError(str(exc)) from None
-        return run_view(run)
+        failed = settle(run.pk, backend())
+        stopping = [f for f in failed if f.startswith("stopping")]
+        note = (
+            f"its pods are stopped once simrun's services are back ({stopping[0]})"
+            if stopping
+            else "its running pods were told to stop"
+        )
+        return {**run_view(run), "note": note}
 
     def logs(self, run_id: str, task_id: str, *, tail: int | None = None) -> str:
         from runs.backends import backend

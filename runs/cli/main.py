@@ -7,6 +7,7 @@ database of DATABASE_URL); with SIMRUN_URL and SIMRUN_TOKEN it talks to the serv
 from __future__ import annotations
 
 import argparse
+import errno
 import os
 import sys
 from collections.abc import Callable, Sequence
@@ -65,6 +66,11 @@ def main(argv: Sequence[str] | None = None) -> int:
     except CommandError as exc:
         print(f"simrun: {exc}", file=sys.stderr)
         return exc.code
+    except OSError as exc:
+        if exc.errno not in (errno.ENOSPC, errno.EDQUOT):
+            raise
+        print(f"simrun: {_disk_full(exc)}; free space there and try again", file=sys.stderr)
+        return 1
     except Exception as exc:
         # the service refused (SIMRUN_URL set): its answer, not a traceback; the client module
         # is loaded only then, so it is looked up rather than imported for every command
@@ -75,6 +81,16 @@ def main(argv: Sequence[str] | None = None) -> int:
         return 1
     except KeyboardInterrupt:
         return 130
+
+
+def _disk_full(exc: OSError) -> str:
+    """The line naming the full disk a write of this command failed on."""
+    from runs.disk_space import failed_write
+    from simrun_site import installation
+
+    configured = os.environ.get(installation.VARIABLE, "").strip()
+    data_dir = Path(configured) if configured else installation.nearest(Path.cwd().resolve())
+    return failed_write(exc, data_dir=data_dir.resolve() if data_dir else None).message()
 
 
 if __name__ == "__main__":  # pragma: no cover

@@ -189,7 +189,8 @@ def follow_run(
 
 def cancel(args: argparse.Namespace) -> int:
     run = lab().cancel(args.run)
-    print(f"run {run['id']} {run['state']}")
+    note = f"; {run['note']}" if run.get("note") else ""
+    print(f"run {run['id']} {run['state']}{note}")
     return 0
 
 
