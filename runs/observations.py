@@ -13,7 +13,6 @@ from __future__ import annotations
 
 import json
 import logging
-import os
 import re
 from collections.abc import Iterable, Mapping
 from pathlib import Path
@@ -22,8 +21,9 @@ from runs.models import ResourceObservation, Run, Task
 from runs.models.observation import MERGE, WORKER
 from runs.plans import ObservationValue, TaskPlan
 from runs.resources import observation_at_limit, observation_of_report
+from simrun_harness import store_reads
 from simrun_harness.layout import TaskPaths, report_name
-from simrun_harness.report import read_report
+from simrun_harness.report import report_names, task_report
 
 log = logging.getLogger(__name__)
 
@@ -71,10 +71,8 @@ def record_task(
     """
     model = model_of(task.run) if model_digest is None else model_digest
     recorded = 0
-    names = sorted(os.listdir(paths.reports)) if paths.reports.is_dir() else []
-    for name in names:
-        if name.endswith(".json") and not name.startswith("."):
-            recorded += record_report(task=task, paths=paths, name=name, model_digest=model)
+    for name in report_names(paths):
+        recorded += record_report(task=task, paths=paths, name=name, model_digest=model)
     for worker, attempts in (kills or {}).items():
         if not _is_worker_of(task, worker):
             continue  # another task's pod (the run's kills are kept for all its tasks)
@@ -102,10 +100,10 @@ def _is_worker_of(task: Task, worker: str) -> bool:
 def record_report(*, task: Task, paths: TaskPaths, name: str, model_digest: str) -> bool:
     """Record the report `reports/<name>` once; True when an observation was recorded now."""
     marker = paths.recorded / name
-    if marker.exists():
+    if store_reads.kind(paths.store_root, marker) is not None:
         return False
     try:
-        report = read_report(paths.reports / name)
+        report = task_report(paths, name)
     except (OSError, ValueError) as exc:
         log.warning("report %s of %s cannot be read: %s", name, task, exc)
         return False
@@ -133,7 +131,10 @@ def record_kill(
     """
     name = report_name(worker, attempt)
     marker = paths.recorded / name
-    if marker.exists() or (paths.reports / name).exists():
+    root = paths.store_root
+    if store_reads.kind(root, marker) is not None:
+        return False
+    if store_reads.is_file(root, paths.reports / name):
         return False
     if not task.plan:
         return False
@@ -175,11 +176,18 @@ def _save(
 
 
 def _mark(marker: Path, observation: int | None) -> None:
-    """Write the marker atomically (a temporary name, then a rename)."""
-    marker.parent.mkdir(parents=True, exist_ok=True)
-    tmp = marker.with_name(f".{marker.name}.{os.getpid()}.tmp")
-    tmp.write_text(json.dumps({"observation": observation}) + "\n")
-    os.replace(tmp, marker)
+    """Write the marker atomically (a temporary name, then a rename), never through a link
+    the task's code put in `recorded/`. Without the run's directory there is nothing to mark:
+    the row, unique per attempt, keeps the observation from being recorded twice."""
+    try:
+        store_reads.write_file(
+            TaskPaths(marker.parent.parent).store_root,
+            marker,
+            (json.dumps({"observation": observation}) + "\n").encode(),
+            make_dirs=3,  # tasks/<task>/recorded
+        )
+    except store_reads.NotInStore:
+        log.warning("no marker %s: the run's directory is gone", marker)
 
 
 def _value(row: ResourceObservation) -> ObservationValue:

@@ -19,7 +19,7 @@ from collections.abc import Callable, Collection, Iterable, Mapping
 from dataclasses import dataclass, field
 from enum import StrEnum
 from pathlib import Path
-from typing import Protocol, runtime_checkable
+from typing import BinaryIO, Protocol, runtime_checkable
 
 from runs.plans import Node, TaskPlan
 
@@ -142,38 +142,40 @@ LOG_LIMIT_BYTES = 4 * 1024 * 1024
 LOG_BLOCK = 64 * 1024
 
 
-def _tail_bytes(path: Path, lines: int, limit: int) -> bytes:
+def _tail_bytes(handle: BinaryIO, lines: int, limit: int) -> bytes:
     """The bytes of the last `lines` lines, reading backwards no more than needed."""
-    with open(path, "rb") as handle:
-        end = handle.seek(0, os.SEEK_END)
-        data = b""
-        position = end
-        while position > 0:
-            step = min(LOG_BLOCK, position)
-            position -= step
-            handle.seek(position)
-            data = handle.read(step) + data
-            # one newline more than the lines wanted (a final newline ends the last line)
-            if data.count(b"\n") > lines or len(data) > limit + LOG_BLOCK * 4:
-                break
+    end = handle.seek(0, os.SEEK_END)
+    data = b""
+    position = end
+    while position > 0:
+        step = min(LOG_BLOCK, position)
+        position -= step
+        handle.seek(position)
+        data = handle.read(step) + data
+        # one newline more than the lines wanted (a final newline ends the last line)
+        if data.count(b"\n") > lines or len(data) > limit + LOG_BLOCK * 4:
+            break
     if lines <= 0:
         return b""
     parts = data.splitlines(keepends=True)
     return b"".join(parts[-lines:])
 
 
-def read_log(path: Path, tail_lines: int | None, limit: int = LOG_LIMIT_BYTES) -> tuple[str, bool]:
-    """The text of a log file and whether it was cut at `limit` bytes: how a backend reads
-    its pods' logs, and how the service reads the logs kept in the store.
+def read_log(
+    handle: BinaryIO, tail_lines: int | None, limit: int = LOG_LIMIT_BYTES
+) -> tuple[str, bool]:
+    """The text of an open log file and whether it was cut at `limit` bytes: how a backend
+    reads its pods' logs, and how the service reads the logs kept in the store (both open
+    the file without following a link: `simrun_harness.store_reads`). The handle is closed.
 
     Without `tail_lines` the first `limit` bytes; with it, the first `limit` bytes of its
     last `tail_lines` lines.
     """
-    if tail_lines is None:
-        with open(path, "rb") as handle:
+    with handle:
+        if tail_lines is None:
             data = handle.read(limit + 1)
-    else:
-        data = _tail_bytes(path, tail_lines, limit)
+        else:
+            data = _tail_bytes(handle, tail_lines, limit)
     truncated = len(data) > limit
     return data[:limit].decode("utf-8", errors="replace"), truncated
 

@@ -8,6 +8,7 @@ snapshot that has it. Plain file-system code: no Django, so uploads, the CLI and
 
 from __future__ import annotations
 
+import errno
 import hashlib
 import json
 import os
@@ -16,6 +17,7 @@ import stat
 import subprocess
 import tempfile
 from collections.abc import Iterable, Iterator
+from contextlib import suppress
 from dataclasses import dataclass
 from pathlib import Path, PurePosixPath
 from typing import BinaryIO
@@ -26,6 +28,15 @@ SKIPPED_DIRS = frozenset(
     {".git", "__pycache__", ".venv", ".simrun", ".mypy_cache", ".pytest_cache"}
 )
 CHUNK = 1024 * 1024
+MANIFEST = ".simrun-manifest.json"
+RESERVED_PREFIX = ".simrun-"
+"""Names the store uses for itself in a snapshot or a run (`.simrun-manifest.json`,
+`.simrun-merged`, ...): no source file may take one."""
+NAME_MAX = 255
+"""The longest name component (bytes) a Linux file system holds."""
+PATH_MAX = 4000
+"""The longest relative path (bytes) a snapshot keeps, below the system's 4096 with the store's
+own prefix."""
 
 
 class SnapshotRefused(ValueError):
@@ -70,13 +81,42 @@ def safe_relpath(name: str) -> str:
     clean = "/".join(p for p in path.parts if p not in ("", "."))
     if not clean:
         raise SnapshotRefused(f"{name!r}: not a file name")
-    return clean
+    return within_limits(clean)
+
+
+def within_limits(path: str) -> str:
+    """`path` (relative, clean) if a file system holds it, else SnapshotRefused naming it: no
+    component over NAME_MAX bytes, at most PATH_MAX bytes in all."""
+    for part in path.split("/"):
+        if len(os.fsencode(part)) > NAME_MAX:
+            raise SnapshotRefused(
+                f"{path!r}: a name longer than {NAME_MAX} bytes, which no file system holds"
+            )
+    if len(os.fsencode(path)) > PATH_MAX:
+        raise SnapshotRefused(f"{path[:80]!r}...: a path longer than {PATH_MAX} bytes")
+    return path
+
+
+def not_reserved(path: str) -> str:
+    """`path` if none of its components is a name the store keeps for itself (`.simrun-*`),
+    else SnapshotRefused naming it: a member `.simrun-manifest.json` would be the file the
+    manifest is written to."""
+    for part in path.split("/"):
+        if part.startswith(RESERVED_PREFIX):
+            raise SnapshotRefused(
+                f"{path!r}: the name {part!r} is reserved for the store's own files "
+                f"({RESERVED_PREFIX}*); rename it"
+            )
+    return path
 
 
 def store_blob(store: StorePaths, stream: BinaryIO, *, limit: int | None = None) -> tuple[str, int]:
     """Copy a stream into the blob store by its content; returns (sha256, size).
 
-    Raises SnapshotRefused when the stream is longer than `limit` bytes (nothing is kept).
+    The content goes to a temporary file, is hashed as it is written, and is then linked to
+    its hash's name only if no blob has that name (`_publish`): an existing blob is never
+    opened for writing or replaced, and every blob is read-only. Raises SnapshotRefused when
+    the stream is longer than `limit` bytes (nothing is kept).
     """
     store.blobs.mkdir(parents=True, exist_ok=True)
     digest = hashlib.sha256()
@@ -92,17 +132,20 @@ def store_blob(store: StorePaths, stream: BinaryIO, *, limit: int | None = None)
                 digest.update(chunk)
                 out.write(chunk)
         sha = digest.hexdigest()
-        target = store.blob(sha)
-        target.parent.mkdir(parents=True, exist_ok=True)
-        if target.exists():
-            tmp.unlink()
-        else:
-            tmp.chmod(0o444)
-            os.replace(tmp, target)
+        _publish(tmp, store.blob(sha), 0o444)
         return sha, size
-    except BaseException:
+    finally:
         tmp.unlink(missing_ok=True)
-        raise
+
+
+def _publish(tmp: Path, target: Path, mode: int) -> None:
+    """Make `tmp` read-only and give it the name `target` if nothing has it yet (a hard
+    link fails on an existing name, where a rename would replace it); `tmp` stays for the
+    caller to remove."""
+    target.parent.mkdir(parents=True, exist_ok=True)
+    tmp.chmod(mode)
+    with suppress(FileExistsError):
+        os.link(tmp, target)
 
 
 def _linked_blob(store: StorePaths, entry: _Entry) -> Path:
@@ -117,11 +160,9 @@ def _linked_blob(store: StorePaths, entry: _Entry) -> Path:
         os.close(fd)
         try:
             shutil.copyfile(plain, tmp_name)
-            os.chmod(tmp_name, 0o555)
-            os.replace(tmp_name, target)
-        except BaseException:
+            _publish(Path(tmp_name), target, 0o555)
+        finally:
             Path(tmp_name).unlink(missing_ok=True)
-            raise
     return target
 
 
@@ -140,12 +181,12 @@ def assemble(store: StorePaths, entries: list[_Entry]) -> str:
     staging = Path(tempfile.mkdtemp(dir=store.snapshots, prefix=".staging-"))
     try:
         for entry in entries:
-            dest = staging / entry.path
-            dest.parent.mkdir(parents=True, exist_ok=True)
-            os.link(_linked_blob(store, entry), dest)
-        (staging / ".simrun-manifest.json").write_text(
-            json.dumps([[e.path, e.sha256, e.executable] for e in entries], indent=0)
-        )
+            _place(staging, entry, _linked_blob(store, entry))
+        # a new file (`x`): never one of the hard-linked blobs, whose name it cannot have
+        with (staging / MANIFEST).open("x") as manifest:
+            manifest.write(
+                json.dumps([[e.path, e.sha256, e.executable] for e in entries], indent=0)
+            )
         try:
             staging.rename(target)
         except OSError:
@@ -156,6 +197,22 @@ def assemble(store: StorePaths, entries: list[_Entry]) -> str:
         shutil.rmtree(staging, ignore_errors=True)
         raise
     return digest
+
+
+def _place(staging: Path, entry: _Entry, blob: Path) -> None:
+    """Hard-link `blob` at the entry's path in the staging directory; SnapshotRefused naming
+    the entry when the file system cannot hold it there (a file where a directory must be,
+    a name it refuses)."""
+    dest = staging / not_reserved(within_limits(entry.path))
+    try:
+        dest.parent.mkdir(parents=True, exist_ok=True)
+        os.link(blob, dest)
+    except OSError as exc:
+        if exc.errno in (errno.EEXIST, errno.ENOTDIR, errno.EISDIR):
+            why = "a file and a directory of the same name"
+        else:
+            why = f"the file system refuses the name ({exc.strerror})"
+        raise SnapshotRefused(f"{entry.path!r}: cannot be stored: {why}") from None
 
 
 def snapshot_directory(
@@ -207,6 +264,8 @@ def _walk(root: Path) -> Iterator[tuple[str, Path]]:
         dirnames[:] = sorted(d for d in dirnames if d not in SKIPPED_DIRS)
         base = Path(dirpath)
         for name in sorted(filenames):
+            if base == root and name == MANIFEST:
+                continue  # a snapshot's own manifest (the directory is a snapshot): made anew
             path = base / name
             if path.is_symlink():
                 real = path.resolve()

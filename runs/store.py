@@ -1,4 +1,8 @@
-"""The run store as the service sees it: its root from the settings, reads the controller needs."""
+"""The run store as the service sees it: its root from the settings, reads the controller needs.
+
+The service trusts no file of a run: every read goes through `simrun_harness.store_reads`,
+below the store's root, never following a link (a link, a FIFO or a device reads as absent).
+"""
 
 from __future__ import annotations
 
@@ -7,13 +11,19 @@ from pathlib import Path
 
 from django.conf import settings
 
+from simrun_harness import store_reads
 from simrun_harness.layout import MERGE_MARKER, RunPaths, StorePaths, TaskPaths
-from simrun_harness.report import WorkerReport
+from simrun_harness.report import WorkerReport, task_reports
 
 
 def store() -> StorePaths:
     """The run store of these settings."""
     return StorePaths(Path(settings.SIMRUN_STORE))
+
+
+def store_root() -> Path:
+    """The store's root, absolute: what every read of the store stays below."""
+    return Path(os.path.abspath(settings.SIMRUN_STORE))
 
 
 def run_paths(run_id: str) -> RunPaths:
@@ -24,34 +34,31 @@ def task_paths(run_id: str, task_id: str) -> TaskPaths:
     return store().run(run_id).task(task_id)
 
 
+def listing_limits(*, files: int | None = None) -> store_reads.WalkLimits:
+    """How far a listing of a run's files goes (SIMRUN_LISTING_*), keeping at most `files`."""
+    return store_reads.WalkLimits(
+        entries=settings.SIMRUN_LISTING_MAX_ENTRIES,
+        depth=settings.SIMRUN_LISTING_MAX_DEPTH,
+        seconds=settings.SIMRUN_LISTING_MAX_S,
+        files=files,
+    )
+
+
 def has_merge_marker(task: TaskPaths) -> bool:
-    """C20: whether out/.simrun-merged exists, found by listing directories.
+    """C20: whether out/.simrun-merged is a file, found by listing directories.
 
     On NFS a lookup may answer from a cached negative entry made before the pod wrote the
     file; listing the task directory, then out/, revalidates both.
     """
+    root = task.store_root
     try:
-        if "out" not in os.listdir(task.root):
+        if "out" not in store_reads.names(root, task.root):
             return False
-        return MERGE_MARKER in os.listdir(task.out)
+        return MERGE_MARKER in store_reads.names(root, task.out)
     except FileNotFoundError:
         return False
 
 
 def reports(task: TaskPaths) -> list[tuple[str, WorkerReport]]:
     """Every report of a task that can be read, with its file name; unreadable ones skipped."""
-    try:
-        names = sorted(os.listdir(task.reports))
-    except FileNotFoundError:
-        return []
-    found = []
-    for name in names:
-        if not name.endswith(".json") or name.startswith("."):
-            continue
-        try:
-            found.append(
-                (name, WorkerReport.model_validate_json((task.reports / name).read_bytes()))
-            )
-        except (OSError, ValueError):
-            continue
-    return found
+    return task_reports(task)

@@ -13,6 +13,7 @@ from collections.abc import Iterator, Mapping
 from dataclasses import dataclass
 from functools import lru_cache
 from importlib.metadata import EntryPoint, entry_points
+from pathlib import Path
 from typing import Any, ClassVar
 
 from pydantic import BaseModel, ConfigDict, Field
@@ -126,6 +127,36 @@ def origin(name: str) -> str:
         return "built-in"
     found = plugins().get(name)
     return found[0].label() if found else "no plugin"
+
+
+def plugin_identity(name: str) -> tuple[str, str, str]:
+    """(package, version, digest) of the plugin of type `name`: the digest of its files for a
+    plugin installed from a directory (editable or local: its code changes without a new
+    version), else ''. `command` is simrun's own."""
+    if name == COMMAND:
+        return "simrun", _simrun_version(), ""
+    found = plugins().get(name)
+    if not found:
+        return "?", "?", ""
+    plugin = found[0]
+    if (
+        plugin.source
+        and Path(plugin.source).is_dir()
+        and (Path(plugin.source) / "pyproject.toml").is_file()
+    ):
+        from runs.local_packages import tree_digest
+
+        return plugin.package, plugin.version, tree_digest(Path(plugin.source))
+    return plugin.package, plugin.version, ""
+
+
+def _simrun_version() -> str:
+    from importlib.metadata import PackageNotFoundError, version
+
+    try:
+        return version("simrun")
+    except PackageNotFoundError:
+        return "?"
 
 
 def load_type(name: str) -> type[TaskType]:

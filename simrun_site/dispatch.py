@@ -10,8 +10,8 @@ SIMRUN_WEB_THREADS threads; the database pool has two connections more) except t
 `ASYNC_PATHS`: the streams (a run's events, the pages' live parts, its logs, which may be
 followed), whose responses wait between polls in the event loop without holding a thread,
 and uploads.
-A chunked body bound for the WSGI handler is read first and given its length
-(`runs.api.body_length`): that handler would read nothing of it.
+In front of both, every request body is read whole in the event loop, within its deadline and
+limit, before a thread is taken (`runs.edge.bodies`).
 """
 
 from __future__ import annotations
@@ -24,8 +24,7 @@ from django.conf import settings
 from django.core.asgi import get_asgi_application
 from django.core.wsgi import get_wsgi_application
 
-from runs.api.body_length import ChunkedBodyLength
-from runs.api.upload_limit import App, Receive, Scope, Send, UploadSizeLimit
+from runs.edge.upload_limit import App, Receive, Scope, Send, UploadSizeLimit
 
 ASYNC_PATHS = re.compile(
     r"^(/api/(runs/[^/]+/(events|logs)/|snapshots/)"
@@ -56,7 +55,7 @@ def build_application() -> App:
     # Django's and a2wsgi's message types are narrower than ours; the protocol is the same.
     async_app = cast(App, get_asgi_application())
     handler: Any = get_wsgi_application()  # its response is the iterable of bytes WSGI wants
-    wsgi = WSGIMiddleware(handler, workers=settings.SIMRUN_WEB_THREADS)
-    # Django's WSGI handler reads a body only up to its Content-Length: chunked ones get one
-    sync_app = ChunkedBodyLength(cast(App, wsgi))
-    return UploadSizeLimit(Dispatch(sync_app=sync_app, async_app=async_app))
+    from runs.edge.bodies import BodyFirst  # reads models: once Django is set up
+
+    sync_app = cast(App, WSGIMiddleware(handler, workers=settings.SIMRUN_WEB_THREADS))
+    return BodyFirst(UploadSizeLimit(Dispatch(sync_app=sync_app, async_app=async_app)))

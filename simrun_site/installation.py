@@ -42,3 +42,18 @@ def missing_message(cwd: Path) -> str:
         f"directory inside the one where `simrun demo` or `simrun serve` made {MARK}/, "
         f"or set {VARIABLE}"
     )
+
+
+def find(cwd: Path) -> Path | None:
+    """The data directory as the settings find it (`SIMRUN_DATA_DIR`, through a file too, else
+    the nearest `.simrun/`), without setting anything up; None when there is none (or its
+    variable cannot be read: the settings then say what is wrong)."""
+    value = os.environ.get(VARIABLE, "").strip()
+    if not value and os.environ.get(f"{VARIABLE}_FILE"):
+        try:
+            value = Path(os.environ[f"{VARIABLE}_FILE"]).read_text().strip()
+        except OSError:
+            return None
+    if value:
+        return Path(value).expanduser().resolve()
+    return nearest(cwd.resolve())

@@ -105,14 +105,19 @@ TEMPLATES = [
     },
 ]
 
-# The web process serves requests on SIMRUN_WEB_THREADS threads (simrun_site/dispatch.py) and
-# its ASGI entry point sets SIMRUN_DB_POOL (see env.database); other processes persist.
+# The web process serves requests on SIMRUN_WEB_THREADS threads (simrun_site/dispatch.py),
+# reads for its event loop (credentials, streams' polls) on SIMRUN_WEB_READERS more
+# (runs/edge/readers.py), and its ASGI entry point sets SIMRUN_DB_POOL (see env.database);
+# other processes persist.
 SIMRUN_WEB_THREADS = env.integer("SIMRUN_WEB_THREADS", 10, minimum=1)
+SIMRUN_WEB_READERS = env.integer("SIMRUN_WEB_READERS", 2, minimum=1)
 DATABASES = {
     "default": env.database(
         "DATABASE_URL",
         DATA_DIR / "simrun.sqlite3",
-        pool_size=env.integer("SIMRUN_DB_POOL_SIZE", SIMRUN_WEB_THREADS + 2, minimum=1)
+        pool_size=env.integer(
+            "SIMRUN_DB_POOL_SIZE", SIMRUN_WEB_THREADS + SIMRUN_WEB_READERS, minimum=1
+        )
         if env.boolean("SIMRUN_DB_POOL", False)
         else 0,
     )
@@ -196,11 +201,25 @@ SIMRUN_EVENTS_POLL_S = env.number("SIMRUN_EVENTS_POLL_S", 1.0, minimum=0.05)
 SIMRUN_EVENTS_MAX_S = env.number("SIMRUN_EVENTS_MAX_S", 300.0, minimum=1)
 # the servers page's stream asks the backend (on a cluster, the API server) at each poll
 SIMRUN_SERVERS_POLL_S = env.number("SIMRUN_SERVERS_POLL_S", 5.0, minimum=0.05)
+# Clients (runs/edge/bodies.py, simrun_site/web_protocol.py): a request's head and body arrive
+# within their deadlines and a body within its limit before a request thread is taken; the
+# connections the web process holds at most (beyond: 503)
+SIMRUN_HEADER_TIMEOUT_S = env.number("SIMRUN_HEADER_TIMEOUT_S", 10.0, minimum=0.1)
+SIMRUN_BODY_TIMEOUT_S = env.number("SIMRUN_BODY_TIMEOUT_S", 5.0, minimum=0.1)
+SIMRUN_FORM_MAX_BYTES = env.integer("SIMRUN_FORM_MAX_BYTES", 4 * 1024 * 1024, minimum=1024)
+SIMRUN_ANONYMOUS_MAX_BYTES = env.integer("SIMRUN_ANONYMOUS_MAX_BYTES", 64 * 1024, minimum=1024)
+SIMRUN_WEB_MAX_CONNECTIONS = env.integer("SIMRUN_WEB_MAX_CONNECTIONS", 1000, minimum=10)
+# a form's files stay in memory (its body is there already, within SIMRUN_FORM_MAX_BYTES)
+FILE_UPLOAD_MAX_MEMORY_SIZE = SIMRUN_FORM_MAX_BYTES
 SIMRUN_MAX_UPLOAD_BYTES = env.integer("SIMRUN_MAX_UPLOAD_BYTES", 2 * 1024**3, minimum=1)
-SIMRUN_UPLOAD_MAX_FILES = env.integer("SIMRUN_UPLOAD_MAX_FILES", 100_000, minimum=1)
+SIMRUN_UPLOAD_MAX_FILES = env.integer("SIMRUN_UPLOAD_MAX_FILES", 10_000, minimum=1)
 SIMRUN_UPLOAD_MAX_UNPACKED_BYTES = env.integer(
     "SIMRUN_UPLOAD_MAX_UNPACKED_BYTES", 8 * 1024**3, minimum=1
 )
+# Listings of a run's files (outputs): entries looked at, directory levels, seconds
+SIMRUN_LISTING_MAX_ENTRIES = env.integer("SIMRUN_LISTING_MAX_ENTRIES", 100_000, minimum=1)
+SIMRUN_LISTING_MAX_DEPTH = env.integer("SIMRUN_LISTING_MAX_DEPTH", 32, minimum=1)
+SIMRUN_LISTING_MAX_S = env.number("SIMRUN_LISTING_MAX_S", 1.0, minimum=0.01)
 # Workflow documents (runs/workflow_text.py): size, nesting, values after aliases, a string
 SIMRUN_WORKFLOW_MAX_BYTES = env.integer("SIMRUN_WORKFLOW_MAX_BYTES", 1024 * 1024, minimum=1)
 SIMRUN_WORKFLOW_MAX_DEPTH = env.integer("SIMRUN_WORKFLOW_MAX_DEPTH", 64, minimum=4)

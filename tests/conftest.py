@@ -17,6 +17,10 @@ hypothesis_settings.register_profile("repeatable", derandomize=True, database=No
 hypothesis_settings.register_profile("fuzz", derandomize=False, print_blob=True)
 hypothesis_settings.load_profile(os.environ.get("SIMRUN_HYPOTHESIS", "repeatable"))
 
+# A `simrun` run verb with no service to talk to starts `simrun serve` in the background: not
+# for a command a test runs with its own environment (those of a user's, `clean_env`, do).
+os.environ["SIMRUN_AUTOSTART"] = "false"
+
 
 @pytest.fixture
 def store(tmp_path: Path, settings: Settings) -> Iterator[Path]:
@@ -25,3 +29,21 @@ def store(tmp_path: Path, settings: Settings) -> Iterator[Path]:
     root.mkdir()
     settings.SIMRUN_STORE = root
     yield root
+
+
+@pytest.fixture
+def simrun_api(
+    transactional_db: None, store: Path, monkeypatch: pytest.MonkeyPatch
+) -> Iterator[str]:
+    """The API served on the test database, and `simrun`'s run verbs pointed at it with the
+    owner's token (SIMRUN_URL, SIMRUN_TOKEN) and the store mounted here (SIMRUN_STORE), as
+    for an operator on a server of the lab. Yields the URL."""
+    from tests import factories
+    from tests.api.live import serving
+
+    secret = factories.token(factories.owner()).secret
+    with serving() as url:
+        monkeypatch.setenv("SIMRUN_URL", url)
+        monkeypatch.setenv("SIMRUN_TOKEN", secret)
+        monkeypatch.setenv("SIMRUN_STORE", str(store))
+        yield url

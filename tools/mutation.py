@@ -13,9 +13,12 @@ lives under `harness/src/`, so its package is staged at the top of the stage.
 
 The tests run against Postgres (`SIMRUN_TEST_DATABASE_URL`, default the `h20m` database; its
 test database is kept between mutants with `--reuse-db`) and Redis (`SIMRUN_TEST_REDIS_URL`).
-Each module's score is written to `.mutation/<module>/score.json` and its surviving mutants
-to `.mutation/<module>/survivors.txt` (with their diffs given `--diffs`; `mutmut show NAME` in
-the stage shows one).
+Each module's score is written to `.mutation/<module>/score.json` (mutmut's counts, the
+score line, the commit and date, a SHA-256 digest of each mutated file) and its surviving
+mutants to `.mutation/<module>/survivors.txt` (with their diffs given `--diffs`; `mutmut show
+NAME` in the stage shows one). `--record` also writes the score into `tools/mutation_scores.json`,
+which `tests/tools/test_mutation_scores.py` holds to the files: a scored module changed since
+its score fails that test until it is scored again (or its entry removed).
 """
 
 from __future__ import annotations
@@ -23,16 +26,19 @@ from __future__ import annotations
 import argparse
 import ast
 import difflib
+import hashlib
 import json
 import os
 import shutil
 import subprocess
 import sys
 from dataclasses import dataclass
+from datetime import UTC, datetime
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent
 WORK = ROOT / ".mutation"
+SCORES = ROOT / "tools" / "mutation_scores.json"
 
 
 @dataclass(frozen=True)
@@ -46,40 +52,48 @@ class Module:
     paths: tuple[str, ...]
     tests: tuple[str, ...]
 
+    def source(self, path: str) -> Path:
+        """The work tree's file of a staged path (`simrun_harness/ledger.py` ->
+        `harness/src/simrun_harness/ledger.py`)."""
+        inside = Path(path).relative_to(self.staged_as)
+        return ROOT / self.package / inside
+
+    def digests(self) -> dict[str, str]:
+        """SHA-256 of each mutated file, by its path in the work tree."""
+        found = {}
+        for path in self.paths:
+            source = self.source(path)
+            found[str(source.relative_to(ROOT))] = hashlib.sha256(source.read_bytes()).hexdigest()
+        return found
+
 
 # the controller's tests, all fast (20 s in all), and the Argo backend's restarted and steady
 # ticks (its revisions: the local backend has none); mutmut runs, for each mutant, only those
 # that call the function it mutates
 CONTROLLER_TESTS = ("tests/runs/controller", "tests/cluster/argo/test_tick_calls.py")
+SCORED = (  # the modules whose scores docs/testing.md gives and tools/mutation_scores.json keeps
+    "plans",
+    "planner",
+    "reuse",
+    "services-reuse",
+    "rules",
+    "reconcile",
+    "ledger",
+    "argo-status",
+    "local-statuses",
+    "local-dag",
+)
+LEDGER_TESTS = (
+    "tests/harness/test_ledger.py",
+    "tests/harness/test_ledger_creation.py",
+    "tests/harness/test_ledger_partials.py",
+)
 MODULES: dict[str, Module] = {
-    "rules": Module("runs", "runs", ("runs/controller/rules.py",), CONTROLLER_TESTS),
-    "records": Module("runs", "runs", ("runs/controller/records.py",), CONTROLLER_TESTS),
-    "reconcile": Module(
+    "plans": Module(
         "runs",
         "runs",
-        (
-            "runs/controller/reconcile.py",
-            "runs/controller/followed.py",
-            "runs/controller/store_facts.py",
-        ),
-        CONTROLLER_TESTS,
-    ),
-    "seen": Module("runs", "runs", ("runs/controller/seen.py",), CONTROLLER_TESTS),
-    "tick": Module("runs", "runs", ("runs/controller/tick.py",), CONTROLLER_TESTS),
-    "backoff": Module("runs", "runs", ("runs/controller/backoff.py",), CONTROLLER_TESTS),
-    "ledger": Module(
-        "harness/src/simrun_harness",
-        "simrun_harness",
-        (
-            "simrun_harness/ledger.py",
-            "simrun_harness/ledger_creation.py",
-            "simrun_harness/ledger_reads.py",
-        ),
-        (
-            "tests/harness/test_ledger.py",
-            "tests/harness/test_ledger_creation.py",
-            "tests/harness/test_ledger_partials.py",
-        ),
+        ("runs/plans.py",),
+        ("tests/runs/test_planner.py", "tests/runs/test_plans.py"),
     ),
     "planner": Module(
         "runs",
@@ -87,7 +101,28 @@ MODULES: dict[str, Module] = {
         ("runs/planner.py",),
         ("tests/runs/test_planner.py", "tests/runs/test_planner_rounding.py"),
     ),
-    "plans": Module("runs", "runs", ("runs/plans.py",), ("tests/runs/test_planner.py",)),
+    "reuse": Module(
+        "runs",
+        "runs",
+        ("runs/reuse.py",),
+        ("tests/runs/test_reuse_keys.py", "tests/runs/test_reuse_key_format.py"),
+    ),
+    "services-reuse": Module(
+        "runs",
+        "runs",
+        ("runs/services/reuse.py",),
+        (
+            "tests/runs/test_reuse_keys.py",
+            "tests/runs/test_reuse_key_format.py",
+            "tests/runs/test_reuse_plans.py",
+            "tests/runs/test_reuse_after_command.py",
+        ),
+    ),
+    "rules": Module("runs", "runs", ("runs/controller/rules.py",), CONTROLLER_TESTS),
+    "reconcile": Module("runs", "runs", ("runs/controller/reconcile.py",), CONTROLLER_TESTS),
+    "ledger": Module(
+        "harness/src/simrun_harness", "simrun_harness", ("simrun_harness/ledger.py",), LEDGER_TESTS
+    ),
     "argo-status": Module(
         "cluster",
         "cluster",
@@ -100,6 +135,29 @@ MODULES: dict[str, Module] = {
         ("cluster/local/statuses.py",),
         ("tests/cluster/local/test_statuses.py", "tests/cluster/local/test_statuses_cache.py"),
     ),
+    "local-dag": Module(
+        "cluster",
+        "cluster",
+        ("cluster/local/dag.py",),
+        ("tests/cluster/local/test_rules.py", "tests/cluster/local/test_dag.py"),
+    ),
+    # not scored here: the modules split off those above, and the controller's other steps
+    "ledger-split": Module(
+        "harness/src/simrun_harness",
+        "simrun_harness",
+        ("simrun_harness/ledger_creation.py", "simrun_harness/ledger_reads.py"),
+        LEDGER_TESTS,
+    ),
+    "reconcile-split": Module(
+        "runs",
+        "runs",
+        ("runs/controller/followed.py", "runs/controller/store_facts.py"),
+        CONTROLLER_TESTS,
+    ),
+    "records": Module("runs", "runs", ("runs/controller/records.py",), CONTROLLER_TESTS),
+    "seen": Module("runs", "runs", ("runs/controller/seen.py",), CONTROLLER_TESTS),
+    "tick": Module("runs", "runs", ("runs/controller/tick.py",), CONTROLLER_TESTS),
+    "backoff": Module("runs", "runs", ("runs/controller/backoff.py",), CONTROLLER_TESTS),
 }
 
 
@@ -160,21 +218,65 @@ def run_module(
     )
     subprocess.run([mutmut, "export-cicd-stats"], cwd=where, env=env, check=True)
     stats = json.loads((where / "mutants" / "mutmut-cicd-stats.json").read_text())
-    (where / "score.json").write_text(json.dumps(stats, indent=2))
     survivors = subprocess.run(
         [mutmut, "results"], cwd=where, env=env, capture_output=True, text=True, check=True
     ).stdout
-    mutated = (where / "mutants" / module.path).read_text()
+    mutated: dict[str, str] = {}
     shown = []
     for line in survivors.splitlines():
         mutant, _, outcome = line.strip().partition(": ")
         if not mutant or outcome == "not checked":
             continue
-        shown.append(
-            f"{mutant}: {outcome}\n{mutant_diff(mutated, mutant)}" if diffs else line.strip()
-        )
-    (where / "survivors.txt").write_text("\n".join(shown) + "\n")
+        if diffs:
+            path = mutant_path(mutant)
+            if path not in mutated:
+                mutated[path] = (where / "mutants" / path).read_text()
+            shown.append(f"{mutant}: {outcome}\n{mutant_diff(mutated[path], mutant)}")
+        else:
+            shown.append(line.strip())
+    (where / "survivors.txt").write_text("\n".join(shown) + "\n" if shown else "")
     return stats
+
+
+def mutant_path(mutant: str) -> str:
+    """The staged file of a mutant, from its name: `runs.controller.rules.x_f__mutmut_3` and
+    `simrun_harness.ledger.xǁLedgerǁclaim__mutmut_12` name their module before the function."""
+    parts = mutant.split(".")
+    at = next(i for i, part in enumerate(parts) if part.startswith(("x_", "xǁ")))
+    return "/".join(parts[:at]) + ".py"
+
+
+def score_of(name: str, module: Module, stats: dict[str, int]) -> dict[str, object]:
+    """What a run of one module measured: its counts, the score line, when, on which commit,
+    and the digest of each file it mutated (what `--record` keeps)."""
+    killed, total = stats.get("killed", 0), stats.get("total", 0)
+    percent = 100 * killed / total if total else 0.0
+    commit = subprocess.run(
+        ["git", "rev-parse", "--short", "HEAD"], cwd=ROOT, capture_output=True, text=True
+    ).stdout.strip()
+    changed = subprocess.run(
+        ["git", "status", "--porcelain", "--", *module.digests()],
+        cwd=ROOT,
+        capture_output=True,
+        text=True,
+    ).stdout.strip()
+    return {
+        "line": f"{name}: {killed}/{total} killed ({percent:.1f} %)",
+        "killed": killed,
+        "total": total,
+        "stats": stats,
+        "commit": commit + ("+changes" if changed else ""),
+        "date": datetime.now(UTC).date().isoformat(),
+        "digests": module.digests(),
+        "tests": list(module.tests),
+    }
+
+
+def record(name: str, score: dict[str, object]) -> None:
+    """Keep a module's score in tools/mutation_scores.json (modules in name order)."""
+    scores = json.loads(SCORES.read_text()) if SCORES.exists() else {}
+    scores[name] = {k: v for k, v in score.items() if k != "stats"}
+    SCORES.write_text(json.dumps(dict(sorted(scores.items())), indent=2, ensure_ascii=False) + "\n")
 
 
 def mutant_diff(mutated: str, mutant: str) -> str:
@@ -199,10 +301,17 @@ def mutant_diff(mutated: str, mutant: str) -> str:
 
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("modules", nargs="*", help=f"of {', '.join(MODULES)}; default all")
+    parser.add_argument(
+        "modules", nargs="*", help=f"of {', '.join(MODULES)}; default the scored ones"
+    )
     parser.add_argument("--list", action="store_true", help="list the modules and their tests")
     parser.add_argument("--children", type=int, default=1, help="mutants run at once")
     parser.add_argument("--diffs", action="store_true", help="write each survivor's diff")
+    parser.add_argument(
+        "--record",
+        action="store_true",
+        help="keep each module's score and digests in tools/mutation_scores.json",
+    )
     parser.add_argument(
         "--only",
         nargs="+",
@@ -218,13 +327,16 @@ def main() -> int:
     unknown = [m for m in args.modules if m not in MODULES]
     if unknown:
         parser.error(f"unknown module(s) {', '.join(unknown)}; known: {', '.join(MODULES)}")
-    for name in args.modules or list(MODULES):
-        stats = run_module(
-            name, MODULES[name], children=args.children, diffs=args.diffs, only=args.only
-        )
-        killed, total = stats.get("killed", 0), stats.get("total", 0)
-        score = 100 * killed / total if total else 0.0
-        print(f"{name}: {killed}/{total} killed ({score:.1f} %) {json.dumps(stats)}", flush=True)
+    if args.record and args.only:
+        parser.error("--record keeps whole runs only, not a run of some mutants (--only)")
+    for name in args.modules or list(SCORED):
+        module = MODULES[name]
+        stats = run_module(name, module, children=args.children, diffs=args.diffs, only=args.only)
+        score = score_of(name, module, stats)
+        (WORK / name / "score.json").write_text(json.dumps(score, indent=2) + "\n")
+        if args.record:
+            record(name, score)
+        print(f"{score['line']} {json.dumps(stats)}", flush=True)
     return 0
 
 

@@ -18,16 +18,31 @@ node (the previous one has ended). Prints p50 and p90, and where the time goes:
 `--standby N` sets SIMRUN_LOCAL_STANDBY for the services (default: the setting's default,
 2; 0: every pod a fresh process, as before standbys).
 
+`--churn` installs another virtual environment over and over while the runs go on: uv makes
+it, installs the packages a pod of the service's environment imports (pydantic, psutil and
+theirs, at the service's versions) from its cache, and removes it. uv hard-links those files
+from its cache into every environment, so each install moves the change time of files a
+standby imported; the summary says how many pods were handed to a standby all the same.
+
     python bench/local/first_unit.py [--runs 10] [--units 4] [--seconds 0.005]
-                                     [--standby N] [--json]
+                                     [--standby N] [--churn] [--json]
 """
 
 from __future__ import annotations
 
 import argparse
+import contextlib
 import json
+import shutil
 import statistics
+import subprocess
+import sys
+import tempfile
+import threading
 import time
+from collections.abc import Iterator
+from importlib.metadata import version
+from pathlib import Path
 
 from _stack import quantile, stack, wait_for
 
@@ -61,6 +76,56 @@ def measure_one(identity: object, units: int, seconds: float, name: str) -> dict
     }
 
 
+CHURNED = ("pydantic", "pydantic-core", "annotated-types", "typing-extensions", "psutil")
+
+
+@contextlib.contextmanager
+def churn(enabled: bool) -> Iterator[list[int]]:
+    """While it lasts, another environment is made, filled from uv's cache and removed, again
+    and again (a thread); the count of installs so far."""
+    installs = [0]
+    if not enabled:
+        yield installs
+        return
+    import uv
+
+    stop = threading.Event()
+    pins = [f"{name}=={version(name)}" for name in CHURNED]
+    where = Path(tempfile.mkdtemp(prefix="simrun-churn-"))
+
+    def loop() -> None:
+        while not stop.is_set():
+            venv = where / f"venv-{installs[0]}"
+            subprocess.run([uv.find_uv_bin(), "venv", "-q", "--python", sys.executable, venv])
+            python = venv / "bin" / "python"
+            subprocess.run([uv.find_uv_bin(), "pip", "install", "-q", "--python", python, *pins])
+            shutil.rmtree(venv, ignore_errors=True)
+            installs[0] += 1
+
+    thread = threading.Thread(target=loop, daemon=True)
+    thread.start()
+    try:
+        yield installs
+    finally:
+        stop.set()
+        thread.join()
+        shutil.rmtree(where, ignore_errors=True)
+
+
+def measure_all(identity: object, args: argparse.Namespace) -> list[dict[str, float]]:
+    samples = []
+    for i in range(args.runs):
+        sample = measure_one(identity, args.units, args.seconds, f"first-unit-{i}")
+        samples.append(sample)
+        print(
+            f"run {i + 1:2d}: {sample['total']:.3f} s  (submit {sample['submit']:.3f}, "
+            f"launch {sample['launch']:.3f}, harness {sample['harness']:.3f}; "
+            f"create_run itself {sample['create_run']:.3f})"
+            + ("  [standby]" if sample["standby"] else "")
+        )
+    return samples
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     parser.add_argument("--runs", type=int, default=10)
@@ -68,6 +133,9 @@ def main() -> None:
     parser.add_argument("--seconds", type=float, default=0.005, help="CPU seconds per unit")
     parser.add_argument("--standby", type=int, default=None, help="SIMRUN_LOCAL_STANDBY")
     parser.add_argument("--json", action="store_true", help="print the figures as JSON too")
+    parser.add_argument(
+        "--churn", action="store_true", help="install another environment meanwhile, repeatedly"
+    )
     args = parser.parse_args()
     extra = {} if args.standby is None else {"SIMRUN_LOCAL_STANDBY": str(args.standby)}
     with stack(services=True, extra_env=extra):
@@ -77,17 +145,12 @@ def main() -> None:
         started = time.monotonic()
         measure_one(identity, args.units, args.seconds, "warm-up")
         print(f"warm-up run done in {time.monotonic() - started:.1f} s")
-        samples = []
-        for i in range(args.runs):
-            sample = measure_one(identity, args.units, args.seconds, f"first-unit-{i}")
-            samples.append(sample)
-            print(
-                f"run {i + 1:2d}: {sample['total']:.3f} s  (submit {sample['submit']:.3f}, "
-                f"launch {sample['launch']:.3f}, harness {sample['harness']:.3f}; "
-                f"create_run itself {sample['create_run']:.3f})"
-                + ("  [standby]" if sample["standby"] else "")
-            )
+        with churn(args.churn) as installs:
+            samples = measure_all(identity, args)
+        if args.churn:
+            print(f"another environment was installed {installs[0]} times meanwhile")
     totals = [s["total"] for s in samples]
+
     summary = {
         "runs": args.runs,
         "standby_runs": int(sum(s["standby"] for s in samples)),

@@ -117,7 +117,7 @@ def soak(args: argparse.Namespace) -> dict[str, Any]:
     from runs.cli.base import setup_django
 
     setup_django()
-    from runs.cli.direct_lab import DirectLab
+    from runs.cli.client import ApiError, Unreachable, connect
     from runs.models import Run
 
     model = work / "model"
@@ -152,17 +152,26 @@ def soak(args: argparse.Namespace) -> dict[str, Any]:
         )
     for thread in threads:
         thread.start()
-    lab = DirectLab()
+    client = connect()
     submitted: dict[str, float] = {}
     refused: list[str] = []
     end = started + args.minutes * 60
     while time.monotonic() < end:
         serve.keep_up()
-        try:  # reuse off: the same workflow again and again, each run computing its units
-            run = lab.submit(workflow_text=text, sources=[model], group="soak", reuse=False)
-            submitted[run["id"]] = time.time()
-        except Exception as exc:  # the disk is full: said, counted, not a failure of a run
-            refused.append(f"{type(exc).__name__}: {str(exc)[:200]}")
+        # reuse off: the same workflow again and again, each run computing its units; a web
+        # process (or serve) killed by the chaos is waited out, the key keeping a retry from
+        # making a second run; a refusal (the disk is full) is counted, not retried
+        key = f"soak-{len(submitted) + len(refused)}"
+        while True:
+            try:
+                run = client.submit(text, [model], group="soak", reuse=False, idempotency_key=key)
+                submitted[run["id"]] = time.time()
+                break
+            except Unreachable:
+                time.sleep(1.0)
+            except (ApiError, OSError) as exc:
+                refused.append(f"{type(exc).__name__}: {str(exc)[:200]}")
+                break
         time.sleep(max(0.0, min(args.every, end - time.monotonic())))
     stop_chaos.set()
     print(f"{time.monotonic() - started:7.1f}s chaos stopped; draining", flush=True)

@@ -32,6 +32,7 @@ from cluster.argo.config import ClusterConfig
 from cluster.argo.listing import read_workflow
 from cluster.argo.logs import task_logs
 from cluster.argo.manifest import POD_LABEL, RUN_LABEL, TASK_LABEL, workflow_manifest
+from cluster.argo.names import STRICT
 from cluster.argo.node_status import NodesUnreadable, offload_version
 from cluster.argo.nodes import WORKER_LABEL, Requests, live, node_from, pod_requests, used_by_others
 from cluster.argo.reservations import patch_node, releasing, reserving
@@ -79,7 +80,7 @@ class ArgoBackend:
         manifest = workflow_manifest(launch, self.config)
         try:
             self.custom.create_namespaced_custom_object(
-                GROUP, VERSION, self.config.namespace, PLURAL, manifest
+                GROUP, VERSION, self.config.namespace, PLURAL, manifest, field_validation=STRICT
             )
         except ApiException as error:
             if error.status != 409:

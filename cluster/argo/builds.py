@@ -30,6 +30,7 @@ from cluster.argo.images import (
     job_outcome,
 )
 from cluster.argo.logs import api_reason
+from cluster.argo.names import STRICT
 
 LOG_TAIL_LINES = 40
 POLL_S = (0.05, 2.0)
@@ -60,7 +61,10 @@ def _create_job(batch: BatchV1Api, image: str, config: ClusterConfig) -> dict[st
     """Create the build's Job, or find the one that exists."""
     try:
         reply = batch.create_namespaced_job(
-            config.namespace, build_job(image, config), _preload_content=False
+            config.namespace,
+            build_job(image, config),
+            field_validation=STRICT,
+            _preload_content=False,
         )
     except ApiException as error:
         if error.status != 409:
@@ -100,7 +104,9 @@ def run_build(
     name = job["metadata"]["name"]
     try:
         core.create_namespaced_config_map(
-            config.namespace, context_config_map(image, context, job, config)
+            config.namespace,
+            context_config_map(image, context, job, config),
+            field_validation=STRICT,
         )
     except ApiException as error:
         if error.status != 409:

@@ -21,6 +21,10 @@ _LABEL_VALUE = re.compile(r"^([A-Za-z0-9]([-A-Za-z0-9_.]*[A-Za-z0-9])?)?$")
 _ARGO_NAME = re.compile(r"^[a-zA-Z0-9][-a-zA-Z0-9]*$")
 MEBI_PER_GIBI = 1024
 MERGE_PATCH = "application/merge-patch+json"
+STRICT = "Strict"
+"""`fieldValidation` of every create, replace and patch: the API server refuses an unknown
+field (a typo, a field of another version) instead of dropping it with a warning (its default,
+`Warn`), so a mistake fails where it is made, on a real cluster as on the simulator."""
 MILLI = 1000
 
 

@@ -14,7 +14,7 @@ from typing import Any
 from kubernetes.client import CoreV1Api
 from kubernetes.client.rest import ApiException
 
-from cluster.argo.names import MERGE_PATCH, label_value
+from cluster.argo.names import MERGE_PATCH, STRICT, label_value
 from cluster.argo.nodes import RESERVED_KEY
 
 RESERVE_ATTEMPTS = 10
@@ -72,7 +72,7 @@ def patch_node(core: CoreV1Api, node: str, change: Change) -> None:
             return
         patch.setdefault("metadata", {})["resourceVersion"] = current["metadata"]["resourceVersion"]
         try:
-            core.patch_node(node, patch, _content_type=MERGE_PATCH)
+            core.patch_node(node, patch, field_validation=STRICT, _content_type=MERGE_PATCH)
             return
         except ApiException as error:
             if error.status == 409:

@@ -20,7 +20,7 @@ from cluster.argo.argo_server import hydrated
 from cluster.argo.config import ClusterConfig
 from cluster.argo.listing import read_workflow
 from cluster.argo.logs import workflow_pods
-from cluster.argo.names import MERGE_PATCH
+from cluster.argo.names import MERGE_PATCH, STRICT
 from cluster.argo.node_status import NodesUnreadable, workflow_nodes
 from cluster.argo.status import DONE_PHASES
 from cluster.argo.watch import GROUP, PLURAL, VERSION
@@ -50,6 +50,7 @@ def shut_down(
             PLURAL,
             name,
             {"spec": {"shutdown": strategy}},
+            field_validation=STRICT,
             _content_type=MERGE_PATCH,
         )
     except ApiException as error:

@@ -42,6 +42,7 @@ from cluster.local.standby import Standbys
 from cluster.local.statuses import RunStatuses
 from runs.plans import Node
 from runs.ports import LOG_LIMIT_BYTES, BackendStatus, Placement, PodLog, RunLaunch, read_log
+from simrun_harness import store_reads
 from simrun_harness.layout import StorePaths
 
 log = logging.getLogger(__name__)
@@ -212,7 +213,8 @@ class LocalBackend:
                 found.append((float("inf"), PodLog(view.spec.name, 0, error="not started")))
             for a in view.attempts:
                 try:
-                    text, cut = read_log(a.log, tail_lines, LOG_LIMIT_BYTES)
+                    handle = store_reads.open_file(self.store.root, a.log)
+                    text, cut = read_log(handle, tail_lines, LOG_LIMIT_BYTES)
                     entry = PodLog(view.spec.name, a.number, text, a.ended, truncated=cut)
                 except OSError as exc:
                     entry = PodLog(view.spec.name, a.number, ended=a.ended, error=str(exc))

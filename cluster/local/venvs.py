@@ -36,7 +36,7 @@ from runs.environments import (
     local_packages_of,
     python_version,
 )
-from runs.local_packages import tree_digest
+from runs.local_packages import LocalPackage, local_packages, tree_digest
 from simrun_harness.layout import check_name
 
 MARKER = ".simrun-environment.json"
@@ -99,10 +99,25 @@ def ensure_wheels(wheels: Path, sources: Sequence[Path] = WHEEL_SOURCES) -> Path
         for source in present:
             if any(folder.glob(f"{_wheel_name(source)}-*.whl")):
                 continue
+            # built with this Python's own build backend (hatchling, a requirement of the
+            # service), not in an isolated environment that uv fills from the package index
             args: list[str | Path] = [uv_bin, "build", "--wheel", "--python", sys.executable]
-            args += ["--out-dir", folder]
+            args += ["--no-build-isolation", "--out-dir", folder]
             _run([*args, source], source, f"building the wheel of {source.name}")
     return folder
+
+
+def _harness_wheel(wheels: Path) -> Path:
+    """The harness's wheel in the wheel directory `ensure_wheels` made."""
+    found = sorted(wheels.glob(f"{_wheel_name(REPO_ROOT / 'harness')}-{harness_version()}-*.whl"))
+    if not found:
+        raise RuntimeError(f"no wheel of {HARNESS} {harness_version()} in {wheels}")
+    return found[0]
+
+
+def _local_requirement(package: LocalPackage) -> str:
+    """A local package as a requirement naming its directory: `name @ file:///path`."""
+    return f"{package.name} @ {package.path.as_uri()}"
 
 
 def _requirements(
@@ -203,14 +218,15 @@ def build_environment(context: Mapping[str, bytes], ref: str, root: Path, wheels
         args += ["-r", requirements]
         if pins is not None:
             args += ["-c", pins]
-        # its version is the same old one in every wheel: taken from this wheel directory,
-        # never from uv's cache of an earlier harness
-        args += [f"{HARNESS}=={harness_version()}", "--find-links", wheels]
-        args += ["--refresh-package", HARNESS]
-        # uv keeps a built wheel of a local directory until its pyproject.toml changes: an
-        # edited module would be installed stale from the cache, so local ones are rebuilt
-        for name in local:
-            args += ["--refresh-package", name]
+        # its version is the same old one in every wheel: named by its file in this wheel
+        # directory (named by the digest of its sources), never found in uv's cache of an
+        # earlier harness by its version
+        args += [_harness_wheel(wheels), "--find-links", wheels]
+        # uv keeps a built wheel of a local directory until its pyproject.toml changes, but
+        # rebuilds a directory named on the command line: an edited module is never installed
+        # stale from the cache. Not `--refresh-package`, which uv refuses offline (UV_OFFLINE:
+        # the tests run with the package index unreachable)
+        args += [_local_requirement(package) for package in local_packages(project)]
         _run(args, project, "installing the environment")
         _write_marker(venv, ref, context)
         try:

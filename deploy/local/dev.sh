@@ -49,7 +49,8 @@ fi
 [ -x .venv/bin/python ] || "$python_bin" -m uv venv -q .venv --python "$python_bin"
 # bytecode compiled at install: every pod and supervisor (which may run with
 # PYTHONDONTWRITEBYTECODE, or in a read-only image) would compile pydantic & co. at each start
-"$python_bin" -m uv pip install -q --compile-bytecode --python .venv/bin/python -r requirements/dev.txt
+"$python_bin" -m uv pip install -q --compile-bytecode --python .venv/bin/python -r requirements/dev.txt \
+  --overrides requirements/overrides.txt
 .venv/bin/python -m compileall -q -j 0 harness/src examples/simrun-examples/src cluster >/dev/null
 
 start_services() {

@@ -9,14 +9,13 @@ from __future__ import annotations
 import mimetypes
 import re
 from collections.abc import AsyncIterator, Iterator
-from pathlib import Path
 from typing import IO
 
 from asgiref.sync import sync_to_async
 from django.core.handlers.asgi import ASGIRequest
 from django.http import HttpRequest, StreamingHttpResponse
 
-from runs.selectors.outputs import ByteRange
+from runs.selectors.outputs import ByteRange, OpenOutput
 
 CHUNK = 256 * 1024
 _SAFE = re.compile(r"[^A-Za-z0-9._+-]")
@@ -45,26 +44,50 @@ async def _async_chunks(handle: IO[bytes], length: int) -> AsyncIterator[bytes]:
         handle.close()
 
 
-def file_response(
-    request: HttpRequest, file: Path, part: ByteRange | None
+async def _async_pulled(chunks: Iterator[bytes]) -> AsyncIterator[bytes]:
+    """Each chunk of a blocking iterator, made in a worker thread one at a time."""
+
+    def pull() -> bytes | None:
+        return next(chunks, None)
+
+    pulled = sync_to_async(pull, thread_sensitive=False)
+    while (chunk := await pulled()) is not None:
+        yield chunk
+
+
+def chunks_response(
+    request: HttpRequest, chunks: Iterator[bytes], *, content_type: str, filename: str
 ) -> StreamingHttpResponse:
-    """The file, or the bytes `part` selects (206 with Content-Range)."""
-    size = file.stat().st_size
+    """A download made while it is sent (a crate's zip): chunk by chunk, never whole in memory,
+    from the server's own kind of iterator."""
+    content = _async_pulled(chunks) if isinstance(request, ASGIRequest) else chunks
+    response = StreamingHttpResponse(content, content_type=content_type)
+    response["Content-Disposition"] = f'attachment; filename="{_SAFE.sub("_", filename)}"'
+    response["X-Accel-Buffering"] = "no"
+    return response
+
+
+def file_response(
+    request: HttpRequest, opened: OpenOutput, part: ByteRange | None
+) -> StreamingHttpResponse:
+    """The open file, or the bytes `part` selects (206 with Content-Range); the response
+    closes the file."""
+    size = opened.size
     start, length = (0, size) if part is None else (part.start, part.length)
-    handle = file.open("rb")
+    handle = opened.handle
     handle.seek(start)
     content = (
         _async_chunks(handle, length)
         if isinstance(request, ASGIRequest)
         else _chunks(handle, length)
     )
-    content_type = mimetypes.guess_type(file.name)[0] or "application/octet-stream"
+    content_type = mimetypes.guess_type(opened.name)[0] or "application/octet-stream"
     response = StreamingHttpResponse(
         content, status=200 if part is None else 206, content_type=content_type
     )
     response["Content-Length"] = str(length)
     response["Accept-Ranges"] = "bytes"
-    response["Content-Disposition"] = f'inline; filename="{_SAFE.sub("_", file.name)}"'
+    response["Content-Disposition"] = f'inline; filename="{_SAFE.sub("_", opened.name)}"'
     if part is not None:
         response["Content-Range"] = part.content_range(size)
     return response

@@ -26,7 +26,7 @@ from runs.api.auth import identity_of
 from runs.api.base import ApiViewSet
 from runs.api.errors import InvalidInput
 from runs.api.events import EVENT_ID, EventId, run_events
-from runs.api.files import file_response
+from runs.api.files import chunks_response, file_response
 from runs.api.log_follow import follow_logs
 from runs.api.renderers import AnyMediaRenderer, EventStreamRenderer, PlainTextRenderer
 from runs.api.schema import PagedListSchema
@@ -53,6 +53,7 @@ from runs.selectors.runs_list import get_run, list_runs, run_item
 from runs.selectors.servers import schedulable_nodes
 from runs.selectors.tasks import run_tasks
 from runs.selectors.workers import task_workers
+from runs.services.crates import exported_zip
 from runs.services.runs import cancel_run, may_change, request_deletion
 from runs.services.submission import create_run
 from runs.workflow import TASK_ID
@@ -281,9 +282,41 @@ class RunViewSet(ApiViewSet):
         path = request.query_params.get("path")
         if not path:
             raise InvalidInput("path: give the file's path as the outputs listing shows it")
-        file = output_file(run.id, path)
-        part = byte_range(request.headers.get("Range"), file.stat().st_size)
-        return file_response(request._request, file, part)
+        opened = output_file(run.id, path)
+        try:
+            part = byte_range(request.headers.get("Range"), opened.size)
+        except BaseException:
+            opened.handle.close()
+            raise
+        return file_response(request._request, opened, part)
+
+    @extend_schema(
+        parameters=[
+            OpenApiParameter(
+                "metadata_only",
+                bool,
+                description="Each file's digest and size without its bytes (false: every byte).",
+            )
+        ],
+        responses={
+            (200, "application/zip"): OpenApiResponse(
+                OpenApiTypes.BINARY, description="The run as a Workflow Run RO-Crate (zip)."
+            ),
+            **{(code, "application/json"): E for code in (400, 409, *READ_ERRORS)},
+        },
+    )
+    @action(detail=True, methods=["get"], renderer_classes=[JSONRenderer, AnyMediaRenderer])
+    def crate(self, request: Request, pk: str) -> HttpResponseBase:
+        """The ended run as a Workflow Run RO-Crate, a zip made while it is sent
+        (docs/provenance.md); 409 while the run is live."""
+        run = get_run(pk)
+        chunks = exported_zip(run_id=run.id, metadata_only=_flag(request, "metadata_only"))
+        return chunks_response(
+            request._request,
+            chunks,
+            content_type="application/zip",
+            filename=f"simrun-{run.id}.crate.zip",
+        )
 
     @extend_schema(
         parameters=[

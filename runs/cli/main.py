@@ -1,7 +1,8 @@
 """`simrun`: validate workflows, manage identities and tokens, submit and follow runs.
 
-Without SIMRUN_URL it works directly on this machine's simrun (the embedded default, or the
-database of DATABASE_URL); with SIMRUN_URL and SIMRUN_TOKEN it talks to the service's API.
+The run verbs talk to the API (`runs/cli/client.py`): of SIMRUN_URL with SIMRUN_TOKEN, else
+of this machine's `simrun serve`. The bootstrap and admin commands (serve, demo, stop, status,
+identities and tokens, plugin) work on this machine's installation directly.
 """
 
 from __future__ import annotations
@@ -18,12 +19,17 @@ from runs.cli.base import CommandError, django_ready
 Handler = Callable[[argparse.Namespace], int]
 
 INSTALLS = frozenset({"demo", "serve"})  # may make a new installation in the current directory
-NEEDS_NONE = frozenset({"validate", "plugin"})  # read no database and no store
-OVER_API = frozenset({"submit", "runs", "show", "follow", "cancel", "outputs", "logs"})
+NEEDS_NONE = frozenset({"validate", "plugin", "crate"})  # read no database and no store
+OVER_API = frozenset(
+    {"submit", "runs", "show", "follow", "cancel", "outputs", "logs", "compare", "estimate"}
+    | {"export"}
+)
+SIGPIPE_EXIT = 141  # the status of a command ended by SIGPIPE (128 + 13), as `ls | head` ends
 
 
 def build_parser() -> argparse.ArgumentParser:
     from runs.cli import (
+        crate_commands,
         identity_commands,
         plugin_commands,
         run_commands,
@@ -38,6 +44,7 @@ def build_parser() -> argparse.ArgumentParser:
     run_commands.register(sub)
     service_commands.register(sub)
     plugin_commands.register(sub)
+    crate_commands.register(sub)
     return parser
 
 
@@ -51,7 +58,7 @@ def require_installation(command: str) -> None:
     if django_ready() or installation.configured():
         return  # apps ready: Django was set up by whoever called us (manage.py, a test)
     if command in OVER_API and os.environ.get("SIMRUN_URL"):
-        return
+        return  # a remote service: nothing of this machine is needed
     if installation.nearest(Path.cwd().resolve()) is None:
         raise CommandError(installation.missing_message(Path.cwd()))
 
@@ -62,23 +69,31 @@ def main(argv: Sequence[str] | None = None) -> int:
     handler: Handler = args.handler
     try:
         require_installation(args.command)
-        return handler(args)
+        code = handler(args)
+        sys.stdout.flush()  # here, so a reader that went away is noticed below
+        return code
     except CommandError as exc:
         print(f"simrun: {exc}", file=sys.stderr)
         return exc.code
+    except BrokenPipeError:  # `simrun runs | head`: the reader has what it wanted
+        os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())  # no flush at exit
+        return SIGPIPE_EXIT
     except OSError as exc:
         if exc.errno not in (errno.ENOSPC, errno.EDQUOT):
             raise
         print(f"simrun: {_disk_full(exc)}; free space there and try again", file=sys.stderr)
         return 1
     except Exception as exc:
-        # the service refused (SIMRUN_URL set): its answer, not a traceback; the client module
-        # is loaded only then, so it is looked up rather than imported for every command
-        client = sys.modules.get("runs.cli.api_client")
-        if client is None or not isinstance(exc, client.ApiError):
-            raise
-        print(f"simrun: {exc.report()}", file=sys.stderr)
-        return 1
+        # the service's refusal or absence: one line, not a traceback; the client module is
+        # loaded only by the run verbs, so it is looked up rather than imported here
+        client = sys.modules.get("runs.cli.client")
+        if client is not None and isinstance(exc, client.ApiError):
+            print(f"simrun: {exc.report()}", file=sys.stderr)
+            return 1
+        if client is not None and isinstance(exc, client.Unreachable):
+            print(f"simrun: {exc}", file=sys.stderr)
+            return 1
+        raise
     except KeyboardInterrupt:
         return 130
 

@@ -23,7 +23,7 @@ class Shows(Protocol):
 
 
 def polls(
-    the_lab: Shows,
+    client: Shows,
     run_id: str,
     *,
     interval: float,
@@ -32,14 +32,15 @@ def polls(
 ) -> Iterator[dict[str, Any]]:
     """The run as `show` gives it, every `interval`, until (and including) its end.
 
-    A lab whose service is down (its `UNREACHABLE` errors) is asked again at every interval;
-    `say` is told once when it stops answering and once when it answers again."""
-    unreachable: tuple[type[Exception], ...] = getattr(the_lab, "UNREACHABLE", ())
+    A service that does not answer is asked again at every interval; `say` is told once
+    when it stops answering and once when it answers again."""
+    from runs.cli.client import Unreachable
+
     down = False
     while True:
         try:
-            run = the_lab.show(run_id)
-        except unreachable as exc:
+            run = client.show(run_id)
+        except Unreachable as exc:
             if not down and say is not None:
                 say(unreachable_line(exc, run_id))
             down = True
@@ -58,7 +59,7 @@ def polls(
 
 def unreachable_line(exc: Exception, run_id: str) -> str:
     return (
-        f"warning: simrun does not answer ({type(exc).__name__}: {exc}); is it running? "
+        f"warning: {exc}; is it running? "
         f"start it with `simrun serve` (still following run {run_id})"
     )
 

@@ -1,71 +1,38 @@
-"""`simrun submit|runs|show|follow|logs|cancel|outputs`: the same verbs here or over the API."""
+"""`simrun submit|runs|show|follow|cancel|logs|outputs|compare|estimate`: the run verbs.
+
+Each is a request of the API through `runs/cli/client.py` (this machine's `simrun serve`, or
+SIMRUN_URL) and prints its answer; none reads the database or the store itself.
+"""
 
 from __future__ import annotations
 
 import argparse
-import os
-import sys
 import time
 from collections.abc import Callable
 from pathlib import Path
-from typing import Any, Protocol
+from typing import TYPE_CHECKING, Any
 
-from runs.cli.base import django_ready, setup_django
 from runs.cli.follow_notes import run_seconds, task_times, watched
 from runs.cli.progress import ENDED, follow_bars, follow_plain, polls
 from runs.cli.workflow_commands import read_workflow
-from runs.states import RunState
+from runs.states import RunState, TaskState
+
+CANCEL_WAIT_S = 120.0  # a cancel waits this long at most for the run's pods to stop
+
+if TYPE_CHECKING:  # the client is imported when a verb runs: `validate` needs no HTTP
+    from runs.cli.client import Client
 
 
-class Lab(Protocol):
-    def submit(
-        self,
-        *,
-        workflow_text: str,
-        sources: list[Path],
-        group: str,
-        reuse: bool = True,
-        resume_from: str | None = None,
-    ) -> dict[str, Any]: ...
-    def runs(self, *, limit: int = 20) -> list[dict[str, Any]]: ...
-    def show(self, run_id: str) -> dict[str, Any]: ...
-    def cancel(self, run_id: str) -> dict[str, Any]: ...
-    def logs(self, run_id: str, task_id: str, *, tail: int | None = None) -> str: ...
-    def outputs(self, run_id: str) -> list[str]: ...
+def connect() -> Client:
+    from runs.cli.client import connect as connected
 
-
-def lab(*, over_service: bool = True) -> Lab:
-    """The API when SIMRUN_URL is set; else this machine's running service over HTTP when
-    there is one (and Django is not set up already); else this machine's simrun directly."""
-    if os.environ.get("SIMRUN_URL"):
-        from runs.cli.api_client import ApiLab
-
-        return ApiLab.from_environment()
-    if over_service and not django_ready():
-        from runs.cli.local_service import running_service
-
-        service = running_service()
-        if service is not None:
-            from runs.cli.service_lab import ServiceLab
-
-            return ServiceLab(service)
-    setup_django()
-    from runs.cli.direct_lab import DirectLab
-
-    return DirectLab()
+    return connected()
 
 
 def register(sub: Any) -> None:
     p = sub.add_parser("submit", help="submit a workflow")
     p.add_argument("workflow", type=Path)
-    p.add_argument(
-        "--source",
-        action="append",
-        type=Path,
-        default=[],
-        metavar="DIR",
-        help="a source directory to snapshot; the first is the model",
-    )
+    _sources(p)
     p.add_argument("--group", default="")
     p.add_argument("--follow", action="store_true", help="follow the run until it ends")
     p.add_argument(
@@ -97,31 +64,45 @@ def register(sub: Any) -> None:
     p.add_argument("run")
     p.add_argument("task")
     p.add_argument("--tail", type=int, default=None)
-    p.add_argument("--follow", action="store_true", help="keep printing until the run ends")
+    p.add_argument("--follow", action="store_true", help="keep printing until the task ends")
     p.set_defaults(handler=logs)
+    p = sub.add_parser("compare", help="two or more runs side by side")
+    p.add_argument("runs", nargs="+", metavar="RUN")
+    p.add_argument("--all", action="store_true", help="every row, not only those that differ")
+    p.set_defaults(handler=compare)
+    p = sub.add_parser("estimate", help="resources, plan and expected time of each task")
+    p.add_argument("workflow", type=Path)
+    _sources(p)
+    p.set_defaults(handler=estimate)
+
+
+def _sources(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument(
+        "--source",
+        action="append",
+        type=Path,
+        default=[],
+        metavar="DIR",
+        help="a source directory to snapshot; the first is the model",
+    )
 
 
 def submit(args: argparse.Namespace) -> int:
-    the_lab = lab()
     text = read_workflow(args.workflow)
-    run = the_lab.submit(
-        workflow_text=text,
-        sources=args.source,
-        group=args.group,
-        reuse=args.reuse,
-        resume_from=args.resume,
+    client = connect()
+    run = client.submit(
+        text, args.source, group=args.group, reuse=args.reuse, resume_from=args.resume
     )
-    print(f"submitted run {run['id']} ({run['name']})")
-    if args.follow:
-        return follow_run(the_lab, run["id"])
-    return 0
+    print(f"submitted run {run['id']} ({run['name']})", flush=True)
+    return follow_run(client, run["id"]) if args.follow else 0
 
 
 def list_runs(args: argparse.Namespace) -> int:
+    runs = connect().runs(limit=args.limit)
     print(f"{'RUN':16} {'NAME':24} {'STATE':11} {'PROGRESS':>8}  {'OWNER':12} CREATED")
-    for run in lab().runs(limit=args.limit):
-        live = run.get("progress") is not None and run["state"] not in ENDED
-        progress = f"{run['progress'] * 100:.0f}%" if live else ""  # the API's: none once ended
+    for run in runs:
+        live = run["progress"] is not None and run["state"] not in ENDED
+        progress = f"{run['progress'] * 100:.0f}%" if live else ""
         print(
             f"{run['id']:16} {run['name'][:24]:24} {run['state']:11} {progress:>8}  "
             f"{run['owner'][:12]:12} {run['created_at'][:19]}"
@@ -130,7 +111,7 @@ def list_runs(args: argparse.Namespace) -> int:
 
 
 def show(args: argparse.Namespace) -> int:
-    run = lab().show(args.run)
+    run = connect().show(args.run)
     print(f"run {run['id']}  {run['name']}  {run['state']}  owner {run['owner']}")
     if run["message"]:
         print(f"  {run['message']}")
@@ -152,11 +133,11 @@ def show(args: argparse.Namespace) -> int:
 
 
 def follow(args: argparse.Namespace) -> int:
-    return follow_run(lab(), args.run)
+    return follow_run(connect(), args.run)
 
 
 def follow_run(
-    the_lab: Lab,
+    client: Client,
     run_id: str,
     *,
     interval: float = 0.5,
@@ -170,14 +151,14 @@ def follow_run(
 
     console = Console(stderr=False)
     if console.is_terminal:
-        runs = polls(the_lab, run_id, interval=interval, check=check, say=console.print)
+        runs = polls(client, run_id, interval=interval, check=check, say=console.print)
         run = follow_bars(watched(runs, console.print), console)
     else:
 
         def say(line: str) -> None:
             print(line, flush=True)
 
-        runs = polls(the_lab, run_id, interval=interval, check=check, say=say)
+        runs = polls(client, run_id, interval=interval, check=check, say=say)
         run = follow_plain(watched(runs, say), say)
     seconds = run_seconds(run)
     took = "" if seconds is None else f" {seconds:.1f}s after submission"
@@ -188,28 +169,103 @@ def follow_run(
 
 
 def cancel(args: argparse.Namespace) -> int:
-    run = lab().cancel(args.run)
-    note = f"; {run['note']}" if run.get("note") else ""
-    print(f"run {run['id']} {run['state']}{note}")
+    client = connect()
+    run = client.cancel(args.run)
+    if run.get("pending") == "cancelling":
+        # said only once the run's pods have stopped: a cancel printed while they computed
+        # on would not be one
+        print(f"cancelling run {run['id']}: stopping its pods", flush=True)
+        deadline = time.monotonic() + CANCEL_WAIT_S
+        while run.get("pending") == "cancelling" and time.monotonic() < deadline:
+            time.sleep(0.5)
+            run = client.show(args.run)
+        if run.get("pending") == "cancelling":
+            print(
+                f"run {run['id']} {run['state']}; its pods are still stopping (simrun's "
+                f"services end them within their grace)"
+            )
+            return 0
+        print(f"run {run['id']} {run['state']}; its pods have stopped")
+        return 0
+    print(f"run {run['id']} {run['state']}")
     return 0
 
 
+def output_paths(client: Client, run_id: str) -> list[str]:
+    """The run's output files as paths to open here (under the store, when it is mounted
+    here), else as the API names them (relative to the store)."""
+    paths = [f["path"] for f in client.outputs(run_id)]
+    return paths if client.store is None else [str(client.store / p) for p in paths]
+
+
 def outputs(args: argparse.Namespace) -> int:
-    for path in lab(over_service=False).outputs(args.run):
+    for path in output_paths(connect(), args.run):
         print(path)
     return 0
 
 
 def logs(args: argparse.Namespace) -> int:
-    the_lab = lab(over_service=False)
-    printed = 0
-    while True:
-        text = the_lab.logs(args.run, args.task, tail=args.tail)
-        lines = text.splitlines()
-        for line in lines[printed:]:
-            print(line)
-        printed = len(lines)
-        sys.stdout.flush()
-        if not args.follow or the_lab.show(args.run)["state"] in ENDED:
+    """Every attempt's log under a `==> pod-attempt <==` header; with --follow its lines as
+    `[pod#attempt] line`, then new ones as they come until the task ends."""
+    client = connect()
+    entries = client.logs(args.run, args.task, tail=None if args.follow else args.tail)
+    if not args.follow:
+        for entry in entries:
+            print(f"==> {entry['pod']}-{entry['attempt']} <==")
+            text = entry["text"] if entry["error"] is None else f"[{entry['error']}]\n"
+            print(text, end="" if text.endswith("\n") else "\n")
+        return 0
+    printed: dict[str, int] = {}  # complete lines of each attempt printed so far
+    for entry in entries:
+        key, text = f"[{entry['pod']}#{entry['attempt']}]", entry["text"]
+        lines = text[: text.rfind("\n") + 1].splitlines()
+        for line in lines[-args.tail :] if args.tail else lines:
+            print(f"{key} {line}")
+        printed[key] = len(lines)
+    while True:  # a stream ends with the task, or after its maximum time: then again
+        seen: dict[str, int] = {}
+        for line in client.follow_logs(args.run, args.task):
+            key = line.partition(" ")[0]
+            seen[key] = seen.get(key, 0) + 1
+            if seen[key] > printed.get(key, 0):
+                print(line, flush=True)
+                printed[key] = seen[key]
+        run = client.show(args.run)
+        task = next(t for t in run["tasks"] if t["id"] == args.task)
+        if run["state"] in ENDED or task["state"] in TaskState.final():
             return 0
-        time.sleep(1.0)
+
+
+def compare(args: argparse.Namespace) -> int:
+    """The comparison's rows by section (only those that differ, unless --all)."""
+    comparison = connect().compare(args.runs)
+    ids = [r["id"] for r in comparison["runs"]]
+    rows = [r for r in comparison["rows"] if args.all or r["differs"]]
+    width = max([len("FIELD"), *(len(r["key"]) for r in rows)])
+    print(f"{'FIELD':{width}}  " + "  ".join(f"{i:18}" for i in ids))
+    section = None
+    for row in rows:
+        if row["section"] != section:
+            section = row["section"]
+            print(f"[{section}]")
+        values = ["-" if v is None else str(v) for v in row["values"]]
+        print(f"{row['key']:{width}}  " + "  ".join(f"{v:18}" for v in values).rstrip())
+    if not rows:
+        print("no differences")
+    return 0
+
+
+def estimate(args: argparse.Namespace) -> int:
+    """Per task: units, pods and each pod's shape, and the expected time (from history)."""
+    text = read_workflow(args.workflow)
+    tasks = connect().estimate(text, args.source)
+    print(f"{'TASK':24} {'TYPE':16} {'UNITS':>7} {'PODS':>4} {'CORES':>6} {'MEMORY':>9}  TIME")
+    for task in tasks:
+        shape = task["plan"]["shape"]
+        units = "" if task["units"] is None else str(task["units"])
+        time = "no history" if task["seconds"] is None else f"{task['seconds']:.0f}s"
+        print(
+            f"{task['task_id']:24} {task['type'][:16]:16} {units:>7} {task['plan']['pods']:>4} "
+            f"{shape['cores']:>6g} {shape['memory_gb']:>7.2f}GB  {time}"
+        )
+    return 0

@@ -118,6 +118,8 @@ def service_command(
         return [
             str(bin_dir / "uvicorn"),
             "simrun_site.asgi:application",
+            "--http",
+            "simrun_site.web_protocol:WebProtocol",
             "--host",
             "127.0.0.1",
             "--port",
@@ -187,12 +189,11 @@ def serve(args: argparse.Namespace) -> int:
     from django.conf import settings
     from django.core.management import call_command
 
-    from runs.cli.direct_lab import owner_identity
-    from runs.cli.local_service import read_token, write_token
     from runs.cli.restarts import RestartPolicy
+    from runs.cli.service_state import read_token, write_token
     from runs.cli.serving import Watchfulness, serve_supervised
     from runs.selectors.disk import installation_paths, min_free_bytes
-    from runs.services.identities import machine_token
+    from runs.services.identities import machine_token, owner_identity
 
     call_command("migrate", verbosity=0)
     data_dir = Path(settings.DATA_DIR)
@@ -239,8 +240,9 @@ def demo(args: argparse.Namespace) -> int:
     from django.conf import settings
     from django.core.management import call_command
 
-    from runs.cli.direct_lab import DirectLab
-    from runs.cli.run_commands import follow_run
+    from runs.cli.client import Client
+    from runs.cli.run_commands import follow_run, output_paths
+    from runs.cli.service_state import read_token
     from runs.cli.serving import Background, Joined
     from runs.cli.summary import print_summary, summary_lines
 
@@ -261,20 +263,18 @@ def demo(args: argparse.Namespace) -> int:
     code = 1
     try:
         url = served.wait_serving()
-        lab = DirectLab()
-        run = lab.submit(
-            workflow_text=args.workflow.read_text(), sources=[args.source], group="demo"
-        )
+        store = Path(settings.SIMRUN_STORE)
+        client = Client(url, read_token(data_dir) or "", store=store)
+        run = client.submit(args.workflow.read_text(), [args.source], group="demo")
         print(f"submitted run {run['id']} ({run['name']}); following it", flush=True)
-        code = follow_run(lab, run["id"], check=served.check)
+        code = follow_run(client, run["id"], check=served.check)
         kept = None
         if args.keep or isinstance(served, Joined):
             kept = f"left at {url} (`simrun status` shows them); logs in {data_dir / 'logs'}"
         print_summary(
             summary_lines(
-                lab.show(run["id"]),
-                lab.outputs(run["id"]),
-                store=Path(settings.SIMRUN_STORE),
+                client.show(run["id"]),
+                output_paths(client, run["id"]),
                 pages=f"{url}runs/{run['id']}/",
                 kept=kept,
             )

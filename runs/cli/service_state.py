@@ -1,8 +1,11 @@
-"""`services.json` in the data directory: what `simrun serve` runs, for `status` and `stop`.
+"""What `simrun serve` keeps in the data directory: `services.json`, what it runs (for `status`,
+`stop` and the commands that talk to it), and `cli_token`, the owner's token those commands
+send (0600, renewed by serve when the database no longer knows it).
 
-`serve` rewrites it whole (a temporary file renamed into place, so a reader sees the old or the
-new one) whenever a service starts, exits or restarts, and removes it when it has stopped. A
-file left by a `serve` that was killed is recognised by its process id and start time.
+`serve` rewrites `services.json` whole (a temporary file renamed into place, so a reader sees
+the old or the new one) whenever a service starts, exits or restarts, and removes it when it
+has stopped. A file left by a `serve` that was killed is recognised by its process id and
+start time.
 """
 
 from __future__ import annotations
@@ -15,6 +18,7 @@ from pathlib import Path
 from typing import Any
 
 STATE_FILE = "services.json"
+TOKEN_FILE = "cli_token"
 
 
 @dataclass
@@ -89,3 +93,24 @@ def remove_state(data_dir: Path, *, pid: int) -> None:
     record = read_state(data_dir)
     if record is not None and record.pid == pid:
         state_path(data_dir).unlink(missing_ok=True)
+
+
+def read_token(data_dir: Path) -> str | None:
+    try:
+        return (data_dir / TOKEN_FILE).read_text().strip() or None
+    except OSError:
+        return None
+
+
+def write_token(data_dir: Path, secret: str) -> None:
+    """Keep `secret` in the data directory, readable by this user only (0600 before the
+    secret is written, replaced atomically)."""
+    path = data_dir / TOKEN_FILE
+    temporary = path.with_name(f".{path.name}.{os.getpid()}.tmp")
+    fd = os.open(temporary, os.O_CREAT | os.O_WRONLY | os.O_TRUNC | os.O_CLOEXEC, 0o600)
+    try:
+        os.fchmod(fd, 0o600)
+        os.write(fd, secret.encode())
+    finally:
+        os.close(fd)
+    os.replace(temporary, path)

@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 from collections.abc import Callable
-from pathlib import Path
 from typing import Any
 
 from runs.cli.follow_notes import run_seconds
@@ -13,16 +12,11 @@ STOP_COMMAND = "simrun stop"
 
 
 def summary_lines(
-    run: dict[str, Any],
-    outputs: list[str],
-    *,
-    store: Path,
-    pages: str,
-    kept: str | None,
+    run: dict[str, Any], outputs: list[str], *, pages: str, kept: str | None
 ) -> list[str]:
-    """The summary of an ended run: `outputs` relative to the `store` are printed as full
-    paths; the time is the record's, from submission to the end (as following said);
-    `kept` describes the services left running, which `simrun stop` stops."""
+    """The summary of an ended run: `outputs` as `simrun outputs` prints them (the first
+    `OUTPUTS_SHOWN`); the time is the record's, from submission to the end (as following
+    said); `kept` describes the services left running, which `simrun stop` stops."""
     seconds = run_seconds(run)
     lines = [
         f"state:    {run['state']}",
@@ -32,10 +26,7 @@ def summary_lines(
     ]
     if run.get("message"):
         lines.append(f"message:  {run['message']}")
-    # the merge marker (`out/.simrun-merged`) is simrun's bookkeeping, not an output of the task
-    outputs = [path for path in outputs if not Path(path).name.startswith(".simrun")]
-    shown = [str(store / path) for path in outputs[:OUTPUTS_SHOWN]]
-    for number, path in enumerate(shown or ["(none)"]):
+    for number, path in enumerate(outputs[:OUTPUTS_SHOWN] or ["(none)"]):
         lines.append(f"{'outputs:' if number == 0 else '':10}{path}")
     if len(outputs) > OUTPUTS_SHOWN:
         lines.append(

@@ -70,6 +70,7 @@ def observe(run: Run, tasks: list[Task], status: BackendStatus | None, now: date
     merge_pending = dict(run.merge_pending)
     derived: dict[str, rules.TaskDerived] = {}
     messages: list[str] = []
+    grace = timedelta(seconds=settings.SIMRUN_MERGE_MARKER_GRACE_S)
     if status is not None:
         for task in task_records:
             derived[task.task_id] = found = rules.derive_task(
@@ -80,7 +81,7 @@ def observe(run: Run, tasks: list[Task], status: BackendStatus | None, now: date
                 oom_kills=oom_kills,
                 merge_since=merge_pending.get(task.task_id),
                 now=now,
-                grace=timedelta(seconds=settings.SIMRUN_MERGE_MARKER_GRACE_S),
+                grace=grace,
             )
             oom_kills.update(found.oom_kills)
             if found.merge_since is not None:
@@ -92,7 +93,11 @@ def observe(run: Run, tasks: list[Task], status: BackendStatus | None, now: date
         stored={t.task_id: t.state for t in tasks},
         status=status,
         markers=markers,
-        awaiting={t: d.awaiting for t, d in derived.items()},
+        awaiting=(
+            {t: d.awaiting for t, d in derived.items()}
+            if status is not None
+            else rules.awaited_when_gone(merge_pending, now=now, grace=grace)
+        ),
     )
     messages += ended
     observed = Observed(outcome=rules.run_outcome(states))

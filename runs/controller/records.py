@@ -12,6 +12,7 @@ from runs.controller.rules import (
     DONE,
     FAILED,
     FINAL,
+    MARKER_LOST,
     QUEUED,
     WAITING,
     TaskDerived,
@@ -51,6 +52,9 @@ def failure_text(task_id: str, status: BackendStatus) -> str:
     return "failed"
 
 
+GONE_UNSEEN = "its workflow is gone and its end was not seen"
+
+
 def workflow_end(
     states: Mapping[str, str],
     *,
@@ -61,11 +65,14 @@ def workflow_end(
 ) -> tuple[dict[str, str], list[str]]:
     """C6, C10: the tasks' states once the workflow is gone (from the stored ones) or ended
     (what is still open fails, but a task awaiting its marker), with a message per task failed
-    so; the states as they are while the workflow goes on."""
+    so; the states as they are while the workflow goes on. Once the workflow is gone,
+    `awaiting` holds the tasks that awaited their marker (`rules.awaited_when_gone`): True
+    while they still may, False once their wait is over."""
     if status is None:
-        resolved = resolve_gone(stored, markers=markers, awaiting_marker={})
+        still = {t: True for t, may in awaiting.items() if may}
+        resolved = resolve_gone(stored, markers=markers, awaiting_marker=still)
         said = [
-            f"task '{t}': its workflow is gone and its end was not seen"
+            f"task '{t}': {MARKER_LOST if t in awaiting else GONE_UNSEEN}"
             for t, s in resolved.items()
             if s == FAILED and stored[t] != FAILED
         ]

@@ -218,6 +218,23 @@ def resolve_gone(
     return resolved
 
 
+def marker_wait_over(merge_since: str | None, *, now: datetime, grace: timedelta) -> bool:
+    """C2: whether a task awaiting its merge marker since `merge_since` (ISO time, None: not
+    awaiting) waited longer than the grace."""
+    return bool(merge_since and now - datetime.fromisoformat(merge_since) > grace)
+
+
+def awaited_when_gone(
+    merge_pending: Mapping[str, str], *, now: datetime, grace: timedelta
+) -> dict[str, bool]:
+    """C10: of the tasks a gone workflow's record says await their merge marker (by task, since
+    when), whether each still may: True within the grace, False once it is over."""
+    return {
+        task_id: not marker_wait_over(since, now=now, grace=grace)
+        for task_id, since in merge_pending.items()
+    }
+
+
 def watches_store_or_clock(
     *,
     merge_pending: Mapping[str, str],
@@ -341,7 +358,7 @@ def derive_task(
         waiting_marker = task.coordinator_merges and succeeded and not marker
         if waiting_marker and merge_since is None:
             merge_since = now.isoformat()
-        over = bool(merge_since and now - datetime.fromisoformat(merge_since) > grace)
+        over = marker_wait_over(merge_since, now=now, grace=grace)
         awaiting = waiting_marker and not over
         state = split_task_state(
             task.task_id,

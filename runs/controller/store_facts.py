@@ -9,7 +9,8 @@ from datetime import datetime
 from runs.controller import rules
 from runs.ports import BackendStatus
 from runs.store import reports, task_paths
-from simrun_harness.report import read_report
+from simrun_harness.layout import report_name
+from simrun_harness.report import task_report
 
 
 def reported_span(run_id: str, task_id: str) -> tuple[datetime | None, datetime | None]:
@@ -38,7 +39,7 @@ def _cause(run_id: str, task_id: str, verdict: rules.Verdict) -> str:
     report = None
     if verdict.attempt is not None:
         try:
-            report = read_report(paths.report(verdict.pod, verdict.attempt))
+            report = task_report(paths, report_name(verdict.pod, verdict.attempt))
         except (OSError, ValueError):
             report = None  # no report: the store refused it, or the pod died before
     error = report.error if report is not None else None

@@ -101,6 +101,16 @@ class Run(models.Model):
     resume_from = models.CharField(
         max_length=24, blank=True, default="", help_text="The run whose done units come first."
     )
+    from_crate = models.CharField(
+        max_length=200,
+        blank=True,
+        default="",
+        help_text="The crate this run re-runs: the crate's identifier (the run it records) and "
+        "the SHA-256 of its metadata file (docs/provenance.md).",
+    )
+    exports = models.PositiveIntegerField(
+        default=0, help_text="How many times the run was exported as an RO-Crate."
+    )
     version = models.PositiveIntegerField(default=0, help_text="Bumped by every write.")
     derived_from = models.CharField(
         max_length=96,

@@ -4,9 +4,13 @@ and downloads of a run's outputs."""
 from __future__ import annotations
 
 import hashlib
+from collections.abc import AsyncIterator, Iterator
 from dataclasses import dataclass
 
-from django.http import FileResponse, Http404, HttpResponse
+from asgiref.sync import sync_to_async
+from django.core.handlers.asgi import ASGIRequest
+from django.http import FileResponse, Http404, HttpResponse, StreamingHttpResponse
+from django.http.response import HttpResponseBase
 from django.shortcuts import render
 
 from runs.models import Identity, Run, Task
@@ -14,6 +18,7 @@ from runs.pages.access import HtmxHttpRequest, with_identity
 from runs.selectors.logs import LogEntry, task_logs
 from runs.selectors.outputs import OutputNotFound, output_file
 from runs.selectors.runs_list import get_run
+from runs.services.crates import RunNotExportable, exported_zip
 from runs.services.runs import RunNotFound
 
 TAIL_LINES = 200
@@ -87,7 +92,34 @@ def download(request: HtmxHttpRequest, identity: Identity, run_id: str, path: st
     """An output file of the run, streamed; `path` is relative to the run's directory."""
     run = run_or_404(run_id)
     try:
-        file = output_file(run.id, f"runs/{run.id}/{path}")
+        opened = output_file(run.id, f"runs/{run.id}/{path}")
     except OutputNotFound as exc:
         raise Http404(str(exc)) from exc
-    return FileResponse(file.open("rb"), as_attachment=True, filename=file.name)
+    return FileResponse(opened.handle, as_attachment=True, filename=opened.name)
+
+
+@with_identity
+def crate(request: HtmxHttpRequest, identity: Identity, run_id: str) -> HttpResponseBase:
+    """The ended run as a Workflow Run RO-Crate (a zip made while it is sent); 409 while it
+    is live."""
+    run = run_or_404(run_id)
+    try:
+        chunks = exported_zip(run_id=run.id)
+    except RunNotExportable as exc:
+        return HttpResponse(str(exc), status=409, content_type="text/plain; charset=utf-8")
+    content = _pulled(chunks) if isinstance(request, ASGIRequest) else chunks
+    response = StreamingHttpResponse(content, content_type="application/zip")
+    response["Content-Disposition"] = f'attachment; filename="simrun-{run.id}.crate.zip"'
+    return response
+
+
+async def _pulled(chunks: Iterator[bytes]) -> AsyncIterator[bytes]:
+    """Each chunk made in a worker thread, one at a time (under ASGI Django would read a
+    blocking iterator whole before sending anything)."""
+
+    def pull() -> bytes | None:
+        return next(chunks, None)
+
+    pulled = sync_to_async(pull, thread_sensitive=False)
+    while (chunk := await pulled()) is not None:
+        yield chunk

@@ -25,7 +25,7 @@ from runs.plans import TaskPlan
 from runs.selectors.unit_times import learned_unit_seconds
 from runs.selectors.workers import WorkerView, task_workers
 from runs.store import task_paths
-from simrun_harness.progress import UNIT_DONE, read_progress
+from simrun_harness.progress import UNIT_DONE, read_task_progress
 
 
 @dataclass(frozen=True)
@@ -43,7 +43,7 @@ class UnitsDone:
 def units_done(run: Run, task: Task) -> UnitsDone:
     """From the task's progress file; a unit done twice counts once, at its first time."""
     first: dict[str, tuple[datetime, float | None]] = {}
-    for event in read_progress(task_paths(run.id, task.task_id).progress):
+    for event in read_task_progress(task_paths(run.id, task.task_id)):
         if event.event == UNIT_DONE and event.unit is not None:
             first.setdefault(event.unit, (event.time, event.seconds))
     values = list(first.values())
@@ -116,7 +116,7 @@ def unit_memory(
 def _unit_peaks(run: Run, task: Task) -> list[float]:
     return [
         event.peak_memory_gb
-        for event in read_progress(task_paths(run.id, task.task_id).progress)
+        for event in read_task_progress(task_paths(run.id, task.task_id))
         if event.event == UNIT_DONE and event.peak_memory_gb is not None
     ]
 

@@ -19,6 +19,7 @@ urlpatterns = [
         name="log-events",
     ),
     path("runs/<str:run_id>/files/<path:path>", run_files.download, name="download"),
+    path("runs/<str:run_id>/crate/", run_files.crate, name="crate"),
     path("servers/", servers.servers, name="servers"),
     path("servers/events/", servers.servers_events, name="servers-events"),
     path("compare/", compare.compare, name="compare"),

@@ -6,13 +6,16 @@ logs are read from the backend, which keeps them only while the pods exist (K11)
 
 from __future__ import annotations
 
-import os
 from dataclasses import dataclass
 
 from runs.backends import backend
 from runs.models import Run, RunState, Task
 from runs.ports import LOG_LIMIT_BYTES, read_log
 from runs.store import task_paths
+from simrun_harness import store_reads
+
+MAX_KEPT_LOGS = 256
+"""The most kept logs of one task shown (a task has a pod per server, a few attempts each)."""
 
 
 @dataclass(frozen=True)
@@ -30,20 +33,28 @@ class LogEntry:
 
 
 def _kept(task: Task, tail_lines: int | None) -> list[LogEntry]:
-    folder = task_paths(task.run_id, task.task_id).logs
+    """The logs kept in the store, each read without following a link (a link, a FIFO or a
+    device in `logs/` is no log); at most MAX_KEPT_LOGS of them."""
+    paths = task_paths(task.run_id, task.task_id)
+    root = paths.store_root
     try:
-        names = sorted(n for n in os.listdir(folder) if n.endswith(".log"))
+        found = store_reads.entries(root, paths.logs, limit=MAX_KEPT_LOGS * 4)
     except FileNotFoundError:
         return []
+    names = sorted(e.name for e in found if not e.is_dir and e.name.endswith(".log"))
     entries = []
-    for name in names:
+    for name in names[:MAX_KEPT_LOGS]:
         pod, _, attempt = name.removesuffix(".log").rpartition("-")
         number = int(attempt) if attempt.isdigit() else 0
         try:
-            text, cut = read_log(folder / name, tail_lines, LOG_LIMIT_BYTES)
-            entries.append(LogEntry(pod or name, number, text, True, None, cut, True))
+            handle = store_reads.open_file(root, paths.logs / name)
+        except FileNotFoundError:
+            continue  # replaced by something else since it was listed
         except OSError as exc:
             entries.append(LogEntry(pod or name, number, "", True, str(exc), False, True))
+            continue
+        text, cut = read_log(handle, tail_lines, LOG_LIMIT_BYTES)
+        entries.append(LogEntry(pod or name, number, text, True, None, cut, True))
     return sorted(entries, key=lambda e: (e.pod, e.attempt))
 
 

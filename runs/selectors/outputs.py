@@ -1,21 +1,26 @@
 """The output files of a run's tasks (S10) and the byte ranges a download may ask for.
 
 Paths are relative to the run store (`runs/<run>/tasks/<task>/out/...`), the same for every
-client that mounts the store. Only regular files inside a task's `out/` are listed or served;
-links are neither followed nor listed, so nothing outside the output can be read through them.
+client that mounts the store. Only regular files inside a task's `out/` are listed or served,
+each reached without following a link (`simrun_harness.store_reads`): a run whose code
+replaced its `out/` or a file in it with a link, a FIFO or a device shows nothing there and
+serves nothing from outside the store. A listing is bounded in entries, depth and time
+(SIMRUN_LISTING_*) and says when it was cut.
 """
 
 from __future__ import annotations
 
 import os
 import re
-import stat
-from dataclasses import dataclass
+import time
+from dataclasses import dataclass, replace
 from datetime import UTC, datetime
-from pathlib import Path, PurePosixPath
+from pathlib import PurePosixPath
+from typing import BinaryIO
 
-from runs.store import run_paths, store
-from simrun_harness.layout import MERGE_MARKER
+from runs.store import listing_limits, store_root
+from simrun_harness import store_reads
+from simrun_harness.layout import MERGE_MARKER, check_name
 
 MAX_LISTED = 10_000
 _RANGE = re.compile(r"^bytes=(\d*)-(\d*)$")
@@ -41,44 +46,75 @@ class OutputFile:
 class OutputListing:
     files: list[OutputFile]
     truncated: bool
+    cut: str | None = None
+    """Why the listing stopped early: "files" (the most it lists), "entries", "depth" or
+    "time" (SIMRUN_LISTING_MAX_ENTRIES, _DEPTH, _S); None when it is whole."""
+
+
+def _task_ids(run_id: str, task_id: str | None) -> list[str]:
+    if task_id:
+        return [task_id]
+    try:
+        found = store_reads.names(store_root(), f"runs/{run_id}/tasks")
+    except FileNotFoundError:
+        return []
+    valid = []
+    for name in sorted(found):
+        try:
+            valid.append(check_name(name, what="task id"))
+        except ValueError:
+            continue
+    return valid
 
 
 def run_outputs(run_id: str, task_id: str | None = None, limit: int = MAX_LISTED) -> OutputListing:
     """The files of the outputs of a run's tasks (of one task when given), sorted by path."""
-    root = store().root
-    tasks_dir = run_paths(run_id).tasks
-    try:
-        task_ids = [task_id] if task_id else sorted(os.listdir(tasks_dir))
-    except FileNotFoundError:
-        return OutputListing([], False)
+    root = store_root()
+    limits = listing_limits(files=limit)
+    deadline = time.monotonic() + limits.seconds
     files: list[OutputFile] = []
-    for tid in task_ids:
-        out = tasks_dir / tid / "out"
-        for dirpath, dirnames, filenames in os.walk(out, followlinks=False):
-            dirnames.sort()
-            for name in sorted(filenames):
-                if dirpath == str(out) and name == MERGE_MARKER:
-                    continue
-                path = Path(dirpath) / name
-                info = path.lstat()
-                if not stat.S_ISREG(info.st_mode):
-                    continue
-                if len(files) >= limit:
-                    return OutputListing(sorted(files, key=lambda f: f.path), True)
-                files.append(
-                    OutputFile(
-                        path=path.relative_to(root).as_posix(),
-                        task=tid,
-                        size=info.st_size,
-                        modified=datetime.fromtimestamp(info.st_mtime, UTC),
-                    )
-                )
-    return OutputListing(sorted(files, key=lambda f: f.path), False)
+    cut = None
+    seen = 0
+    for tid in _task_ids(run_id, task_id):
+        out = f"runs/{run_id}/tasks/{tid}/out"
+        remaining = replace(
+            limits,
+            files=limit - len(files),
+            entries=max(0, limits.entries - seen),
+            seconds=deadline - time.monotonic(),
+        )
+        walk = store_reads.walk_files(root, out, remaining)
+        seen += walk.seen
+        files += [
+            OutputFile(
+                path=f"{out}/{found.path}",
+                task=tid,
+                size=found.size,
+                modified=datetime.fromtimestamp(found.modified, UTC),
+            )
+            for found in walk.files
+            if found.path != MERGE_MARKER
+        ]
+        if walk.cut is not None:
+            cut = walk.cut
+            if walk.cut != "depth":
+                break
+    return OutputListing(sorted(files, key=lambda f: f.path), cut is not None, cut)
 
 
-def output_file(run_id: str, path: str) -> Path:
-    """The file of an output path (relative to the store) of this run; OutputNotFound when
-    the path is not a regular file inside one of the run's task outputs."""
+@dataclass
+class OpenOutput:
+    """An output file, open for reading (the caller closes `handle`)."""
+
+    handle: BinaryIO
+    name: str
+    size: int
+
+
+def output_file(run_id: str, path: str) -> OpenOutput:
+    """The file of an output path (relative to the store) of this run, open; OutputNotFound
+    when the path is not a regular file inside one of the run's task outputs, reached without
+    following a link."""
     parts = PurePosixPath(path).parts
     expected = ("runs", run_id, "tasks")
     if (
@@ -89,16 +125,11 @@ def output_file(run_id: str, path: str) -> Path:
         or parts[-1] == MERGE_MARKER
     ):
         raise OutputNotFound(f"{path!r} is no output file of run {run_id}")
-    file = store().root.joinpath(*parts)
-    out = store().root.joinpath(*parts[:5])
     try:
-        info = file.lstat()
-        inside = file.resolve(strict=True).is_relative_to(out.resolve(strict=True))
-    except (OSError, RuntimeError):
+        handle = store_reads.open_file(store_root(), PurePosixPath(*parts))
+    except FileNotFoundError:
         raise OutputNotFound(f"{path!r} is no output file of run {run_id}") from None
-    if not stat.S_ISREG(info.st_mode) or not inside:
-        raise OutputNotFound(f"{path!r} is no output file of run {run_id}")
-    return file
+    return OpenOutput(handle, parts[-1], os.fstat(handle.fileno()).st_size)
 
 
 @dataclass(frozen=True)

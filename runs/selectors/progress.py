@@ -10,8 +10,10 @@ from typing import Any
 from runs.models import Run, Task
 from runs.states import TaskState
 from runs.store import task_paths
+from simrun_harness import store_reads
 from simrun_harness.layout import TaskPaths
 from simrun_harness.ledger_reads import LedgerCounts, counts
+from simrun_harness.progress import LINE_MAX_BYTES
 
 UNFINISHED_TASK_MAX = 0.99
 OVER = frozenset({TaskState.DONE, TaskState.SKIPPED})
@@ -39,11 +41,11 @@ class TaskProgress:
 def _first_and_last_lines(paths: TaskPaths) -> tuple[dict[str, Any] | None, dict[str, Any] | None]:
     """The first and last complete JSON lines, reading only the ends of the file."""
     try:
-        with paths.progress.open("rb") as f:
-            first_raw = f.readline()
+        with store_reads.open_file(paths.store_root, paths.progress) as f:
+            first_raw = f.readline(LINE_MAX_BYTES)
             size = f.seek(0, os.SEEK_END)
             f.seek(max(0, size - 4096))
-            tail = f.read().split(b"\n")
+            tail = f.read(4096).split(b"\n")
     except FileNotFoundError:
         return None, None
 

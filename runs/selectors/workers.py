@@ -22,7 +22,7 @@ from runs.ports import PodPhase
 from runs.states import TaskState
 from runs.store import reports, task_paths
 from simrun_harness.ledger_reads import claims_by_worker
-from simrun_harness.progress import UNIT_DONE, read_progress
+from simrun_harness.progress import UNIT_DONE, read_task_progress
 from simrun_harness.report import WorkerReport
 
 LIVE_PHASES = frozenset({PodPhase.QUEUED, PodPhase.RUNNING, PodPhase.PREEMPTED, PodPhase.RETRYING})
@@ -70,7 +70,7 @@ def _belongs(task: Task, pod: str) -> bool:
 
 def _units_done_by_worker(task: Task) -> dict[str, set[str]]:
     done: dict[str, set[str]] = {}
-    for event in read_progress(task_paths(task.run_id, task.task_id).progress):
+    for event in read_task_progress(task_paths(task.run_id, task.task_id)):
         if event.event == UNIT_DONE and event.unit is not None:
             done.setdefault(event.worker, set()).add(event.unit)
     return done

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import getpass
 import hashlib
 import secrets
 from dataclasses import dataclass
@@ -68,6 +69,13 @@ def create_identity(
             user.is_superuser = True
         user.save()
         return Identity.objects.create(name=name, kind=kind, user=user)
+
+
+def owner_identity() -> Identity:
+    """The lab's owner, made (named for this machine's user) when there is none yet: whom a
+    fresh installation's `simrun serve` gives the commands of this machine a token of."""
+    owner = Identity.objects.filter(kind=IdentityKind.OWNER).first()
+    return owner or create_identity(name=getpass.getuser(), kind=IdentityKind.OWNER)
 
 
 def create_token(*, identity: Identity, label: str = "") -> NewToken:

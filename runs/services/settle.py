@@ -11,6 +11,7 @@ from collections.abc import Callable
 from runs.models import Run, RunState, Task
 from runs.ports import Backend
 from runs.store import task_paths
+from simrun_harness import store_reads
 
 
 def keep_task_logs(run: Run, task: Task, backend: Backend) -> bool:
@@ -21,11 +22,19 @@ def keep_task_logs(run: Run, task: Task, backend: Backend) -> bool:
         return True  # the workflow is gone: there is nothing left to keep
     if any(not entry.ended and entry.error is None for entry in logs):
         return False
-    folder = task_paths(run.id, task.task_id).logs
-    folder.mkdir(parents=True, exist_ok=True)
+    paths = task_paths(run.id, task.task_id)
     for entry in logs:
         text = entry.text if entry.error is None else f"[log not available: {entry.error}]\n"
-        (folder / f"{entry.pod}-{entry.attempt}.log").write_text(text)
+        # the task's code may have put a link where a log goes: replaced, never written through
+        try:
+            store_reads.write_file(
+                paths.store_root,
+                paths.logs / f"{entry.pod}-{entry.attempt}.log",
+                text.encode(),
+                make_dirs=3,  # tasks/<task>/logs
+            )
+        except store_reads.NotInStore:
+            return True  # the run's directory is gone (or a link): nowhere to keep them
     return True
 
 

@@ -7,12 +7,15 @@ second upload of the same sources returns the first record.
 from __future__ import annotations
 
 import json
+from typing import Any
 
 from runs.models import Identity, Snapshot
-from runs.snapshots import Provenance, SnapshotRefused
-from runs.store import store
+from runs.snapshots import MANIFEST, Provenance, SnapshotRefused
+from runs.store import store, store_root
+from simrun_harness import store_reads
 
-MANIFEST = ".simrun-manifest.json"
+MANIFEST_MAX_BYTES = 64 * 1024 * 1024
+"""A manifest lists every file of a snapshot: a few hundred bytes per file."""
 
 
 def record_snapshot(
@@ -55,16 +58,20 @@ def register_stored_snapshot(
         folder = store().snapshot(digest)
     except ValueError as exc:
         raise SnapshotRefused(str(exc)) from None
+    root = store_root()
     try:
-        manifest = json.loads((folder / MANIFEST).read_text())
+        manifest = json.loads(
+            store_reads.read_bytes(root, folder / MANIFEST, limit=MANIFEST_MAX_BYTES)
+        )
     except (OSError, ValueError):
         raise SnapshotNotInStore(
             f"snapshot {digest!r} is not in the run store (write it there first, or upload it)"
         ) from None
     size = 0
-    for entry in manifest:
+    entries: list[Any] = manifest if isinstance(manifest, list) else [None]
+    for entry in entries:
         try:
-            size += (folder / entry[0]).stat().st_size
+            size += store_reads.file_stat(root, folder / entry[0]).st_size
         except (OSError, IndexError, TypeError):
             raise SnapshotRefused(f"snapshot {digest!r} is incomplete in the run store") from None
     return record_snapshot(

@@ -54,3 +54,32 @@ def zip_of(
             info.external_attr = 0o120777 << 16
             archive.writestr(info, target)
     return buffer.getvalue()
+
+
+def sparse_tar(size: int) -> bytes:
+    """A plain tar of one GNU sparse member standing for `size` bytes, one block of data."""
+    info = tarfile.TarInfo("model/sparse.bin")
+    info.type = tarfile.GNUTYPE_SPARSE
+    info.size = 512  # the data the archive holds
+    header = bytearray(info.tobuf(format=tarfile.GNU_FORMAT))
+    # the old GNU header: the sparse map at 386 (offset, length; 12 octal digits each), then
+    # `isextended` at 482 and the real size at 483
+    header[386:398] = f"{0:011o}\0".encode()
+    header[398:410] = f"{512:011o}\0".encode()
+    header[483:495] = f"{size:011o}\0".encode()
+    header[148:156] = b"        "
+    header[148:156] = f"{sum(header[:512]):06o}\0 ".encode()
+    return bytes(header) + b"x" * 512 + bytes(1024 * 8)
+
+
+def many_members_zip(members: int, size: int) -> bytes:
+    """A zip of `members` distinct members of `size` bytes each, every one compressed well."""
+    buffer = io.BytesIO()
+    with zipfile.ZipFile(buffer, "w", compression=zipfile.ZIP_DEFLATED) as archive:
+        for i in range(members):
+            archive.writestr(f"model/m{i:04d}.bin", f"{i:08d}".encode() + bytes(size - 8))
+    return buffer.getvalue()
+
+
+def many_members_tar(members: int) -> bytes:
+    return tar_of(tar_member(f"model/f{i}", b"x") for i in range(members))

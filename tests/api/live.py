@@ -1,5 +1,5 @@
-"""The API served for real: uvicorn on 127.0.0.1 in a thread, the same application as the
-web process (`simrun_site.dispatch`)."""
+"""The API served for real: uvicorn on 127.0.0.1 in a thread, the same application and HTTP
+protocol as the web process (`simrun_site.dispatch`, `simrun_site.web_protocol`)."""
 
 from __future__ import annotations
 
@@ -12,6 +12,7 @@ import uvicorn
 from django.db import connections
 
 from simrun_site.dispatch import build_application
+from simrun_site.web_protocol import WebProtocol
 from tests.waiting import wait_for
 
 
@@ -31,7 +32,9 @@ def serving(*, pool_size: int = 0) -> Iterator[str]:
     if pool_size:
         database["OPTIONS"]["pool"] = {"min_size": 1, "max_size": pool_size, "timeout": 5}
     app = build_application()
-    config = uvicorn.Config(app, host="127.0.0.1", port=0, log_level="warning", lifespan="off")
+    config = uvicorn.Config(
+        app, host="127.0.0.1", port=0, log_level="warning", lifespan="off", http=WebProtocol
+    )
     server = uvicorn.Server(config)
     thread = threading.Thread(target=lambda: asyncio.run(server.serve()), daemon=True)
     thread.start()

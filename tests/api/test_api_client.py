@@ -1,4 +1,5 @@
-"""`simrun` against the API (ApiLab) over real HTTP, and uploads cut at the ASGI edge."""
+"""`simrun`'s client of the API (`runs/cli/client.py`) over real HTTP, and uploads cut at the
+ASGI edge."""
 
 from __future__ import annotations
 
@@ -9,7 +10,7 @@ import httpx
 import pytest
 from pytest_django import Settings
 
-from runs.cli.api_client import ApiError, ApiLab
+from runs.cli.client import ApiError, Client
 from runs.models import Run, Snapshot
 from runs.store import task_paths
 from simrun_harness.layout import StorePaths
@@ -50,58 +51,58 @@ def test_submit_uploads_the_sources_and_returns_the_run(
     lab: Lab, base_url: str, source: Path, store: Path
 ) -> None:
     """S3: `simrun` snapshots --source directories through the API, then submits."""
-    with ApiLab(base_url, lab.person.secret) as api:
-        run = api.submit(WORKFLOW, [source], group="study")
-        assert (run["state"], run["group"], run["owner"]) == ("submitting", "study", "paul")
-        [digest] = run["sources"]
-        folder = StorePaths(store).snapshot(digest)
-        assert sorted(p.name for p in folder.rglob("*.py")) == ["a.py", "model.py", "same.py"]
-        assert not list(folder.rglob("*.pyc"))
-        assert Snapshot.objects.get(digest=digest).source_path == str(source)
-        assert [r["id"] for r in api.runs(owner="paul")] == [run["id"]]
-        assert api.show(run["id"])["tasks"][0]["task_id"] == "hello"
+    api = Client(base_url, lab.person.secret)
+    run = api.submit(WORKFLOW, [source], group="study")
+    assert (run["state"], run["group"], run["owner"]) == ("submitting", "study", "paul")
+    [digest] = run["sources"]
+    folder = StorePaths(store).snapshot(digest)
+    assert sorted(p.name for p in folder.rglob("*.py")) == ["a.py", "model.py", "same.py"]
+    assert not list(folder.rglob("*.pyc"))
+    assert Snapshot.objects.get(digest=digest).source_path == str(source)
+    assert [r["id"] for r in api.runs(owner="paul")] == [run["id"]]
+    assert api.show(run["id"])["tasks"][0]["task_id"] == "hello"
 
 
 def test_with_the_store_mounted_sources_are_written_there_and_registered(
     lab: Lab, base_url: str, source: Path, store: Path
 ) -> None:
     """Clients that mount the store (SIMRUN_STORE) write snapshots themselves."""
-    with ApiLab(base_url, lab.agent.secret, store=store) as api:
-        digest = api.upload_snapshot(source)
+    digest = Client(base_url, lab.agent.secret, store=store).snapshot(source)
     assert (StorePaths(store).snapshot(digest) / "model.py").read_text() == "print('hi')\n"
     assert Snapshot.objects.get(digest=digest).created_by.name == "ada"  # type: ignore[union-attr]
 
 
-def test_cancel_logs_and_outputs_through_the_client(
-    lab: Lab, base_url: str, tmp_path: Path
-) -> None:
+def test_cancel_logs_and_outputs_through_the_client(lab: Lab, base_url: str) -> None:
     run = factories.run(by=lab.person.identity)
     paths = task_paths(run.id, "hello")
     paths.logs.mkdir(parents=True)
     (paths.logs / "hello-0.log").write_text("started\n")
     paths.out.mkdir()
     (paths.out / "result.txt").write_text("42\n")
-    with ApiLab(base_url, lab.other.secret) as api:
-        with pytest.raises(ApiError) as refused:
-            api.cancel(run.id)
-        assert (refused.value.status, refused.value.code) == (403, "not_yours")
-        [output] = api.outputs(run.id)
-        assert output == f"runs/{run.id}/tasks/hello/out/result.txt"
-        assert api.download(run.id, output, tmp_path / "r.txt").read_text() == "42\n"
-    with ApiLab(base_url, lab.person.secret) as api:
-        cancelled = api.cancel(run.id)
-        assert cancelled["state"] == "cancelled"
-        assert [(t["id"], t["done"], t["total"]) for t in cancelled["tasks"]] == [("hello", 0, 1)]
-        assert list(api.follow_logs(run.id, "hello")) == ["[hello#0] started"]
-        assert api.logs(run.id, "hello") == "==> hello-0 <==\nstarted\n"
+    other = Client(base_url, lab.other.secret)
+    with pytest.raises(ApiError) as refused:
+        other.cancel(run.id)
+    assert (refused.value.status, refused.value.code) == (403, "not_yours")
+    [output] = other.outputs(run.id)
+    assert output["path"] == f"runs/{run.id}/tasks/hello/out/result.txt"
+    api = Client(base_url, lab.person.secret)
+    cancelled = api.cancel(run.id)
+    assert cancelled["state"] == "cancelled"
+    assert [(t["id"], t["done"], t["total"]) for t in cancelled["tasks"]] == [("hello", 0, 1)]
+    assert list(api.follow_logs(run.id, "hello")) == ["[hello#0] started"]
+    [log] = api.logs(run.id, "hello")
+    assert (log["pod"], log["attempt"], log["text"]) == ("hello", 0, "started\n")
     assert Run.objects.get(pk=run.pk).state == "cancelled"
 
 
 def test_an_invalid_workflow_raises_with_every_error(lab: Lab, base_url: str) -> None:
-    with ApiLab(base_url, lab.person.secret) as api, pytest.raises(ApiError) as refused:
-        api.submit("name: x\ntasks:\n  - id: a\n    type: nope\n", [])
+    with pytest.raises(ApiError) as refused:
+        Client(base_url, lab.person.secret).submit(
+            "name: x\ntasks:\n  - id: a\n    type: nope\n", []
+        )
     assert refused.value.code == "workflow_invalid"
     assert refused.value.errors[0]["line"] == 4
+    assert refused.value.report().startswith("the workflow is invalid:\nline 4: task 'a': ")
 
 
 def test_an_announced_oversized_upload_is_413_before_its_body_is_read(

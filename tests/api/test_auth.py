@@ -169,6 +169,7 @@ ROUTES = [
     ("get", "/api/runs/abc/outputs/download/"),
     ("get", "/api/runs/abc/logs/"),
     ("get", "/api/runs/abc/events/"),
+    ("get", "/api/runs/abc/crate/"),
     ("post", "/api/validate/"),
     ("post", "/api/estimate/"),
     ("get", "/api/task-types/"),

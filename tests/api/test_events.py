@@ -9,11 +9,11 @@ import pytest
 from django.db.models import F
 from pytest_django import Settings
 
-from runs.cli.api_client import ApiLab, ServerEvent
 from runs.models import Run
 from tests.api import scenes
 from tests.api.conftest import Lab
 from tests.api.live import serving
+from tests.api.sse import ServerEvent, StreamClient
 
 pytestmark = pytest.mark.django_db(transaction=True)
 
@@ -32,7 +32,7 @@ def change(run: Run, **fields: object) -> None:
 def test_the_stream_delivers_a_runs_changes_in_order(lab: Lab, base_url: str) -> None:
     """S16: state changes and progress arrive in order, each once, then `end`."""
     run = scenes.split_run(by=lab.person.identity, units=4, state="queued", version=1)
-    with ApiLab(base_url, lab.agent.secret, timeout=20) as api:
+    with StreamClient(base_url, lab.agent.secret, timeout=20) as api:
         events = api.events(run.id)
         first = next(events)
         assert (first.kind, first.id, first.data["state"]) == ("state", "1-0", "queued")
@@ -57,7 +57,7 @@ def test_a_reconnect_with_the_last_event_id_loses_and_repeats_nothing(
     """S16: resumed with Last-Event-ID, the stream goes on after it: no repeat, the latest
     state at once, then what follows."""
     run = scenes.split_run(by=lab.person.identity, units=6, state="queued", version=1)
-    with ApiLab(base_url, lab.person.secret, timeout=20) as api:
+    with StreamClient(base_url, lab.person.secret, timeout=20) as api:
         stream = api.events(run.id)
         seen = next(stream)
         stream.close()  # the client goes away
@@ -79,7 +79,7 @@ def test_a_stream_ends_after_its_maximum_time_and_following_resumes_it(
     """S16: streams end after a maximum time; the client reconnects and misses nothing."""
     settings.SIMRUN_EVENTS_MAX_S = 0.3
     run = scenes.split_run(by=lab.person.identity, units=2, state="running", version=5)
-    with ApiLab(base_url, lab.person.secret, timeout=20) as api:
+    with StreamClient(base_url, lab.person.secret, timeout=20) as api:
         assert [e.id for e in api.events(run.id)] == ["5-0"]  # ended by the service, not the run
         assert list(api.events(run.id, last_event_id="5-0")) == []  # nothing new, nothing again
         change(run, message="still running")
@@ -111,7 +111,7 @@ def test_an_open_stream_leaves_the_pooled_connection_to_other_requests(lab: Lab)
     pool of one connection (as under ASGI with `SIMRUN_DB_POOL_SIZE=1`) a request made while
     the stream is open is answered."""
     run = scenes.split_run(by=lab.person.identity, units=4, state="running", version=1)
-    with serving(pool_size=1) as url, ApiLab(url, lab.person.secret, timeout=20) as api:
+    with serving(pool_size=1) as url, StreamClient(url, lab.person.secret, timeout=20) as api:
         events = api.events(run.id)
         assert next(events).data["state"] == "running"
         assert api.show(run.id)["state"] == "running"

@@ -126,8 +126,8 @@ def test_simrun_submit_over_the_api_prints_the_refusal_not_a_traceback(
             timeout=120,
         )
     assert result.returncode == 1 and "Traceback" not in result.stderr, result.stderr
-    assert result.stderr.startswith("simrun: 400: the workflow text is refused")
-    assert "  line 9: more than 20000 values, aliases expanded" in result.stderr
+    assert result.stderr.startswith("simrun: the workflow text is refused:\n")
+    assert "\nline 9: more than 20000 values, aliases expanded" in result.stderr
     assert not Run.objects.exists()
 
 

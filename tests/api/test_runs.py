@@ -289,8 +289,9 @@ def test_a_run_is_cancelled_by_its_person_their_agent_or_the_owner(lab: Lab, who
 
 @pytest.mark.parametrize("who", ["other", "agent"])
 def test_someone_elses_run_cannot_be_cancelled(lab: Lab, who: str) -> None:
-    """Someone else's run is readable, so refusing to change it is 403 (not 404), naming whose
-    run it is."""
+    """C16: only the run's person, their agents and the owner may cancel it: another person,
+    or another person's agent, is refused. Someone else's run is readable, so the refusal is
+    403 (not 404), naming whose run it is; nothing changes, and nothing is left to settle."""
     run = factories.run(by=lab.other.identity if who == "agent" else lab.person.identity)
     response = getattr(lab, who).client.post(f"/api/runs/{run.id}/cancel/")
     assert response.status_code == 403
@@ -298,6 +299,8 @@ def test_someone_elses_run_cannot_be_cancelled(lab: Lab, who: str) -> None:
     assert "only they or the owner may cancel it" in response.json()["detail"]
     run.refresh_from_db()
     assert run.state == RunState.RUNNING
+    assert (run.pending_cancel, run.pending_logs, run.message) == (False, False, "")
+    assert run.tasks.get().state == "waiting"
 
 
 def test_cancelling_an_ended_or_unknown_run_is_an_error(lab: Lab) -> None:

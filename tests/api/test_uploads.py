@@ -3,8 +3,10 @@ once by content."""
 
 from __future__ import annotations
 
+import hashlib
 import io
 import os
+import re
 import stat
 import subprocess
 import tarfile
@@ -22,7 +24,7 @@ from runs.services.uploads import (
     store_archive,
     store_upload,
 )
-from runs.snapshots import snapshot_directory
+from runs.snapshots import SnapshotRefused, snapshot_directory, snapshot_entries, store_blob
 from simrun_harness.layout import StorePaths
 from tests.api.archives import tar_files, tar_member, tar_of, zip_of
 
@@ -204,3 +206,65 @@ def test_store_archive_checks_before_it_extracts(paths: StorePaths, tmp_path: Pa
     with pytest.raises(UploadRefused, match="absolute"):
         store_archive(paths, archive, "tar", LIMITS)
     assert files_below(paths.root) == []
+
+
+def test_an_existing_blob_is_kept_never_replaced_and_no_temporary_file_stays(
+    paths: StorePaths,
+) -> None:
+    """A blob is written to a temporary name and linked to its hash's name only if absent."""
+    sha, _ = store_blob(paths, io.BytesIO(b"same content"))
+    blob = paths.blob(sha)
+    before = blob.stat()
+    assert store_blob(paths, io.BytesIO(b"same content"))[0] == sha
+    after = blob.stat()
+    assert (after.st_ino, after.st_mtime_ns) == (before.st_ino, before.st_mtime_ns)
+    assert stat.S_IMODE(after.st_mode) == 0o444
+    assert [p.name for p in paths.blobs.rglob(".incoming-*")] == []
+
+
+def test_a_snapshot_naming_the_manifest_is_refused_and_its_blob_keeps_its_content(
+    paths: StorePaths,
+) -> None:
+    """The manifest was written through the hard link of a member of its name, into the blob
+    every snapshot with that content shares."""
+    upload(paths, tar_files({"model/model.txt": b"hello"}))
+    with pytest.raises(SnapshotRefused, match="reserved for the store's own files"):
+        snapshot_entries(paths, [(".simrun-manifest.json", io.BytesIO(b"hello"), False)])
+    sha = hashlib.sha256(b"hello").hexdigest()
+    assert paths.blob(sha).read_bytes() == b"hello"
+
+
+@pytest.mark.parametrize("name", [".simrun-manifest.json", "model/.simrun-merged", "a/.simrun-x"])
+def test_an_archive_with_a_name_the_store_reserves_is_refused_naming_it(
+    paths: StorePaths, name: str
+) -> None:
+    with pytest.raises(UploadRefused, match=rf"member '{re.escape(name)}'.*reserved"):
+        upload(paths, tar_files({"model/ok.txt": b"1", name: b"x"}))
+    assert files_below(paths.root) == []
+
+
+def test_links_count_at_their_targets_size_against_the_ratio(paths: StorePaths) -> None:
+    """Each link is stored as a copy of its target: four links to a 1 MiB member of a 2 KB
+    zip would write 5 MiB."""
+    body = zip_of({"f": bytes(1024**2)}, links={f"l{i}": "f" for i in range(4)})
+    assert len(body) < 3000
+    with pytest.raises(UploadRefused, match=r"member 'l0'.*decompression bomb"):
+        upload(paths, body, "application/zip")
+    assert files_below(paths.root) == []
+
+
+def test_a_local_snapshot_of_a_snapshot_is_the_same_snapshot(paths: StorePaths) -> None:
+    """The manifest at a snapshot's top is the store's own file, made anew, not a source."""
+    stored = upload(paths, tar_files({"model/m.py": b"x = 1\n"}))
+    again = snapshot_directory(paths, paths.snapshot(stored.digest))  # type: ignore[attr-defined]
+    assert again.digest == stored.digest  # type: ignore[attr-defined]
+
+
+def test_a_local_source_with_a_name_the_store_reserves_is_refused(
+    paths: StorePaths, tmp_path: Path
+) -> None:
+    source = tmp_path / "model"
+    (source / "sub").mkdir(parents=True)
+    (source / "sub" / ".simrun-manifest.json").write_text("hello")
+    with pytest.raises(SnapshotRefused, match="reserved for the store's own files"):
+        snapshot_directory(paths, source)

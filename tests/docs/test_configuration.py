@@ -72,7 +72,7 @@ def test_the_scan_finds_each_kind_of_read(tmp_path: Path) -> None:
 
     assert ("SIMRUN_DATA_DIR", "simrun_site/settings.py") in found  # env.path
     assert ("SIMRUN_PORT", "runs/cli/service_commands.py") in found  # os.environ.get
-    assert ("SIMRUN_TOKEN", "runs/cli/api_client.py") in found  # env.get on a mapping
+    assert ("SIMRUN_TOKEN", "runs/cli/client.py") in found  # env.get on a mapping
     assert ("SIMRUN_NODE", "harness/src/simrun_harness/config.py") in found  # _raw(env, …)
     assert ("SIMRUN_DB_POOL", "simrun_site/asgi.py") in found  # os.environ.setdefault
     assert ("SIMRUN_BOOTSTRAP_PYTHON", "deploy/local/dev.sh") in found  # ${X:-}

@@ -117,6 +117,17 @@ def test_the_readme_commands_are_the_ones_ci_runs() -> None:
     assert run_by_ci == typed
 
 
+def test_ci_runs_the_tests_with_the_package_index_unreachable() -> None:
+    """After the main job set up `.venv`, the README's test command needs no package index:
+    `.ci/run` blocks it (uv and pip) before that command."""
+    ci = [line.strip() for line in (ROOT / ".ci" / "run").read_text().splitlines()]
+    test_line = ci.index("bash deploy/local/dev.sh test")
+    exported = " ".join(line for line in ci[:test_line] if line.startswith("export "))
+
+    assert "UV_OFFLINE=1" in exported.split()
+    assert "PIP_NO_INDEX=1" in exported.split()
+
+
 @pytest.mark.parametrize("block", runnable(), ids=lambda b: b.name)
 def test_a_runnable_block_runs(block: Block, tmp_path: Path) -> None:
     copy = fresh_copy(tmp_path / "simrun")

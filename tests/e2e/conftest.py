@@ -80,7 +80,7 @@ def stopped_services(
     broker = django_settings.CELERY_BROKER_URL
     assert broker.startswith("redis://"), "end-to-end tests need CELERY_BROKER_URL=redis://…"
     store = tmp_path / "store"
-    store.mkdir()
+    store.mkdir(exist_ok=True)  # made already where the test serves the API (`simrun_api`)
     settings.SIMRUN_STORE = store
     settings.SIMRUN_SUBMIT_LEASE_S = 3.0
     db = django_settings.DATABASES["default"]

@@ -6,6 +6,7 @@ started and stopped around it.
 
 from __future__ import annotations
 
+import os
 import re
 import subprocess
 from datetime import datetime
@@ -22,14 +23,24 @@ from tests.waiting import wait_for
 pytestmark = [pytest.mark.slow]
 
 
+def over_api(services: Services) -> dict[str, str]:
+    """The services' environment and the API served in this process (`simrun_api`)."""
+    return {**services.env, **{k: os.environ[k] for k in ("SIMRUN_URL", "SIMRUN_TOKEN")}}
+
+
 def simrun(services: Services, *args: str) -> subprocess.CompletedProcess[str]:
     return subprocess.run(
-        [str(SIMRUN), *args], cwd=ROOT, env=services.env, capture_output=True, text=True, timeout=60
+        [str(SIMRUN), *args],
+        cwd=ROOT,
+        env=over_api(services),
+        capture_output=True,
+        text=True,
+        timeout=60,
     )
 
 
 def test_follow_says_the_controller_is_not_running_then_follows_once_it_is(
-    stopped_services: Services, tmp_path: Path
+    simrun_api: str, stopped_services: Services, tmp_path: Path
 ) -> None:
     """Issue 15 item 3: with no service running, `follow` says so at once with the command
     that starts them, goes on following when they come up, and ends with the run's time
@@ -40,7 +51,7 @@ def test_follow_says_the_controller_is_not_running_then_follows_once_it_is(
         follow = subprocess.Popen(
             [str(SIMRUN), "follow", run.pk],
             cwd=ROOT,
-            env=stopped_services.env,
+            env=over_api(stopped_services),
             stdout=stdout,
             stderr=subprocess.STDOUT,
             text=True,
@@ -70,7 +81,7 @@ def test_follow_says_the_controller_is_not_running_then_follows_once_it_is(
 
 
 def test_show_prints_when_each_task_started_and_ended_and_how_long_it_took(
-    services: Services,
+    simrun_api: str, services: Services
 ) -> None:
     """Issue 15 item 3: `show` gives each task's start, end and duration from its record."""
     from tests.e2e.conftest import wait_for_end

@@ -101,7 +101,7 @@ def run_model(model: Path, workflow: dict | None = None) -> Run:
 
 
 def test_an_edited_plugin_runs_its_new_code_in_the_next_run(
-    services: Services, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+    simrun_api: str, services: Services, tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
     """The pods of the second run see the edit; each run records its plugin's digest."""
     model = write_model(tmp_path / "model", "first")

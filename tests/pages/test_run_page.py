@@ -154,6 +154,7 @@ def test_cancel_by_htmx_redirects_the_browser(paul: Client) -> None:
 
 
 def test_someone_else_cannot_cancel_a_run(sam: Client) -> None:
+    """C16: another person's cancel from the page is refused; the run goes on."""
     run = scan_run(by=factories.person())
     assert sam.post(f"/runs/{run.id}/cancel/").status_code == 403
     run.refresh_from_db()

@@ -37,7 +37,10 @@ def task(run: Run) -> Task:
 
 @pytest.fixture
 def paths(tmp_path: Path) -> TaskPaths:
-    return TaskPaths(tmp_path / "tasks" / "scan")
+    """A task's directory in a run store (as submission makes it)."""
+    found = TaskPaths(tmp_path / "store" / "runs" / "r" / "tasks" / "scan")
+    found.root.mkdir(parents=True)
+    return found
 
 
 def report(

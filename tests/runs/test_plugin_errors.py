@@ -90,11 +90,10 @@ def test_validate_names_a_plugin_that_fails_to_import_in_one_line(plugin_root: P
     ]
 
 
-@pytest.mark.django_db
 def test_a_settings_error_of_units_at_submit_is_one_message_and_exit_1(
     plugin_root: Path,
     tmp_path: Path,
-    store: Path,
+    simrun_api: str,
     settings: Settings,
     capsys: pytest.CaptureFixture[str],
 ) -> None:
@@ -107,7 +106,7 @@ def test_a_settings_error_of_units_at_submit_is_one_message_and_exit_1(
     assert main(["submit", str(path)]) == 1
     err = capsys.readouterr().err
     assert err.splitlines() == [
-        "simrun: the workflow cannot run:",
+        "simrun: the workflow is invalid:",
         f"task 't': settings: units(): the model has no parameter 'k9' (raised by {PLUGIN})",
     ]
     assert not Run.objects.exists()

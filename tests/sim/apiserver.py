@@ -27,12 +27,13 @@ from typing import Any, Protocol
 from urllib.parse import parse_qs, urlparse
 
 from tests.sim import status
+from tests.sim.field_rules import Problem
 from tests.sim.patches import PatchError, json_patch, merge_patch, strategic_merge
 from tests.sim.resources import JOBS, PODS, ResourceInfo
 from tests.sim.routes import AccessRecord, Route, flag, parse_route, rbac_verb, watch_view
 from tests.sim.selectors import field_matcher, label_matcher
 from tests.sim.status import ApiError
-from tests.sim.store import Obj, Store, meta
+from tests.sim.store import IGNORE, STRICT, WARN, Obj, Store, meta
 
 JSON_PATCH = "application/json-patch+json"
 MERGE_PATCH = "application/merge-patch+json"
@@ -219,6 +220,7 @@ class _Handler(BaseHTTPRequestHandler):
                 route.name,
                 params.get("labelSelector"),
                 view,
+                params.get("fieldValidation") if method in ("POST", "PUT", "PATCH") else None,
             )
         )
         namespace = route.namespace or ""
@@ -306,6 +308,30 @@ class _Handler(BaseHTTPRequestHandler):
         data = self.api.logs.read_log(obj, container, tail, limit, previous)
         self._send(200, data, "text/plain")
 
+    def _validation(self, params: dict[str, str], options: str) -> tuple[str, list[str]]:
+        """`fieldValidation` of a write (Warn when not given, as the server defaults it), and
+        the list its warnings go to; 422 for a value it does not know."""
+        mode = params.get("fieldValidation") or WARN
+        if mode not in (IGNORE, STRICT, WARN):
+            problem = Problem(
+                "NotSupported",
+                "fieldValidation",
+                mode,
+                'supported values: "Ignore", "Strict", "Warn"',
+            )
+            raise ApiError(
+                422,
+                "Invalid",
+                f'{options}.meta.k8s.io "" is invalid: {problem.text()}',
+                {"kind": options, "group": "meta.k8s.io", "causes": [problem.cause()]},
+            )
+        return mode, []
+
+    def _written(self, code: int, obj: Any, warnings: list[str]) -> None:
+        """The answer of a write, with a `Warning` header per dropped field (RFC 7234)."""
+        headers = {"Warning": ", ".join(f"299 - {json.dumps(w)}" for w in warnings)}
+        self._send(code, obj, headers=headers if warnings else None)
+
     def _create(self, route: Route, namespace: str, params: dict[str, str]) -> None:
         body = self._body()
         if not isinstance(body, dict):
@@ -326,14 +352,27 @@ class _Handler(BaseHTTPRequestHandler):
                 },
             )
             return
-        self._send(201, self.api.store.create(route.info, namespace, body))
+        mode, warnings = self._validation(params, "CreateOptions")
+        created = self.api.store.create(
+            route.info, namespace, body, validation=mode, warnings=warnings
+        )
+        self._written(201, created, warnings)
 
     def _update(self, route: Route, namespace: str, params: dict[str, str]) -> None:
         body = self._body()
         if not isinstance(body, dict):
             raise status.bad_request("the body of the request must be an object")
-        obj = self.api.store.replace(route.info, namespace, route.name or "", body, route.sub)
-        self._send(200, obj)
+        mode, warnings = self._validation(params, "UpdateOptions")
+        obj = self.api.store.replace(
+            route.info,
+            namespace,
+            route.name or "",
+            body,
+            route.sub,
+            validation=mode,
+            warnings=warnings,
+        )
+        self._written(200, obj, warnings)
 
     def _patch(self, route: Route, namespace: str, params: dict[str, str]) -> None:
         info, name = route.info, route.name or ""
@@ -365,9 +404,11 @@ class _Handler(BaseHTTPRequestHandler):
                 raise status.invalid(info, name, f"patch: {error}") from error
 
         patch = json.dumps(body, separators=(",", ":"))
-        self._send(
-            200, self.api.store.apply_update(info, namespace, name, change, route.sub, patch)
+        mode, warnings = self._validation(params, "PatchOptions")
+        obj = self.api.store.apply_update(
+            info, namespace, name, change, route.sub, patch, validation=mode, warnings=warnings
         )
+        self._written(200, obj, warnings)
 
     def _delete(self, route: Route, namespace: str, params: dict[str, str]) -> None:
         options = self._body() or {}

@@ -25,7 +25,10 @@
   `WorkloadEvictedDueToPreempted`) and deletes the pod with its grace (`Stop` of
   pod_controller.go; seed 003 K2). While victims terminate the preemptor waits.
 
-Not simulated: Workload objects, cohorts and borrowing, several flavors, admission checks.
+- Workloads (`tests/sim/workloads.py`): one per managed pod, as Kueue's pod integration
+  creates it, its status kept through admission, preemption and the pod's end.
+
+Not simulated: cohorts and borrowing, several flavors, admission checks.
 """
 
 from __future__ import annotations
@@ -46,6 +49,7 @@ from tests.sim.resources import (
 from tests.sim.scheduling import node_ready, pod_active, untolerated
 from tests.sim.selectors import matches_node_selector
 from tests.sim.store import Obj, Store, meta
+from tests.sim.workloads import Workloads
 
 QUEUE_LABEL = "kueue.x-k8s.io/queue-name"
 PRIORITY_LABEL = "kueue.x-k8s.io/priority-class"
@@ -112,16 +116,32 @@ class Kueue:
     def __init__(self, store: Store) -> None:
         self.store = store
         self.admitted_at: dict[str, float] = {}
+        self.workloads = Workloads(store)
 
     # -- configuration -------------------------------------------------------------------
 
     def _priority(self, pod: Obj) -> int:
+        return self._priority_class(pod)[1]
+
+    def _priority_class(self, pod: Obj) -> tuple[dict[str, str] | None, int]:
+        """The class a pod's workload refers to and its priority: the WorkloadPriorityClass
+        of its label, else its PriorityClass."""
         name = (meta(pod).get("labels") or {}).get(PRIORITY_LABEL)
         if name:
             found = self.store.find(WORKLOAD_PRIORITY_CLASSES, "", name)
             if found is not None:
-                return int(found.get("value", 0))
-        return int((pod.get("spec") or {}).get("priority") or 0)
+                ref = {"group": "kueue.x-k8s.io", "kind": "WorkloadPriorityClass", "name": name}
+                return ref, int(found.get("value", 0))
+        spec = pod.get("spec") or {}
+        value = int(spec.get("priority") or 0)
+        if spec.get("priorityClassName"):
+            ref = {
+                "group": "scheduling.k8s.io",
+                "kind": "PriorityClass",
+                "name": spec["priorityClassName"],
+            }
+            return ref, value
+        return None, value
 
     def _queue_of(self, pod: Obj) -> Obj | None:
         local = self.store.find(
@@ -156,6 +176,7 @@ class Kueue:
         pods = self.store.objects(PODS)[0]
         managed = [p for p in pods if (meta(p).get("labels") or {}).get(MANAGED_LABEL) == "true"]
         for pod in managed:
+            self.workloads.ensure(pod, *self._priority_class(pod))
             if not is_gated(pod):
                 self.admitted_at.setdefault(meta(pod)["uid"], self.store.clock.time())
         waiting = [p for p in managed if is_gated(p) and not meta(p).get("deletionTimestamp")]
@@ -166,6 +187,9 @@ class Kueue:
             queue = self._queue_of(pod)
             if queue is not None and self._try(pod, queue, pods):
                 pods = self.store.objects(PODS)[0]
+        self.workloads.step(
+            [p for p in pods if (meta(p).get("labels") or {}).get(MANAGED_LABEL) == "true"]
+        )
 
     def _admitted(self, queue: Obj, pods: list[Obj]) -> list[Obj]:
         name = meta(queue)["name"]
@@ -244,7 +268,11 @@ class Kueue:
 
         place = placement([])
         if place is not False:
-            self._admit(pod, flavor, place if isinstance(place, dict) else None)
+            node = place if isinstance(place, dict) else None
+            self._admit(pod, flavor, node)
+            self.workloads.admitted(
+                pod, meta(queue)["name"], flavor_name, meta(node)["name"] if node else None
+            )
             return True
         terminating = [p for p in admitted if meta(p).get("deletionTimestamp")]
         if terminating and placement(terminating) is not False:
@@ -331,6 +359,7 @@ class Kueue:
         if marked is None:
             return
         self.store.record_event(marked, reason, message, component="kueue-admission")
+        self.workloads.evicted(marked, message)
         self.store.delete(PODS, namespace, name, grace=grace)
 
 

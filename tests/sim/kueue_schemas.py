@@ -43,6 +43,22 @@ _SERVER_METADATA = {
     "generation": {"type": "integer"},
     "generateName": {"type": "string"},
     "finalizers": {"type": "array", "items": {"type": "string"}},
+    "ownerReferences": {
+        "type": "array",
+        "items": {
+            "type": "object",
+            "additionalProperties": False,
+            "required": ["apiVersion", "kind", "name", "uid"],
+            "properties": {
+                "apiVersion": {"type": "string"},
+                "kind": {"type": "string"},
+                "name": {"type": "string"},
+                "uid": {"type": "string"},
+                "controller": {"type": "boolean"},
+                "blockOwnerDeletion": {"type": "boolean"},
+            },
+        },
+    },
 }
 _LABEL_SELECTOR = {
     "type": "object",
@@ -224,8 +240,62 @@ WORKLOAD_PRIORITY_CLASS = _object(
     },
 )
 
+_POD_SET_NAME = {"type": "string", "pattern": r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?$", "maxLength": 63}
+
+WORKLOAD = _object(
+    "Workload",
+    namespaced=True,
+    required=["spec"],
+    body={
+        "spec": _spec(
+            {
+                "podSets": {
+                    "type": "array",
+                    "minItems": 1,
+                    "maxItems": 8,
+                    "items": _spec(
+                        {
+                            "name": _POD_SET_NAME,
+                            "count": {"type": "integer", "minimum": 0},
+                            # a PodTemplateSpec: the API server checks pods themselves
+                            "template": {"type": "object"},
+                            "topologyRequest": _spec(
+                                {
+                                    "required": {"type": "string", "maxLength": 63},
+                                    "preferred": {"type": "string", "maxLength": 63},
+                                    "podIndexLabel": {"type": "string", "maxLength": 317},
+                                }
+                            ),
+                        },
+                        ["count", "template"],
+                    ),
+                },
+                "queueName": _NAME,
+                "priorityClassRef": _spec(
+                    {
+                        "group": {"enum": ["kueue.x-k8s.io", "scheduling.k8s.io"]},
+                        "kind": {"enum": ["WorkloadPriorityClass", "PriorityClass"]},
+                        "name": _NAME,
+                    },
+                    ["group", "kind", "name"],
+                ),
+                "priority": {"type": "integer", "minimum": -(2**31), "maximum": 2**31 - 1},
+                "active": {"type": "boolean"},
+            },
+            ["podSets"],
+        )
+    },
+)
+
 KUEUE_SCHEMAS: dict[tuple[str, str], Any] = {
     (API_VERSION, schema["properties"]["kind"]["const"]): schema
-    for schema in (TOPOLOGY, RESOURCE_FLAVOR, CLUSTER_QUEUE, LOCAL_QUEUE, WORKLOAD_PRIORITY_CLASS)
+    for schema in (
+        TOPOLOGY,
+        RESOURCE_FLAVOR,
+        CLUSTER_QUEUE,
+        LOCAL_QUEUE,
+        WORKLOAD_PRIORITY_CLASS,
+        WORKLOAD,
+    )
 }
 """The schema of each (apiVersion, kind) of Kueue that the deployment holds."""

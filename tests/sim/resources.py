@@ -128,6 +128,14 @@ _ALL = [
     ResourceInfo(
         "kueue.x-k8s.io",
         "v1beta2",
+        "workloads",
+        "Workload",
+        custom=True,
+        subresources=frozenset({"status"}),
+    ),
+    ResourceInfo(
+        "kueue.x-k8s.io",
+        "v1beta2",
         "workloadpriorityclasses",
         "WorkloadPriorityClass",
         namespaced=False,
@@ -150,6 +158,7 @@ CLUSTER_QUEUES = _BY_KEY["kueue.x-k8s.io", "v1beta2", "clusterqueues"]
 LOCAL_QUEUES = _BY_KEY["kueue.x-k8s.io", "v1beta2", "localqueues"]
 RESOURCE_FLAVORS = _BY_KEY["kueue.x-k8s.io", "v1beta2", "resourceflavors"]
 WORKLOAD_PRIORITY_CLASSES = _BY_KEY["kueue.x-k8s.io", "v1beta2", "workloadpriorityclasses"]
+WORKLOADS = _BY_KEY["kueue.x-k8s.io", "v1beta2", "workloads"]
 
 
 def lookup(group: str, version: str, plural: str) -> ResourceInfo | None:

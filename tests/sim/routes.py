@@ -31,6 +31,8 @@ class AccessRecord:
     # it asked for the objects' metadata only (`metadata`) or whole (``)
     selector: str | None = None
     view: str = ""
+    field_validation: str | None = None
+    """A write's `fieldValidation` as asked (None: not asked, or not a write)."""
 
 
 @dataclass(frozen=True)

@@ -18,7 +18,7 @@ import functools
 import json
 import re
 from collections.abc import Iterable
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
 
 import jsonschema
@@ -50,6 +50,8 @@ class FieldError:
     message: str
     unknown: bool = False
     """An unknown field (a strict decoding error), not a value of the wrong type or range."""
+    parts: tuple[str | int, ...] = field(default=(), compare=False)
+    """The path as keys and indices, to drop an unknown field (`fieldValidation=Warn`)."""
 
 
 def field_errors(obj: Any) -> list[FieldError] | None:
@@ -98,7 +100,17 @@ def _explain(error: jsonschema.ValidationError) -> list[FieldError]:
         )
         extra = sorted(set(error.instance) - known)
         return [
-            FieldError(field_path([*base, key]), "unknown field", unknown=True) for key in extra
+            FieldError(field_path([*base, key]), "unknown field", unknown=True, parts=(*base, key))
+            for key in extra
+        ]
+    if error.validator == "required" and isinstance(error.instance, dict):
+        # field.Required: `spec.containers[0].name: Required value`, as the API server
+        # words a missing field (its decoder leaves it empty; validation refuses that)
+        wanted = error.validator_value if isinstance(error.validator_value, list) else []
+        return [
+            FieldError(field_path([*base, key]), "Required value", parts=(*base, key))
+            for key in wanted
+            if key not in error.instance
         ]
     if error.validator in ("anyOf", "oneOf") and error.context:
         return [e for sub in error.context for e in _explain(sub) if e.unknown] or [

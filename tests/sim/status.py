@@ -10,6 +10,7 @@ from __future__ import annotations
 
 from typing import Any
 
+from tests.sim.field_rules import Problem
 from tests.sim.resources import ResourceInfo
 from tests.sim.schemas import FieldError
 
@@ -79,6 +80,19 @@ def invalid(info: ResourceInfo, name: str, cause: str) -> ApiError:
     )
 
 
+def invalid_object(info: ResourceInfo, name: str, problems: list[Problem]) -> ApiError:
+    """422 as `errors.NewInvalid` makes it: `Pod "x" is invalid: <field>: <why>`, several
+    problems as `[one, two]` (each text once), a cause per problem, `details.kind` the kind."""
+    texts = list(dict.fromkeys(p.text() for p in problems))
+    qualified = f"{info.kind}.{info.group}" if info.group else info.kind
+    message = texts[0] if len(texts) == 1 else f"[{', '.join(texts)}]"
+    details: dict[str, Any] = {"name": name, "kind": info.kind}
+    if info.group:
+        details["group"] = info.group
+    details["causes"] = [p.cause() for p in problems]
+    return ApiError(422, "Invalid", f'{qualified} "{name}" is invalid: {message}', details)
+
+
 def _unknown(errors: list[FieldError]) -> str:
     return "strict decoding error: " + ", ".join(f'unknown field "{e.path}"' for e in errors)
 
@@ -108,7 +122,11 @@ def refused_fields(
     if error.details is not None:
         error.details["causes"] = [
             {
-                "reason": "FieldValueUnknown" if e.unknown else "FieldValueInvalid",
+                "reason": "FieldValueUnknown"
+                if e.unknown
+                else "FieldValueRequired"
+                if e.message == "Required value"
+                else "FieldValueInvalid",
                 "message": e.message,
                 "field": e.path,
             }

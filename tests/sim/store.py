@@ -26,9 +26,14 @@ from typing import Any
 
 from tests.sim import status
 from tests.sim.clock import SimClock, timestamp
+from tests.sim.pod_rules import quantity_error
 from tests.sim.resources import EVENTS, JOBS, PODS, ResourceInfo, all_resources
 from tests.sim.schemas import field_errors
 from tests.sim.selectors import Matcher
+from tests.sim.validation import problems_of_new, problems_of_update
+
+STRICT, WARN, IGNORE = "Strict", "Warn", "Ignore"
+"""The values of `fieldValidation` (`Warn` is the server's default since 1.27)."""
 
 Obj = dict[str, Any]
 Admission = Callable[[ResourceInfo, Obj], None]
@@ -102,13 +107,43 @@ class Store:
 
     # -- writing -------------------------------------------------------------------------
 
-    def check_fields(self, info: ResourceInfo, obj: Obj, patch: str | None = None) -> None:
-        """Refuse an object as `fieldValidation=Strict` does (see `status.refused_fields`)."""
+    def check_fields(
+        self,
+        info: ResourceInfo,
+        obj: Obj,
+        patch: str | None = None,
+        *,
+        validation: str = STRICT,
+        warnings: list[str] | None = None,
+    ) -> None:
+        """Decode an object as the API server does under `fieldValidation` (`validation`):
+        `Strict` refuses unknown fields (`status.refused_fields`), `Warn` (the server's
+        default) drops each with a warning, `Ignore` drops them silently. Values of the
+        wrong type and missing fields are refused whatever it asks; so is a malformed
+        quantity (a decoding error, 400)."""
         if not self.strict:
             return
+        name = meta(obj).get("name") or ""
         errors = field_errors(obj)
         if errors:
-            raise status.refused_fields(info, meta(obj).get("name") or "", errors, patch)
+            unknown = [e for e in errors if e.unknown]
+            if validation == STRICT or len(unknown) < len(errors):
+                raise status.refused_fields(
+                    info,
+                    name,
+                    errors if validation == STRICT else [e for e in errors if not e.unknown],
+                    patch,
+                )
+            for error in unknown:
+                _drop(obj, error.parts)
+                if warnings is not None and validation == WARN:
+                    warnings.append(f'unknown field "{error.path}"')
+        broken = quantity_error(info, obj)
+        if broken is not None:
+            raise status.bad_request(
+                f'{info.kind} in version "{info.version}" cannot be handled as a {info.kind}: '
+                + broken
+            )
 
     def _write(self, info: ResourceInfo, obj: Obj, kind: str, old: Obj | None) -> Obj:
         self._rv += 1
@@ -126,8 +161,18 @@ class Store:
         self._changed.notify_all()
         return obj
 
-    def create(self, info: ResourceInfo, namespace: str, obj: Obj) -> Obj:
-        """Store a new object (admission hooks first); 409 AlreadyExists for a taken name."""
+    def create(
+        self,
+        info: ResourceInfo,
+        namespace: str,
+        obj: Obj,
+        *,
+        validation: str = STRICT,
+        warnings: list[str] | None = None,
+    ) -> Obj:
+        """Store a new object: decoded (`check_fields`), admitted (the hooks), validated
+        (`validation.problems_of_new`, 422 Invalid), then stored; 409 AlreadyExists for a
+        taken name."""
         with self.lock:
             obj = copy.deepcopy(obj)
             metadata = meta(obj)
@@ -148,11 +193,14 @@ class Store:
             else:
                 metadata.pop("namespace", None)
             obj["apiVersion"], obj["kind"] = info.api_version, info.kind
-            self.check_fields(info, obj)
-            if self.find(info, namespace, name) is not None:
-                raise status.already_exists(info, name)
+            self.check_fields(info, obj, validation=validation, warnings=warnings)
             for hook in self.admission:
                 hook(info, obj)
+            problems = problems_of_new(info, obj)
+            if problems:
+                raise status.invalid_object(info, name, problems)
+            if self.find(info, namespace, name) is not None:
+                raise status.already_exists(info, name)
             metadata["uid"] = str(uuid.uuid4())
             metadata["creationTimestamp"] = self.clock.stamp()
             if info.custom or info is JOBS:
@@ -197,19 +245,37 @@ class Store:
         return written
 
     def replace(
-        self, info: ResourceInfo, namespace: str, name: str, obj: Obj, sub: str | None = None
+        self,
+        info: ResourceInfo,
+        namespace: str,
+        name: str,
+        obj: Obj,
+        sub: str | None = None,
+        *,
+        validation: str = STRICT,
+        warnings: list[str] | None = None,
     ) -> Obj:
         """PUT: replace an object; 409 when its resourceVersion is not the stored one."""
         with self.lock:
             current = self.get(info, namespace, name)
-            given = copy.deepcopy(obj)
+            given = {**copy.deepcopy(obj), "apiVersion": info.api_version, "kind": info.kind}
             if meta(given).get("name", name) != name:
                 raise status.bad_request(
                     "the name of the object does not match the name on the URL"
                 )
             self._check_version(info, name, current, given)
-            self.check_fields(info, {**given, "apiVersion": info.api_version, "kind": info.kind})
+            self.check_fields(info, given, validation=validation, warnings=warnings)
+            self._validate_update(info, name, current, given, sub)
             return self._store_update(info, current, given, sub)
+
+    def _validate_update(
+        self, info: ResourceInfo, name: str, current: Obj, new: Obj, sub: str | None
+    ) -> None:
+        """422 Invalid for an update the server refuses (a client's; not of a status)."""
+        if sub is None:
+            problems = problems_of_update(info, current, new)
+            if problems:
+                raise status.invalid_object(info, name, problems)
 
     def apply_update(
         self,
@@ -219,15 +285,18 @@ class Store:
         change: Callable[[Obj], Obj],
         sub: str | None = None,
         patch: str = "",
+        *,
+        validation: str = STRICT,
+        warnings: list[str] | None = None,
     ) -> Obj:
         """PATCH: `change` computes the new object from a copy of the stored one."""
         with self.lock:
             current = self.get(info, namespace, name)
-            new = change(copy.deepcopy(current))
+            new = {**change(copy.deepcopy(current)), "apiVersion": info.api_version}
+            new["kind"] = info.kind
             self._check_version(info, name, current, new)
-            self.check_fields(
-                info, {**new, "apiVersion": info.api_version, "kind": info.kind}, patch
-            )
+            self.check_fields(info, new, patch, validation=validation, warnings=warnings)
+            self._validate_update(info, name, current, new, sub)
             return self._store_update(info, current, new, sub)
 
     def modify(
@@ -407,3 +476,14 @@ class Store:
             "lastTimestamp": now,
         }
         self.create(EVENTS, namespace, event)
+
+
+def _drop(obj: Any, parts: tuple[str | int, ...]) -> None:
+    """Remove the field at `parts` (keys and indices) from `obj`, if it is there."""
+    *parents, last = parts
+    for part in parents:
+        obj = obj[int(part)] if isinstance(obj, list) else obj.get(part)
+        if obj is None:
+            return
+    if isinstance(obj, dict):
+        obj.pop(last, None)

@@ -1,6 +1,7 @@
-"""The simulated API server refuses unknown and mistyped fields as `fieldValidation=Strict`
-does: Kubernetes' kinds by the strict schemas of the cluster's minor, Argo's by hera's models,
-Kueue's by the schemas of the fields simrun uses."""
+"""The simulated API server decodes as a real one under `fieldValidation`: asked `Strict` it
+refuses unknown fields (Kubernetes' kinds by the strict schemas of the cluster's minor, Argo's
+by hera's models, Kueue's by the schemas of the fields simrun uses); by default (`Warn`) it
+drops them with a warning. Mistyped fields are refused whatever a client asks."""
 
 from __future__ import annotations
 
@@ -19,9 +20,12 @@ from tests.sim_tests.manifests import pod, task, worker_template, workflow
 GROUP, VERSION = "argoproj.io", "v1alpha1"
 
 
-def refused(call: Any, *args: Any) -> tuple[int, dict[str, Any]]:
+STRICT = {"field_validation": "Strict"}
+
+
+def refused(call: Any, *args: Any, **options: Any) -> tuple[int, dict[str, Any]]:
     with pytest.raises(ApiException) as raised:
-        call(*args)
+        call(*args, **options)
     return raised.value.status, json.loads(raised.value.body)
 
 
@@ -35,7 +39,7 @@ def test_a_pod_with_an_unknown_field_is_refused_naming_its_path(
 ) -> None:
     body = pod("p")
     body["spec"]["containers"][0]["requests"] = {"cpu": "1"}  # belongs under resources
-    code, status = refused(kube.core.create_namespaced_pod, kube.namespace, body)
+    code, status = refused(kube.core.create_namespaced_pod, kube.namespace, body, **STRICT)
     assert (code, status["reason"]) == (400, "BadRequest")
     assert status["message"] == (
         'Pod in version "v1" cannot be handled as a Pod: strict decoding error: '
@@ -71,6 +75,7 @@ def test_a_workflow_is_checked_against_argos_models(kube: KubeApis) -> None:
         kube.namespace,
         "workflows",
         body,
+        **STRICT,
     )
     assert code == 400
     assert status["message"].endswith(
@@ -91,6 +96,7 @@ def test_a_patch_leaving_an_unknown_field_is_invalid_and_changes_nothing(
         "workflows",
         "w",
         {"spec": {"shutdwn": "Stop"}},
+        **STRICT,
     )
     assert (code, status["reason"]) == (422, "Invalid")
     assert status["message"] == (
@@ -131,3 +137,37 @@ def test_objects_read_back_can_be_written_again(kube: KubeApis, sim_cluster: Sim
     node.metadata.labels["extra"] = "yes"
     kube.core.replace_node("node-1", node)
     assert sim_cluster.errors == []
+
+
+def test_by_default_an_unknown_field_is_dropped_with_a_warning(
+    kube: KubeApis, sim_cluster: SimCluster
+) -> None:
+    """The server's default, `Warn` (what a client that does not ask strictness gets on a
+    real cluster): the object is stored without the field; the answer warns of it."""
+    body = pod("p")
+    body["spec"]["containers"][0]["requests"] = {"cpu": "1"}
+    reply = kube.core.create_namespaced_pod(kube.namespace, body, _preload_content=False)
+    assert reply.status == 201
+    assert reply.headers["Warning"] == '299 - "unknown field \\"spec.containers[0].requests\\""'
+    stored = sim_cluster.pod("p")
+    assert "requests" not in stored["spec"]["containers"][0]
+
+
+def test_ignore_drops_an_unknown_field_silently_and_an_unknown_mode_is_invalid(
+    kube: KubeApis, sim_cluster: SimCluster
+) -> None:
+    body = pod("p")
+    body["spec"]["containers"][0]["requests"] = {"cpu": "1"}
+    reply = kube.core.create_namespaced_pod(
+        kube.namespace, body, field_validation="Ignore", _preload_content=False
+    )
+    assert reply.status == 201 and "Warning" not in reply.headers
+    code, status = refused(
+        kube.core.create_namespaced_pod, kube.namespace, pod("q"), field_validation="Loose"
+    )
+    assert code == 422
+    assert status["message"] == (
+        'CreateOptions.meta.k8s.io "" is invalid: fieldValidation: Unsupported value: '
+        '"Loose": supported values: "Ignore", "Strict", "Warn"'
+    )
+    assert sim_cluster.get_pod("q") is None

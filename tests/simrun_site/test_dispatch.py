@@ -10,7 +10,7 @@ from typing import Any, cast
 import pytest
 from a2wsgi import WSGIMiddleware
 
-from runs.api.upload_limit import App, Receive, Scope, Send
+from runs.edge.upload_limit import App, Receive, Scope, Send
 from simrun_site.dispatch import Dispatch
 
 

@@ -48,6 +48,12 @@ class TaskPaths:
     root: Path
 
     @property
+    def store_root(self) -> Path:
+        """The run store this task is in (`<store>/runs/<run>/tasks/<task>`): the root below
+        which its files are read without following a link (`store_reads`)."""
+        return self.root.parents[3]
+
+    @property
     def task_file(self) -> Path:
         return self.root / TASK_FILE
 

@@ -6,10 +6,12 @@ from __future__ import annotations
 
 import json
 from dataclasses import dataclass
+from pathlib import Path
 from typing import Any
 
+from simrun_harness import store_reads
 from simrun_harness.layout import TaskPaths
-from simrun_harness.ledger import META_FILE, SEP, UNITS_FILE, Holder, ledger_exists, listing
+from simrun_harness.ledger import META_FILE, SEP, UNITS_FILE, Holder
 
 
 def read_units(paths: TaskPaths) -> list[Any]:
@@ -33,22 +35,49 @@ class LedgerCounts:
     total: int
 
 
+META_MAX_BYTES = 64 * 1024
+
+
 def counts(paths: TaskPaths) -> LedgerCounts | None:
-    """The counts of a task's ledger, None while it has none (for progress bars)."""
-    if not ledger_exists(paths):
+    """The counts of a task's ledger, None while it has none (for progress bars): read as
+    the service reads a run's files, no link followed (`store_reads`)."""
+    root = paths.store_root
+    try:
+        if paths.ledger.name not in store_reads.names(root, paths.root):
+            return None
+        meta = json.loads(
+            store_reads.read_bytes(root, paths.ledger / META_FILE, limit=META_MAX_BYTES)
+        )
+        total = meta["total"] if isinstance(meta, dict) else None
+        if not isinstance(total, int):
+            return None
+        return LedgerCounts(
+            pending=_count(root, paths.pending),
+            claimed=_count(root, paths.claimed),
+            done=_count(root, paths.done),
+            total=total,
+        )
+    except FileNotFoundError:
         return None
-    return LedgerCounts(
-        pending=len(listing(paths.pending)),
-        claimed=len(listing(paths.claimed)),
-        done=len(listing(paths.done)),
-        total=read_total(paths),
-    )
+    except (OSError, ValueError):
+        return None  # a ledger being created, or one the task's code wrote over
+
+
+def _count(root: Path, path: Path) -> int:
+    try:
+        return store_reads.count(root, path)
+    except FileNotFoundError:
+        return 0
 
 
 def claims_by_worker(paths: TaskPaths) -> dict[str, int]:
-    """How many units each worker holds now (over its attempts)."""
+    """How many units each worker holds now (over its attempts), no link followed."""
     found: dict[str, int] = {}
-    for entry in listing(paths.claimed):
+    try:
+        claimed = store_reads.names(paths.store_root, paths.claimed)
+    except FileNotFoundError:
+        return found
+    for entry in claimed:
         holder = Holder.parse(entry.partition(SEP)[2])
         if holder is not None:
             found[holder.worker] = found.get(holder.worker, 0) + 1

@@ -20,6 +20,9 @@ from pathlib import Path
 
 from pydantic import BaseModel, ConfigDict, ValidationError
 
+from simrun_harness import store_reads
+from simrun_harness.layout import TaskPaths
+
 UNIT_DONE = "unit_done"
 CLAIMS_RETURNED = "claims_returned"
 
@@ -59,6 +62,24 @@ def read_progress(path: Path) -> Iterator[ProgressEvent]:
     with handle:
         for line in handle:
             event = parse_progress_line(line)
+            if event is not None:
+                yield event
+
+
+LINE_MAX_BYTES = 64 * 1024
+"""A progress line is a few hundred bytes; a longer one is read in pieces, none parseable."""
+
+
+def read_task_progress(paths: TaskPaths) -> Iterator[ProgressEvent]:
+    """Every parseable event of a task's progress file, read as the service reads a run's
+    files: no link followed (`store_reads`), no line held longer than LINE_MAX_BYTES."""
+    try:
+        handle = store_reads.open_file(paths.store_root, paths.progress)
+    except FileNotFoundError:
+        return
+    with handle:
+        while line := handle.readline(LINE_MAX_BYTES):
+            event = parse_progress_line(line.decode("utf-8", errors="replace"))
             if event is not None:
                 yield event
 

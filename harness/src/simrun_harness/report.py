@@ -18,6 +18,9 @@ from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field
 
+from simrun_harness import store_reads
+from simrun_harness.layout import TaskPaths
+
 ReportRole = Literal["base", "extra", "merge", "exec"]
 
 
@@ -90,22 +93,36 @@ def write_report(path: Path, report: WorkerReport) -> None:
 
 
 def read_report(path: Path) -> WorkerReport:
-    """Read a report (raises OSError or pydantic.ValidationError)."""
+    """Read a report the harness wrote itself (raises OSError or pydantic.ValidationError)."""
     return WorkerReport.model_validate_json(path.read_text())
 
 
-def read_reports(reports_dir: Path) -> dict[str, WorkerReport]:
-    """Every readable report of a task by file name; unreadable ones are left out."""
-    found: dict[str, WorkerReport] = {}
+REPORT_MAX_BYTES = 1024 * 1024
+"""A report is a few kilobytes; a larger file is not one."""
+
+
+def task_report(paths: TaskPaths, name: str) -> WorkerReport:
+    """The report `reports/<name>` of a task, read as the service reads a run's files: no
+    link followed, at most REPORT_MAX_BYTES (raises OSError or ValueError)."""
+    data = store_reads.read_bytes(paths.store_root, paths.reports / name, limit=REPORT_MAX_BYTES)
+    return WorkerReport.model_validate_json(data)
+
+
+def report_names(paths: TaskPaths) -> list[str]:
+    """The names of a task's report files, sorted; none without a reports directory."""
     try:
-        names = sorted(os.listdir(reports_dir))
+        names = store_reads.names(paths.store_root, paths.reports)
     except FileNotFoundError:
-        return found
-    for name in names:
-        if name.startswith(".") or not name.endswith(".json"):
-            continue
+        return []
+    return sorted(n for n in names if n.endswith(".json") and not n.startswith("."))
+
+
+def task_reports(paths: TaskPaths) -> list[tuple[str, WorkerReport]]:
+    """Every readable report of a task with its file name; unreadable ones are left out."""
+    found = []
+    for name in report_names(paths):
         try:
-            found[name] = read_report(reports_dir / name)
+            found.append((name, task_report(paths, name)))
         except (OSError, ValueError):
             continue
     return found

@@ -12,18 +12,23 @@ environment, the directory, its output going to the log, the process name) and r
 command's `main` in this process, so the exit code, the report and the signals are the
 command's own.
 
-Before it takes an attempt it looks again at what it runs, as stamped (size, modification
-and change times in ns: an edit in place that puts the modification time back still moves
-the change time) before anything was read: the directories of the import path and their
-`.pth` files (installing, upgrading or removing a distribution changes them, as
-`runs.task_types.installed_stamp` says; a `.pth` may point elsewhere), the file of every
-module (stamped by `sources.SourceFinder` just before it was read), and every file of a
-plugin installed from a directory (editable or local, PEP 610: its code may change without a
-new version; its modules' bytecode is checked by hash, see `simrun_harness.sources`). If
-anything changed it answers `stale` and exits; its supervisor then starts a fresh process,
-which imports the current code. A standby whose imports looked up a SIMRUN_* variable (which
-only an attempt has) never says `ready`: it says why and exits. It also exits when `in fd`
-closes or its supervisor dies, so a standby never outlives the service that wanted it.
+Before it takes an attempt it looks again at what it runs, as stamped before anything was
+read: the directories of the import path and their `.pth` files (installing, upgrading or
+removing a distribution changes them, as `runs.task_types.installed_stamp` says; a `.pth`
+may point elsewhere), the file of every module (stamped by `sources.SourceFinder` just before
+it was read), and every file of a plugin installed from a directory (editable or local, PEP
+610: its code may change without a new version; its modules' bytecode is checked by hash,
+see `simrun_harness.sources`). Freshness is judged by content, never by the change time: uv
+hard-links the files of its cache into every environment of the machine, so another
+environment's install moves the change time of files this one imported without changing a
+byte of them. A plugin's own files and the `.pth` files are stamped by their size and a hash
+of their bytes (an edit in place that puts the modification time back is still seen); the
+other files, which installs replace rather than rewrite, by their size, modification time
+and inode. If anything changed it answers `stale` and exits; its supervisor then starts a
+fresh process, which imports the current code. A standby whose imports looked up a SIMRUN_*
+variable (which only an attempt has) never says `ready`: it says why and exits. It also exits
+when `in fd` closes or its supervisor dies, so a standby never outlives the service that
+wanted it.
 
 The environment it takes is the attempt's plus what this process changed in its own since it
 started (Python's locale coercion, `LC_CTYPE`; variables its imports set): what a fresh
@@ -36,10 +41,12 @@ the messages, without loading the harness.
 from __future__ import annotations
 
 import ctypes
+import hashlib
 import importlib
 import json
 import os
 import signal
+import stat
 import sys
 from collections.abc import Callable, Iterator, Mapping, Sequence
 from contextlib import contextmanager
@@ -66,8 +73,9 @@ _PR_SET_PDEATHSIG = 1
 _PR_SET_NAME = 15
 ATTEMPT_PREFIX = "SIMRUN_"
 
-Stamp = dict[str, tuple[int, int, int]]
-"""A file or directory by path: its size, modification and change times (ns)."""
+Stamp = dict[str, tuple[int, int, int | str]]
+"""A file or directory by path: its size and either its modification time (ns) and inode,
+or -1 and a SHA-256 of its bytes (`hashed`)."""
 
 
 class Refused(Exception):
@@ -80,25 +88,36 @@ def handoff_message(*, args: Sequence[str], env: Mapping[str, str], cwd: str, lo
     return json.dumps(message).encode() + b"\n"
 
 
-def _stat(path: str, found: Stamp) -> None:
+def _hashed(path: str, projects: Sequence[str]) -> bool:
+    """Whether `path` is stamped by its bytes: a plugin's own file, or a `.pth` file."""
+    return path.endswith(".pth") or any(
+        path.startswith(os.path.join(project, "")) for project in projects
+    )
+
+
+def _stat(path: str, found: Stamp, projects: Sequence[str] = ()) -> None:
     try:
         st = os.stat(path)
+        if _hashed(path, projects) and stat.S_ISREG(st.st_mode):
+            with open(path, "rb") as f:
+                found[path] = (st.st_size, -1, hashlib.file_digest(f, "sha256").hexdigest())
+            return
     except OSError:
         return
-    found[path] = (st.st_size, st.st_mtime_ns, st.st_ctime_ns)
+    found[path] = (st.st_size, st.st_mtime_ns, st.st_ino)
 
 
 def stamp(projects: Sequence[str], files: Sequence[str] = ()) -> Stamp:
     """The stamps of every file of the plugins' `projects` (`sources.project_dirs`) and of
-    `files`."""
+    `files` (those inside a project or `.pth` by their bytes)."""
     found: Stamp = {}
     for project in projects:
         for folder, dirs, names in os.walk(project):
             dirs[:] = [d for d in dirs if d not in SKIPPED_DIRS and not d.endswith(".egg-info")]
             for name in names:
-                _stat(os.path.join(folder, name), found)
+                _stat(os.path.join(folder, name), found, projects)
     for path in files:
-        _stat(path, found)
+        _stat(path, found, projects)
     return found
 
 
@@ -251,14 +270,15 @@ def imported() -> tuple[dict[str, Callable[[], Any]], list[str], Stamp, set[str]
     project before any import); the mains, the projects, the stamps and the SIMRUN_*
     variables the imports looked up."""
     before = stamp((), module_files() + path_files())  # what the interpreter's start loaded
+    projects: list[str] = []
 
     def seen(path: str) -> None:
         if path not in before:
-            _stat(path, before)
+            _stat(path, before, projects)
 
     finder = sources.install()
     finder.seen = seen
-    projects = sources.project_dirs()
+    projects += sources.project_dirs()
     finder.add_projects(projects)
     for path, found in stamp(projects).items():
         before.setdefault(path, found)

@@ -164,7 +164,16 @@ class OutputFileSerializer(serializers.Serializer):
 
 class OutputListingSerializer(serializers.Serializer):
     files = OutputFileSerializer(many=True)
-    truncated = serializers.BooleanField()
+    truncated = serializers.BooleanField(help_text="Whether the listing was cut (see `cut`).")
+    cut = serializers.ChoiceField(
+        choices=["files", "entries", "depth", "time"],
+        allow_null=True,
+        help_text=(
+            "Why the listing stopped early: files (the most it lists), entries, depth or time "
+            "(SIMRUN_LISTING_MAX_ENTRIES, SIMRUN_LISTING_MAX_DEPTH, SIMRUN_LISTING_MAX_S); "
+            "null when it is whole."
+        ),
+    )
 
 
 class LogEntrySerializer(serializers.Serializer):

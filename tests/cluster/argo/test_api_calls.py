@@ -9,7 +9,10 @@ SIMRUN_UPDATE_GOLDEN=1 rewrites the file from the tour.
 
 from __future__ import annotations
 
+import json
+
 import pytest
+from kubernetes.client.rest import ApiException
 
 from runs.ports import PodPhase
 from tests.cluster.argo.builders import command_task, launch, split_task, write_task
@@ -68,3 +71,41 @@ def test_the_backend_makes_exactly_the_calls_the_service_may_make(sim_lab: Lab) 
     if updating():
         API_CALLS.write_text(HEADER + format_calls(calls_from_access_log(sim_lab.sim.access_log)))
     assert calls_made(sim_lab.sim) == allowed_calls()
+
+
+def test_every_write_of_the_backend_asks_for_strict_field_validation(sim_lab: Lab) -> None:
+    """Each create, replace and patch of the tour asks `fieldValidation=Strict`, so a real
+    API server refuses an unknown field as the simulator does, rather than dropping it with
+    a warning (its default)."""
+    tour(sim_lab)
+    assert sim_lab.sim is not None
+    writes = [r for r in sim_lab.sim.access_log if r.verb in ("create", "update", "patch")]
+    kinds = {(r.verb, r.resource) for r in writes}
+    assert {("create", "workflows"), ("patch", "workflows"), ("patch", "nodes")} <= kinds
+    assert {("create", "jobs"), ("create", "configmaps")} <= kinds
+    assert {(r.verb, r.resource, r.field_validation) for r in writes} == {
+        (verb, resource, "Strict") for verb, resource in kinds
+    }
+
+
+def test_a_workflow_with_an_unknown_field_is_refused_and_not_created(
+    sim_lab: Lab, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A manifest with a field Argo does not know (a typo) fails the submission with the
+    server's answer, instead of running without that field."""
+    from cluster.argo import backend as module
+
+    made = module.workflow_manifest
+
+    def misspelt(*args: object, **kwargs: object) -> dict[str, object]:
+        manifest = made(*args, **kwargs)  # type: ignore[arg-type]
+        manifest["spec"]["podPriorityClass"] = "simrun-person"
+        return manifest
+
+    monkeypatch.setattr(module, "workflow_manifest", misspelt)
+    with pytest.raises(ApiException) as refused:
+        sim_lab.backend.submit(launch("r1", command_task("t", "pass")))
+    assert refused.value.status == 400
+    message = json.loads(refused.value.body)["message"]
+    assert message.endswith('strict decoding error: unknown field "spec.podPriorityClass"')
+    assert sim_lab.workflow("simrun-r1") is None

@@ -151,6 +151,24 @@ def test_an_edited_harness_gets_wheels_of_its_own(tmp_path: Path) -> None:
         assert "EDITED = 1" in archive.read("simrun_harness/__init__.py").decode()
 
 
+def test_the_wheels_are_built_with_the_package_index_unreachable(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """After set-up nothing is fetched: the harness's wheel is built by the build backend
+    installed with simrun, not one uv would fetch into an isolated environment (here uv has
+    an empty cache and may not reach the index)."""
+    monkeypatch.setenv("UV_CACHE_DIR", str(tmp_path / "empty-cache"))
+    monkeypatch.setenv("UV_OFFLINE", "1")
+    source = tmp_path / "harness"
+    shutil.copytree(
+        venvs.REPO_ROOT / "harness", source, ignore=shutil.ignore_patterns("__pycache__")
+    )
+
+    built = venvs.ensure_wheels(tmp_path / "wheels", sources=(source,))
+
+    assert [w.name for w in built.glob("*.whl")] == ["simrun_harness-0.1.0-py3-none-any.whl"]
+
+
 # -- builds ---------------------------------------------------------------------------------
 
 
@@ -183,6 +201,21 @@ def test_a_locked_environment_installs_its_lock_and_the_harness(
     context = environment_context(model(tmp_path, NO_DEPENDENCIES, lock=True))
     ref = environment_digest(context, python_version(), harness_identity())
     venvs.build_environment(context, ref, tmp_path / "environments", wheels)
+    python = tmp_path / "environments" / ref / "bin" / "python"
+    subprocess.run([python, "-c", "import simrun_harness, pydantic"], check=True)
+
+
+def test_an_environment_is_built_with_the_package_index_unreachable(
+    tmp_path: Path, wheels: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """What set-up installed is in uv's cache: a model of the harness alone is resolved and
+    installed from it with uv offline (no flag that needs the index, such as a refresh)."""
+    monkeypatch.setenv("UV_OFFLINE", "1")
+    context = environment_context(model(tmp_path, HARNESS_ONLY))
+    ref = environment_digest(context, python_version(), harness_identity())
+
+    venvs.build_environment(context, ref, tmp_path / "environments", wheels)
+
     python = tmp_path / "environments" / ref / "bin" / "python"
     subprocess.run([python, "-c", "import simrun_harness, pydantic"], check=True)
 

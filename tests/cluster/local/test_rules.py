@@ -147,7 +147,7 @@ def test_a_log_is_read_up_to_its_byte_limit(tmp_path: Path) -> None:
     """B10: at most a byte limit of a log, optionally the first bytes of its last lines."""
     path = tmp_path / "log"
     path.write_text("".join(f"line {i}\n" for i in range(1000)))
-    assert read_log(path, None, 14) == ("line 0\nline 1\n", True)
-    assert read_log(path, 2, 1000) == ("line 998\nline 999\n", False)
-    assert read_log(path, 2, 9) == ("line 998\n", True)
-    assert read_log(path, None, 10**6)[0].count("\n") == 1000
+    assert read_log(path.open("rb"), None, 14) == ("line 0\nline 1\n", True)
+    assert read_log(path.open("rb"), 2, 1000) == ("line 998\nline 999\n", False)
+    assert read_log(path.open("rb"), 2, 9) == ("line 998\n", True)
+    assert read_log(path.open("rb"), None, 10**6)[0].count("\n") == 1000

@@ -149,6 +149,27 @@ def test_a_pth_file_pointed_elsewhere_is_stale(
     assert_fresh(backend, "r1", ("moved", "data", "helper", []))
 
 
+def test_a_file_linked_into_another_environment_leaves_the_standby_fresh(
+    make_looping: Callable[[int], LocalBackend], probe: Probe, tmp_path: Path
+) -> None:
+    """uv hard-links the files of its cache into every environment it installs: another
+    environment's install gives the files this standby imported (a module of its environment,
+    the plugin's own) one more link, which moves their change time and nothing else. The
+    standby still runs the attempt."""
+    backend = make_looping(1)
+    want_standby(backend, "probe")
+    imported_standby(backend, "probe")
+    other = tmp_path / "other-environment"
+    other.mkdir()
+    for index, path in enumerate([probe.helper, probe.module, probe.site_packages / "service.pth"]):
+        os.link(path, other / f"{index}-{path.name}")
+    name = run_probe(backend, "r1")
+    assert finish(backend, name) is WorkflowPhase.SUCCEEDED
+    said = (attempt_dir(backend, "r1") / "supervisor.log").read_text()
+    assert adopted(backend, "r1"), said
+    assert what_units_saw(backend, "r1") == expect(*ORIGINAL)
+
+
 @pytest.mark.parametrize("standby", [1, 0], ids=["standby", "fresh"])
 def test_bytecode_of_the_same_second_and_size_is_not_taken_for_the_plugin_s_source(
     make_looping: Callable[[int], LocalBackend], probe: Probe, standby: int

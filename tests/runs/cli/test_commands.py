@@ -100,9 +100,8 @@ def test_token_import_reads_a_tokens_file(
     assert identity_for_token("srn_a") == Identity.objects.get(name="ada")
 
 
-@pytest.mark.django_db
 def test_submit_of_a_task_whose_scratch_fits_no_server_exits_1_creating_nothing(
-    store: Path, settings: Settings, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+    simrun_api: str, settings: Settings, tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
     """The refusal at submission names what the task asks and the server with most scratch."""
     settings.SIMRUN_BACKEND = "local"

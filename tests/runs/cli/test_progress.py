@@ -83,13 +83,9 @@ def test_the_controller_is_late_after_its_limit_and_said_once_each_way() -> None
 def test_following_waits_out_a_service_that_does_not_answer_and_says_so_once() -> None:
     """Issue 15 item 3: the API down is said once with the command that starts it; the run is
     followed on when it answers again."""
-    import httpx
-
-    from runs.cli.api_client import ApiLab
+    from runs.cli.client import Unreachable
 
     class Down(Scripted):
-        UNREACHABLE = ApiLab.UNREACHABLE
-
         def __init__(self, failures: int, *states: dict[str, Any]) -> None:
             super().__init__(*states)
             self.failures = failures
@@ -97,7 +93,7 @@ def test_following_waits_out_a_service_that_does_not_answer_and_says_so_once() -
         def show(self, run_id: str) -> dict[str, Any]:
             if self.failures:
                 self.failures -= 1
-                raise httpx.ConnectError("[Errno 111] Connection refused")
+                raise Unreachable("http://h/", "[Errno 111] Connection refused", sent=False)
             return super().show(run_id)
 
     said: list[str] = []
@@ -107,7 +103,7 @@ def test_following_waits_out_a_service_that_does_not_answer_and_says_so_once() -
     last = list(polls(lab, "r1", interval=0, check=None, say=said.append))[-1]
     assert last["state"] == "succeeded"
     assert said == [
-        "warning: simrun does not answer (ConnectError: [Errno 111] Connection refused); "
+        "warning: simrun at http://h/ does not answer ([Errno 111] Connection refused); "
         "is it running? start it with `simrun serve` (still following run r1)",
         "simrun answers again; following run r1",
     ]

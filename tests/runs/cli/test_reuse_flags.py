@@ -11,11 +11,9 @@ from runs.backends import backend
 from runs.cli.main import main
 from runs.models import Run
 
-pytestmark = pytest.mark.django_db
-
 
 @pytest.fixture
-def workflow(store: Path, settings: object, tmp_path: Path) -> Iterator[Path]:
+def workflow(simrun_api: str, settings: object, tmp_path: Path) -> Iterator[Path]:
     settings.SIMRUN_BACKEND = "local"  # type: ignore[attr-defined]
     backend.cache_clear()
     path = tmp_path / "hello.yaml"

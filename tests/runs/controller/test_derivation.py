@@ -133,6 +133,26 @@ def test_a_gone_workflow_resolves_from_the_stored_states_and_the_markers() -> No
     assert said == ["task 't': its workflow is gone and its end was not seen"]
 
 
+def test_a_gone_workflows_task_awaiting_its_marker_stays_open_then_fails_naming_it() -> None:
+    """C10: a task that awaited its marker when the workflow went stays running within the
+    grace; once the grace is over it fails, and the message says the marker never came."""
+    stored = {"scan": "running", "t": "running"}
+    since = {"scan": NOW.isoformat()}
+    within = rules.awaited_when_gone(since, now=NOW + GRACE, grace=GRACE)
+    over = rules.awaited_when_gone(since, now=NOW + GRACE + timedelta(seconds=1), grace=GRACE)
+    assert (within, over) == ({"scan": True}, {"scan": False})
+
+    kept, _ = records.workflow_end({}, stored=stored, status=None, markers={}, awaiting=within)
+    lost, said = records.workflow_end({}, stored=stored, status=None, markers={}, awaiting=over)
+
+    assert kept == {"scan": "running", "t": "failed"}
+    assert lost == {"scan": "failed", "t": "failed"}
+    assert said == [
+        "task 'scan': the coordinator ended but no merge marker appeared",
+        "task 't': its workflow is gone and its end was not seen",
+    ]
+
+
 def test_a_task_that_ends_takes_its_times_from_its_reports() -> None:
     began, last = NOW - timedelta(hours=1), NOW - timedelta(minutes=5)
     change = records.task_change(

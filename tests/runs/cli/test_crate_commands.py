@@ -1,0 +1,82 @@
+"""`simrun crate validate` and `simrun export`: what a person typing them sees."""
+
+from __future__ import annotations
+
+import zipfile
+from pathlib import Path
+
+import pytest
+
+from runs.cli.main import main
+from runs.services.crates import export_to
+from tests.runs.cli.test_commands import simrun
+from tests.runs.crates.scenes import finished_scan
+
+
+@pytest.mark.slow
+@pytest.mark.django_db
+def test_crate_validate_checks_a_zip_offline_and_exits_0_when_valid(
+    store: Path, tmp_path: Path
+) -> None:
+    crate = export_to(run_id=finished_scan().pk, target=tmp_path / "run.crate.zip")
+
+    result = simrun("crate", "validate", str(crate))
+
+    assert result.returncode == 0, result.stdout + result.stderr
+    lines = result.stdout.splitlines()
+    assert "provenance-run-crate-0.5: valid at the REQUIRED level (0 issues)" in lines
+    assert lines[-1] == "valid"
+
+
+def test_crate_validate_refuses_a_file_that_is_no_zip(tmp_path: Path) -> None:
+    bogus = tmp_path / "crate.zip"
+    bogus.write_text("not a zip")
+
+    result = simrun("crate", "validate", str(bogus))
+
+    assert result.returncode == 1
+    assert "not a zip archive (a crate is a zip or a directory)" in result.stderr
+
+
+def test_crate_validate_refuses_a_zip_with_a_link_member(tmp_path: Path) -> None:
+    crate = tmp_path / "crate.zip"
+    with zipfile.ZipFile(crate, "w") as zipped:
+        zipped.writestr("ro-crate-metadata.json", "{}")
+        link = zipfile.ZipInfo("data.txt")
+        link.external_attr = (0o120777) << 16
+        zipped.writestr(link, "ro-crate-metadata.json")
+
+    result = simrun("crate", "validate", str(crate))
+
+    assert result.returncode == 1
+    assert "member 'data.txt': a link; a crate holds files only" in result.stderr
+
+
+def test_crate_validate_of_a_directory_without_metadata_says_so(tmp_path: Path) -> None:
+    result = simrun("crate", "validate", str(tmp_path))
+
+    assert result.returncode == 1
+    assert "no ro-crate-metadata.json: not an RO-Crate" in result.stderr
+
+
+def test_export_writes_the_crate_where_asked(
+    simrun_api: str, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    run = finished_scan()
+
+    assert main(["export", run.pk, "--out", str(tmp_path / "c.zip"), "--metadata-only"]) == 0
+
+    assert capsys.readouterr().out == f"exported run {run.pk} to {tmp_path / 'c.zip'}\n"
+    with zipfile.ZipFile(tmp_path / "c.zip") as zipped:
+        assert zipped.namelist() == ["ro-crate-metadata.json"]
+
+
+def test_export_of_a_live_run_says_why_and_exits_1(
+    simrun_api: str, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    run = finished_scan(state="queued")
+
+    assert main(["export", run.pk, "--out", str(tmp_path / "c.zip")]) == 1
+
+    assert "is queued: a crate records an ended run" in capsys.readouterr().err
+    assert not (tmp_path / "c.zip").exists()

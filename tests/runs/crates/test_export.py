@@ -1,0 +1,236 @@
+"""A run exported as a Workflow Run RO-Crate: valid for every profile it declares, offline,
+readable by `rocrate`, holding every byte it describes, and nothing a link points at."""
+
+from __future__ import annotations
+
+import hashlib
+import io
+import json
+import os
+import zipfile
+from pathlib import Path
+from typing import Any
+
+import pytest
+from rocrate.rocrate import ROCrate
+
+from runs.crates.profiles import DECLARED
+from runs.crates.validation import METADATA_FILE, fill_cache, validate_crate
+from runs.crates.writing import write_crate, zip_chunks
+from runs.models import Run
+from runs.selectors.crates import RunNotExportable, run_record
+from runs.services.crates import export_to
+from runs.store import task_paths
+from tests import factories
+from tests.runs.crates.scenes import finished_scan
+
+pytestmark = pytest.mark.django_db
+
+
+def graph(crate: Path) -> dict[str, dict[str, Any]]:
+    data = json.loads((crate / METADATA_FILE).read_text())
+    return {entity["@id"]: entity for entity in data["@graph"]}
+
+
+def exported(run: Run, target: Path, *, metadata_only: bool = False) -> Path:
+    write_crate(run_record(run), target, Path(run_store()), metadata_only=metadata_only)
+    return target
+
+
+def run_store() -> str:
+    from django.conf import settings
+
+    return str(settings.SIMRUN_STORE)
+
+
+@pytest.mark.slow
+def test_the_example_scan_exports_valid_for_every_profile_it_declares(
+    store: Path, tmp_path: Path
+) -> None:
+    crate = exported(finished_scan(), tmp_path / "crate")
+
+    verdict = validate_crate(crate)
+
+    assert verdict.valid, "\n".join(verdict.lines())
+    checked = {p.uri for p in verdict.profiles}
+    assert {p.uri for p in DECLARED} <= checked
+    assert all(not p.issues and not p.skipped for p in verdict.profiles)
+
+
+def test_the_crate_reads_with_rocrate_as_the_run_it_records(store: Path, tmp_path: Path) -> None:
+    run = finished_scan()
+    crate = ROCrate(exported(run, tmp_path / "crate"))
+
+    workflow = crate.mainEntity
+    assert workflow.id == "workflow.json"
+    assert {"ComputationalWorkflow", "HowTo"} <= set(workflow.type)
+    assert json.loads((tmp_path / "crate" / "workflow.json").read_text()) == run.workflow
+    steps = [crate.get(s.id) for s in workflow["step"]]
+    assert [s["name"] for s in steps] == ["scan", "summary"]
+    action = crate.get("#run")
+    assert action.type == "CreateAction" and action["instrument"].id == "workflow.json"
+    assert action["agent"]["name"] == factories.PERSON
+    assert action["endTime"] == run.ended_at.isoformat()
+    assert action["actionStatus"] == "http://schema.org/CompletedActionStatus"  # not an entity
+    scan = crate.get("#task/scan")
+    tool = scan["instrument"]
+    assert (tool["name"], tool["softwareVersion"]) == ("ode_scan", "0.1.0")
+    assert len(tool["identifier"]) == 64  # the digest of the plugin's files
+    settings = {pv["name"]: pv["value"] for pv in scan["object"] if pv.type == "PropertyValue"}
+    assert settings["t_end"] == "20" and json.loads(settings["parameters"])["n"] == [1.5, 2.0]
+
+
+def test_every_file_holds_the_bytes_its_digest_and_size_say(store: Path, tmp_path: Path) -> None:
+    crate = exported(finished_scan(), tmp_path / "crate")
+
+    files = {k: e for k, e in graph(crate).items() if "sha256" in e}
+    assert {"workflow.json", "tasks/scan/out/scan.json", "tasks/scan/logs/scan-w0-0.log"} <= set(
+        files
+    )
+    assert any(k.startswith("snapshots/") and k.endswith("repressilator.ant") for k in files)
+    assert any(k.startswith("environment/") for k in files)
+    for path, entity in files.items():
+        data = (crate / path).read_bytes()
+        assert hashlib.sha256(data).hexdigest() == entity["sha256"], path
+        assert int(entity["contentSize"]) == len(data), path
+    on_disk = {str(p.relative_to(crate)) for p in crate.rglob("*") if p.is_file()} - {METADATA_FILE}
+    assert on_disk == set(files)
+    assert not (crate / "tasks" / "scan" / "out" / ".simrun-merged").exists()
+
+
+def test_metadata_only_describes_each_file_by_digest_and_size_without_its_bytes(
+    store: Path, tmp_path: Path
+) -> None:
+    run = finished_scan()
+    crate = exported(run, tmp_path / "crate", metadata_only=True)
+
+    assert [p.name for p in crate.iterdir()] == [METADATA_FILE]
+    entity = graph(crate)["tasks/scan/out/scan.json"]
+    data = (task_paths(run.pk, "scan").out / "scan.json").read_bytes()
+    assert entity["sha256"] == hashlib.sha256(data).hexdigest()
+    assert entity["contentSize"] == str(len(data))
+
+
+def test_a_link_a_task_made_is_exported_without_what_it_points_at(
+    store: Path, tmp_path: Path
+) -> None:
+    secret = tmp_path / "secret.txt"
+    secret.write_text("the service's secret")
+    elsewhere = tmp_path / "elsewhere"
+    elsewhere.mkdir()
+    (elsewhere / "inside.txt").write_text("the service's other secret")
+    run = finished_scan()
+    out = task_paths(run.pk, "summary").out
+    os.symlink(secret, out / "stolen.txt")
+    os.symlink(elsewhere, out / "stolen-dir")
+    os.symlink(secret, task_paths(run.pk, "summary").logs / "summary-w0-1.log")
+
+    chunks = b"".join(zip_chunks(run_record(run), store))
+
+    with zipfile.ZipFile(io.BytesIO(chunks)) as zipped:
+        names = zipped.namelist()
+        text = b"".join(zipped.read(n) for n in names)
+    assert "tasks/summary/out/summary.json" in names
+    assert not any("stolen" in n or n.endswith("summary-w0-1.log") for n in names)
+    assert b"secret" not in text
+
+
+def test_a_file_replaced_by_a_link_after_listing_is_left_out(store: Path, tmp_path: Path) -> None:
+    secret = tmp_path / "secret.txt"
+    secret.write_text("the service's secret")
+    run = finished_scan()
+    record = run_record(run)
+    out = task_paths(run.pk, "scan").out / "scan.json"
+    out.unlink()
+    os.symlink(secret, out)  # between the listing and the read
+
+    crate = tmp_path / "crate"
+    write_crate(record, crate, store)
+
+    assert not (crate / "tasks/scan/out/scan.json").exists()
+    assert "tasks/scan/out/scan.json" not in graph(crate)
+    assert "secret" not in (crate / METADATA_FILE).read_text()
+
+
+def test_a_live_run_is_not_exported(store: Path) -> None:
+    run = finished_scan(state="running")
+
+    with pytest.raises(RunNotExportable, match="is running: a crate records an ended run"):
+        run_record(run)
+
+
+def test_a_resumed_run_records_which_units_came_from_which_run(store: Path, tmp_path: Path) -> None:
+    run = finished_scan()
+    run.tasks.filter(task_id="scan").update(reused={"0earlier0run": ["u000000", "u000001"]})
+
+    entities = graph(exported(run, tmp_path / "crate"))
+
+    derived = entities["tasks/scan/out/"]["wasDerivedFrom"]
+    origin = entities[derived[0]["@id"]]
+    assert origin["identifier"] == "0earlier0run"
+    assert "u000000, u000001" in origin["description"]
+    assert "wasDerivedFrom" not in entities["tasks/summary/out/"]
+
+
+def test_a_failed_run_records_its_state_and_message(store: Path, tmp_path: Path) -> None:
+    run = finished_scan(state="failed")
+
+    action = graph(exported(run, tmp_path / "crate"))["#run"]
+
+    assert action["actionStatus"] == {"@id": "http://schema.org/FailedActionStatus"}
+    assert action["error"] == "task 'summary' failed: exit 3"
+
+
+def test_an_agents_run_names_the_agent_and_the_person_it_acts_for(
+    store: Path, tmp_path: Path
+) -> None:
+    factories.token(factories.agent())
+    run = finished_scan(by=factories.agent())
+
+    crate = exported(run, tmp_path / "crate")
+    entities = graph(crate)
+
+    agent = entities[entities["#run"]["agent"]["@id"]]
+    assert agent["name"] == factories.AGENT
+    assert entities[agent["maintainer"]["@id"]]["name"] == factories.PERSON
+    assert entities["#run"]["participant"] == agent["maintainer"]
+    assert "srn_" not in (crate / METADATA_FILE).read_text()  # no token
+
+
+def test_each_export_is_counted_on_the_run(store: Path, tmp_path: Path) -> None:
+    run = finished_scan()
+
+    export_to(run_id=run.pk, target=tmp_path / "one.zip")
+    export_to(run_id=run.pk, target=tmp_path / "two")
+
+    assert Run.objects.get(pk=run.pk).exports == 2
+    with zipfile.ZipFile(tmp_path / "one.zip") as zipped:
+        assert METADATA_FILE in zipped.namelist()
+
+
+def test_the_validator_offline_finds_the_context_only_in_the_cache_filled_from_rocrate(
+    store: Path, tmp_path: Path
+) -> None:
+    """Without the packaged context in its cache the offline validator cannot read a crate:
+    what makes it work is the filling, not a network."""
+    from rocrate_validator import services
+    from rocrate_validator.models import Severity, ValidationSettings
+
+    crate = exported(finished_scan(), tmp_path / "crate")
+
+    def valid_with(cache: Path) -> bool:
+        settings = ValidationSettings(
+            rocrate_uri=str(crate),
+            profile_identifier="ro-crate-1.1",
+            requirement_severity=Severity.REQUIRED,
+            offline=True,
+            cache_path=cache,
+        )
+        try:
+            return bool(services.validate(settings).passed())
+        except Exception:
+            return False
+
+    assert not valid_with(tmp_path / "empty-cache")
+    fill_cache(tmp_path / "filled-cache")
+    assert valid_with(tmp_path / "filled-cache")
