@@ -47,7 +47,7 @@ def processes_of(data_dir: Path) -> list[psutil.Process]:
     standbys have no SIMRUN_DATA_DIR of their own)."""
     under = f"{data_dir}{os.sep}"
     found = []
-    for proc in psutil.process_iter(["environ", "cmdline", "cwd", "status"]):
+    for proc in psutil.process_iter(["environ", "cmdline", "cwd", "status", "name"]):
         if proc.pid == os.getpid() or proc.info.get("status") == psutil.STATUS_ZOMBIE:
             continue
         environ = proc.info.get("environ") or {}

@@ -8,6 +8,7 @@ that starts it) and once when it is back; the run is followed throughout.
 
 from __future__ import annotations
 
+import time
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from datetime import datetime
@@ -48,13 +49,20 @@ class ControllerWatch:
     """Notes whether the controller of a followed run was last seen late."""
 
     late: bool = False
+    quiet_until: float = 0.0  # monotonic: a disk just freed gives the controller its time
 
     def note(self, run: dict[str, Any]) -> str | None:
         """The line to print about the controller after this poll, if its liveness changed.
-        A full disk explains a controller that cannot record its passes: not said then."""
+        A full disk explains a controller that cannot record its passes: not said then, nor
+        before the controller had its usual time to pass again once space was freed."""
         limit = run.get("controller_late_s")
-        if limit is None or run["state"] in ENDED or run.get("disk"):
-            return None  # a server that does not say, nothing left to advance, a full disk
+        if limit is None or run["state"] in ENDED:
+            return None  # a server that does not say, or nothing left to advance
+        if run.get("disk"):
+            self.quiet_until = time.monotonic() + float(limit)
+            return None
+        if time.monotonic() < self.quiet_until and not self.late:
+            return None
         idle = run.get("controller_idle_s")
         late = idle is None or idle > limit
         if late == self.late:

@@ -40,12 +40,13 @@ def test_cancel_with_the_services_down_stops_the_pods_itself(
     services.stop_all()
     store = Path(services.env["SIMRUN_STORE"])
 
-    pods = [p for p in processes_of(store) if p.info.get("name") == "simrun-worker"]
+    pods = [p for p in processes_of(store) if p.name() == "simrun-worker"]
     env = {k: v for k, v in services.env.items() if k != "SIMRUN_URL"}
     cancelled = subprocess.run(
         [str(SIMRUN), "cancel", run.pk],
         cwd=ROOT,
-        env={**env, "SIMRUN_PORT": str(free_port())},  # the serve it starts: a free port
+        # the serve it starts (no service answers): on a free port
+        env={**env, "SIMRUN_AUTOSTART": "true", "SIMRUN_PORT": str(free_port())},
         capture_output=True,
         text=True,
         timeout=300,
