@@ -199,6 +199,8 @@ SIMRUN_GRACE_S = env.integer("SIMRUN_GRACE_S", 30, minimum=1)
 SIMRUN_MERGE_MARKER_GRACE_S = env.number("SIMRUN_MERGE_MARKER_GRACE_S", 120.0, minimum=0)
 SIMRUN_EVENTS_POLL_S = env.number("SIMRUN_EVENTS_POLL_S", 1.0, minimum=0.05)
 SIMRUN_EVENTS_MAX_S = env.number("SIMRUN_EVENTS_MAX_S", 300.0, minimum=1)
+# open event and log streams per identity in a web process (429 beyond; runs/edge/streams.py)
+SIMRUN_STREAMS_PER_IDENTITY = env.integer("SIMRUN_STREAMS_PER_IDENTITY", 20, minimum=1)
 # the servers page's stream asks the backend (on a cluster, the API server) at each poll
 SIMRUN_SERVERS_POLL_S = env.number("SIMRUN_SERVERS_POLL_S", 5.0, minimum=0.05)
 # Clients (runs/edge/bodies.py, simrun_site/web_protocol.py): a request's head and body arrive

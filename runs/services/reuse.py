@@ -25,6 +25,7 @@ from runs.refusals import SubmissionRefused
 from runs.reuse import KeyedTask, task_keys
 from runs.store import has_merge_marker, store, task_paths
 from runs.task_types import COMMAND, plugins, registry
+from simrun_harness import store_reads
 from simrun_harness.layout import TaskPaths
 from simrun_harness.ledger import unit_names
 from simrun_harness.plugin import SplitTaskType, TaskContext
@@ -33,6 +34,8 @@ from simrun_harness.reuse import KEYS_FILE, REUSE_FILE, unit_keys
 log = logging.getLogger(__name__)
 
 MAX_CANDIDATES = 20
+KEYS_MAX = 128 * 1024 * 1024
+"""The largest unit-keys file of an earlier run read (about 80 bytes a unit)."""
 """Earlier tasks with the same key looked at, newest first (the resumed run before them)."""
 
 
@@ -120,7 +123,7 @@ def _candidates(run: Run, key: str) -> list[tuple[str, str]]:
 
 def _done_units(paths: TaskPaths) -> set[str]:
     try:
-        return set(os.listdir(paths.done))
+        return set(store_reads.names(paths.store_root, paths.done))
     except FileNotFoundError:
         return set()
 
@@ -136,11 +139,19 @@ def _reuse_units(
             break
         paths = task_paths(source_run, source_task)
         try:
-            theirs: dict[str, str] = json.loads((paths.root / KEYS_FILE).read_text())
+            # another run's file, read without following a link its code may have put there
+            theirs: dict[str, str] = json.loads(
+                store_reads.read_bytes(paths.store_root, paths.root / KEYS_FILE, limit=KEYS_MAX)
+            )
         except (OSError, ValueError):
             continue
+        root = paths.store_root
         for name in sorted(_done_units(paths) - set(plan)):
-            if name in keys and theirs.get(name) == keys[name] and paths.unit_dir(name).is_dir():
+            if (
+                name in keys
+                and theirs.get(name) == keys[name]
+                and store_reads.is_dir(root, paths.unit_dir(name))
+            ):
                 plan[name] = f"runs/{source_run}/tasks/{source_task}/units/{name}"
                 reused.setdefault(source_run, []).append(name)
     return ({"units": plan} if plan else {}), reused

@@ -22,7 +22,7 @@ from django.db import IntegrityError, connection, transaction
 from django.db.models import F, Q
 from django.utils import timezone
 
-from runs import environments
+from runs import environments, kept_environment
 from runs.environments import SERVICE_ENVIRONMENT
 from runs.local_packages import LocalPackageRefused, local_packages
 from runs.models import Identity, Run, RunEnvironment, RunState, Snapshot, Task
@@ -255,14 +255,26 @@ def fail_submission(*, run_id: str, message: str, created: bool) -> None:
     )
 
 
+def environment_of(run: Run) -> tuple[str, dict[str, bytes]]:
+    """The environment a run's pods run in and its build context: the service's for a run
+    without sources; else its model's, resolved under the constraints the run keeps (a
+    crate's) when its model has no lock."""
+    if not run.sources:
+        return SERVICE_ENVIRONMENT, {}
+    return environments.model_environment(
+        store().snapshot(run.sources[0]), constraints=kept_environment.kept_constraints(run.id)
+    )
+
+
 def _environment(run: Run, backend: Backend) -> RunEnvironment:
     """The run's environment, built once: its digest (`service` for a model without one) and
-    the digest of every local package it installs (which plugin code the run used)."""
-    if not run.sources:
-        return RunEnvironment(ref=SERVICE_ENVIRONMENT)
-    ref, context = environments.model_environment(store().snapshot(run.sources[0]))
+    the digest of every local package it installs (which plugin code the run used). A model
+    without a lock is resolved under the constraints the run keeps (a crate's), else under the
+    harness's; the files it is built from are kept beside the run (runs/kept_environment.py)."""
+    ref, context = environment_of(run)
     if ref == SERVICE_ENVIRONMENT:
         return RunEnvironment(ref=ref)
+    kept_environment.keep(run.id, context)
     if not backend.has_image(ref):
         backend.build_image(context, ref)
     packages = environments.local_packages_of(context)

@@ -5,6 +5,7 @@ run first, nothing with reuse off, and recorded once."""
 from __future__ import annotations
 
 import json
+import shutil
 from pathlib import Path
 from typing import Any
 
@@ -135,3 +136,26 @@ def test_a_split_task_whose_units_this_process_cannot_list_is_computed_whole(
     assert (task.key, task.reused) == ("", {})
     assert not (task_paths(run.pk, "nap").root / REUSE_FILE).exists()
     assert not (task_paths(run.pk, "nap").root / KEYS_FILE).exists()
+
+
+def test_an_earlier_runs_files_replaced_by_links_are_not_read_for_reuse(
+    store: Path, tmp_path: Path
+) -> None:
+    """An earlier run's code made its unit keys and a unit output links (to copies outside
+    the store): the planner follows neither, and plans to compute those units."""
+    earlier = submitted()
+    mark_done(earlier, "u000000", "u000001")
+    paths = task_paths(earlier.pk, "nap")
+    outside = tmp_path / "outside"
+    outside.mkdir()
+    (outside / KEYS_FILE).write_bytes((paths.root / KEYS_FILE).read_bytes())
+    (paths.root / KEYS_FILE).unlink()
+    (paths.root / KEYS_FILE).symlink_to(outside / KEYS_FILE)
+    again = submitted()
+    mark_done(again, "u000002")
+    (outside / "u000002").mkdir()
+    again_paths = task_paths(again.pk, "nap")
+    shutil.rmtree(again_paths.unit_dir("u000002"))
+    again_paths.unit_dir("u000002").symlink_to(outside / "u000002")
+
+    assert reused(submitted()) == {}

@@ -23,10 +23,13 @@ import json
 import logging
 import os
 import shutil
-from collections.abc import Sequence
+import stat
+from collections.abc import Iterator, Sequence
+from contextlib import contextmanager, suppress
 from pathlib import Path, PurePosixPath
 from typing import Any
 
+from simrun_harness import store_reads
 from simrun_harness.layout import MERGE_MARKER, TaskPaths
 
 REUSE_FILE = "reuse.json"
@@ -60,38 +63,70 @@ def read_plan(paths: TaskPaths) -> dict[str, Any]:
     return plan
 
 
-def _source(store_root: Path, relative: str) -> Path:
+def _source(relative: str) -> PurePosixPath:
     path = PurePosixPath(relative)
     if path.is_absolute() or ".." in path.parts:
         raise ValueError(f"{REUSE_FILE}: {relative!r} must be a relative path inside the store")
-    return store_root / path
+    return path
 
 
-def link_tree(source: Path, target: Path, *, skip: frozenset[str] = frozenset()) -> None:
-    """Recreate `source` (a directory) at `target` (absent), its files hard-linked."""
+def link_tree(source_fd: int, target: Path, *, skip: frozenset[str] = frozenset()) -> None:
+    """Recreate the directory open at `source_fd` at `target` (absent), its regular files
+    hard-linked (copied where the file system has no hard links), its directories entered
+    without following a link. Links, devices, FIFOs and sockets are not carried over: the
+    earlier run's code may have put them there, and this run's code would follow them."""
     target.mkdir()
-    for entry in os.scandir(source):
-        if entry.name in skip:
+    with os.scandir(source_fd) as scan:
+        listed = []
+        for entry in scan:
+            with suppress(OSError):
+                listed.append((entry.name, entry.stat(follow_symlinks=False)))
+    for name, info in listed:
+        if name in skip:
             continue
-        dest = target / entry.name
-        if entry.is_dir(follow_symlinks=False):
-            link_tree(Path(entry.path), dest)
-        elif entry.is_symlink():
-            os.symlink(os.readlink(entry.path), dest)
-        else:
+        dest = target / name
+        if stat.S_ISDIR(info.st_mode):
+            child = os.open(name, store_reads.DIR_FLAGS | os.O_NOFOLLOW, dir_fd=source_fd)
             try:
-                os.link(entry.path, dest)
-            except OSError as exc:
-                if exc.errno not in _NO_LINK:
-                    raise
-                shutil.copy2(entry.path, dest)
+                link_tree(child, dest)
+            finally:
+                os.close(child)
+        elif stat.S_ISREG(info.st_mode):
+            _link_file(source_fd, name, dest)
+
+
+def _link_file(source_fd: int, name: str, dest: Path) -> None:
+    """Hard-link the regular file `name`; where that cannot be, copy it (mode and times too)."""
+    try:
+        os.link(name, dest, src_dir_fd=source_fd, follow_symlinks=False)
+    except OSError as exc:
+        if exc.errno not in _NO_LINK:
+            raise
+        fd = os.open(name, store_reads.FILE_FLAGS, dir_fd=source_fd)
+        with os.fdopen(fd, "rb") as source:
+            info = os.fstat(fd)
+            if not stat.S_ISREG(info.st_mode):
+                return  # replaced since it was listed
+            with dest.open("wb") as out:
+                shutil.copyfileobj(source, out)
+        os.chmod(dest, stat.S_IMODE(info.st_mode))
+        os.utime(dest, ns=(info.st_atime_ns, info.st_mtime_ns))
+
+
+@contextmanager
+def _source_dir(store_root: Path, relative: str) -> Iterator[int]:
+    """The planned source directory below the store, reached without following a link;
+    FileNotFoundError when it is gone, or a link, or no directory."""
+    with store_reads.directory(store_root, _source(relative)) as fd:
+        yield fd
 
 
 def link_units(paths: TaskPaths, store_root: Path, names: Sequence[str]) -> set[str]:
     """Link the planned unit outputs into `units/`; the names whose output is now in place.
 
     Call before the ledger exists. A planned source that is gone (its run deleted meanwhile)
-    is skipped: that unit is computed. A unit already in place (a retried coordinator) counts.
+    or is no directory reached without a link (the earlier run's code replaced it) is
+    skipped: that unit is computed. A unit already in place (a retried coordinator) counts.
     """
     planned: dict[str, str] = read_plan(paths).get("units", {})
     wanted = set(names)
@@ -104,11 +139,11 @@ def link_units(paths: TaskPaths, store_root: Path, names: Sequence[str]) -> set[
         if final.is_dir():
             linked.add(name)
             continue
-        source = _source(store_root, relative)
         tmp = paths.units / f".{name}.reuse.{os.getpid()}"
         shutil.rmtree(tmp, ignore_errors=True)
         try:
-            link_tree(source, tmp)
+            with _source_dir(store_root, relative) as source:
+                link_tree(source, tmp)
             os.rename(tmp, final)
         except FileNotFoundError:
             shutil.rmtree(tmp, ignore_errors=True)
@@ -119,17 +154,18 @@ def link_units(paths: TaskPaths, store_root: Path, names: Sequence[str]) -> set[
 
 
 def link_output(paths: TaskPaths, store_root: Path, tmp: Path) -> bool:
-    """Fill the private output `tmp` (empty) from the planned earlier `out/`; False if none."""
+    """Fill the private output `tmp` (empty) from the planned earlier `out/`; False if none,
+    or when it is gone, incomplete or reached only through a link."""
     relative = read_plan(paths).get("out")
     if not relative:
         return False
-    source = _source(store_root, relative)
-    if not (source / MERGE_MARKER).is_file():
+    if not store_reads.is_file(store_root, _source(relative) / MERGE_MARKER):
         log.warning("%s is gone or incomplete; the task is computed", relative)
         return False
     tmp.rmdir()
     try:
-        link_tree(source, tmp, skip=frozenset({MERGE_MARKER}))
+        with _source_dir(store_root, relative) as source:
+            link_tree(source, tmp, skip=frozenset({MERGE_MARKER}))
     except FileNotFoundError:
         shutil.rmtree(tmp, ignore_errors=True)
         tmp.mkdir()

@@ -123,6 +123,12 @@ class RunDetailSerializer(RunItemSerializer):
     reserve = serializers.CharField(allow_blank=True)
     tasks = TaskSerializer(many=True)
     reuse = ReuseSerializer()
+    from_crate = serializers.CharField(
+        allow_blank=True,
+        help_text="The crate this run was made again from: its identifier and the SHA-256 of "
+        "its metadata file (empty: submitted here).",
+    )
+    exports = serializers.IntegerField(help_text="How many times it was exported as a crate.")
     may_change = serializers.BooleanField(help_text="Whether this token may cancel/delete it.")
     controller_idle_s = serializers.FloatField(
         allow_null=True,

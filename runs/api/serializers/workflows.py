@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from typing import Any
+
 from rest_framework import serializers
 
 from runs.api.serializers.errors import ErrorItemSerializer
@@ -80,3 +82,31 @@ class WhoAmISerializer(serializers.Serializer):
     kind = serializers.CharField()
     tier = serializers.CharField(help_text="The priority tier of the runs this token submits.")
     acts_for = serializers.CharField(allow_null=True)
+
+
+class CrateRunQuerySerializer(serializers.Serializer):
+    """The options of a run made again from a crate, in the query (the body is the crate);
+    an empty one (`?group=`) is the same as none."""
+
+    group = serializers.CharField(max_length=128, required=False, allow_blank=True, default="")
+    reuse = serializers.ChoiceField(
+        ["true", "false"],
+        required=False,
+        allow_blank=True,
+        default="false",
+        help_text="Reuse units done in earlier runs with the same key (false: compute all).",
+    )
+    resume_from = serializers.RegexField(
+        f"^$|{RUN_ID}",
+        required=False,
+        allow_blank=True,
+        default="",
+        help_text="A run whose done units are reused first.",
+    )
+
+    def validate(self, attrs: dict[str, Any]) -> dict[str, Any]:
+        return {
+            "group": attrs["group"],
+            "reuse": attrs["reuse"] == "true",
+            "resume_from": attrs["resume_from"] or None,
+        }
