@@ -249,6 +249,7 @@ def _kill_to_progress(
 ) -> dict[str, Any]:
     """Seconds from each kill to the first unit done by the first run submitted after it."""
     delays: list[float] = []
+    from_submission: list[float] = []  # the part after that run was submitted
     never = 0
     for at, _, pid in kills:
         if not pid:
@@ -261,11 +262,14 @@ def _kill_to_progress(
             never += 1
         else:
             delays.append(first - at)
+            from_submission.append(first - later[0][0])
     return {
         "kills": len(delays) + never,
         "p50": percentile(delays, 50),
         "p90": percentile(delays, 90),
         "max": round(max(delays), 1) if delays else None,
+        "from_its_submission_p50": percentile(from_submission, 50),
+        "from_its_submission_p90": percentile(from_submission, 90),
         "next_run_never_progressed": never,
     }
 
