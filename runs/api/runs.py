@@ -41,7 +41,6 @@ from runs.api.serializers.runs import (
     WorkerSerializer,
 )
 from runs.api.serializers.workflows import SubmitSerializer
-from runs.api.workflows import parse_workflow
 from runs.models import Identity, Run
 from runs.selectors.disk import installation_disk
 from runs.selectors.heartbeat import controller_idle_s, late_after_s
@@ -176,7 +175,7 @@ class RunViewSet(ApiViewSet):
         )
         run = create_run(
             identity=identity,
-            workflow=parse_workflow(data["workflow"]),
+            workflow=data["workflow"],
             sources=data["sources"],
             nodes=[] if replay else schedulable_nodes(),
             group=data["group"],
