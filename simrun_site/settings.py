@@ -194,6 +194,10 @@ CELERY_BEAT_SCHEDULER = "simrun_site.beat:StampingScheduler"
 SIMRUN_STORE = env.path("SIMRUN_STORE", DATA_DIR / "store")
 SIMRUN_BACKEND = env.choice("SIMRUN_BACKEND", "local", ("local", "argo"))
 SIMRUN_POLL_S = env.number("SIMRUN_POLL_S", 2.0, minimum=0.05)
+# The controller reads the rows written since its last read, this much before it (a write
+# stamped before the read that commits after it), and every followed row this often.
+SIMRUN_TICK_LAG_S = env.number("SIMRUN_TICK_LAG_S", 10.0, minimum=0)
+SIMRUN_TICK_RESYNC_S = env.number("SIMRUN_TICK_RESYNC_S", 300.0, minimum=1)
 SIMRUN_SUBMIT_LEASE_S = env.number("SIMRUN_SUBMIT_LEASE_S", 30.0, minimum=1)
 SIMRUN_GRACE_S = env.integer("SIMRUN_GRACE_S", 30, minimum=1)
 SIMRUN_MERGE_MARKER_GRACE_S = env.number("SIMRUN_MERGE_MARKER_GRACE_S", 120.0, minimum=0)
