@@ -116,6 +116,7 @@ MODULES: dict[str, Module] = {
             "tests/runs/test_reuse_key_format.py",
             "tests/runs/test_reuse_plans.py",
             "tests/runs/test_reuse_after_command.py",
+            "tests/runs/test_reuse_outputs.py",
         ),
     ),
     "rules": Module("runs", "runs", ("runs/controller/rules.py",), CONTROLLER_TESTS),
