@@ -29,6 +29,10 @@ from importlib.util import find_spec
 from pathlib import Path
 
 from runs.local_packages import identity_text, local_packages, tree_digest
+from simrun_harness import store_reads
+
+PROJECT_MAX_BYTES = 16 * 1024 * 1024
+"""The largest pyproject.toml or uv.lock of a model read for its environment."""
 
 SERVICE_ENVIRONMENT = "service"
 HARNESS = "simrun-harness"
@@ -101,13 +105,18 @@ def environment_context(model_dir: Path, *, constraints: bytes | None = None) ->
     Only the dependencies are installed, not the model project itself (its files are in the
     snapshot every pod reads).
     """
-    project = model_dir / PROJECT_FILE
-    if not project.is_file():
+    # a snapshot's files, read without following a link (the snapshot is below its store's
+    # `snapshots/`): a pyproject.toml linked to a secret would otherwise be built, and echoed
+    root = model_dir.parent.parent
+    try:
+        project = store_reads.read_bytes(root, model_dir / PROJECT_FILE, limit=PROJECT_MAX_BYTES)
+    except FileNotFoundError:
         return {}
-    context = {PROJECT_FILE: project.read_bytes()}
-    lock = model_dir / LOCK_FILE
-    if lock.is_file():
-        context[LOCK_FILE] = lock.read_bytes()
+    context = {PROJECT_FILE: project}
+    if store_reads.is_file(root, model_dir / LOCK_FILE):
+        context[LOCK_FILE] = store_reads.read_bytes(
+            root, model_dir / LOCK_FILE, limit=PROJECT_MAX_BYTES
+        )
     else:
         context[CONSTRAINTS_FILE] = harness_constraints() if constraints is None else constraints
     packages = local_packages(model_dir)

@@ -93,6 +93,11 @@ class TaskSerializer(serializers.Serializer):
     message = serializers.CharField(allow_blank=True)
     started_at = serializers.DateTimeField(allow_null=True)
     ended_at = serializers.DateTimeField(allow_null=True)
+    reuse = serializers.DictField(
+        help_text="Why the task reused what it did: `reused`, `units`, `text`, `compared_with`"
+        " (the run it was compared with), `differs` (the first part of the key that differs:"
+        " part, name, here, there; docs/reuse.md); {} before its submission keyed it."
+    )
 
 
 class ReuseSerializer(serializers.Serializer):
