@@ -80,7 +80,7 @@ def test_the_newest_published_output_is_the_one_reused(store: Path) -> None:
 
 def test_an_output_of_another_key_or_with_reuse_off_is_not_reused(store: Path) -> None:
     published(submitted())
-    other = {**SUMMARY, "settings": {"tail_fraction": 0.5}}
+    other = {**SUMMARY, "settings": {"tail_fraction": 0.25}}
 
     changed = submitted({"name": "study", "tasks": [SCAN, other]})
     off = submitted(reuse=False)
