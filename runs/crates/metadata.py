@@ -30,6 +30,7 @@ WORKFLOW_FILE = "workflow.json"
 LANGUAGE_ID = "#simrun-workflow-language"
 ENGINE_ID = "#simrun"
 RUN_ACTION_ID = "#run"
+ENVIRONMENT_ID = "#environment"
 LICENSE_ID = "#license"
 FORMAL_PARAMETER = "https://bioschemas.org/profiles/FormalParameter/1.0-RELEASE"
 _COMPLETED, _FAILED = (
@@ -276,20 +277,28 @@ class _Builder:
         return ids
 
     def environment(self) -> str:
+        """The environment as a folder of the files it was built from; one built from none
+        (simrun's own, for a model without a project) as a contextual entity: a folder the
+        crate does not hold would be a data entity missing from its payload."""
         env = self.record.environment
-        files = [self.file(f, about=_ref("environment/")).id for f in env.files]
         props: dict[str, Any] = {
-            "@type": "Dataset",
             "name": "environment",
             "description": f"The environment the pods ran in: {env.ref} (Python {env.python}, "
-            f"simrun-harness {env.harness}); its lock or constraints file.",
+            f"simrun-harness {env.harness})",
             "identifier": env.ref,
-            "hasPart": [_ref(f) for f in files],
         }
         if env.local_packages:
-            props["description"] += " Local packages: " + ", ".join(
+            props["description"] += "; local packages: " + ", ".join(
                 f"{p.get('name')} {p.get('digest', '')}" for p in env.local_packages
             )
+        if not env.files:
+            props["@type"] = "SoftwareApplication"
+            props["description"] += "; simrun's own, the model having no project file."
+            return str(self.add(ENVIRONMENT_ID, props).id)
+        files = [self.file(f, about=_ref("environment/")).id for f in env.files]
+        props["@type"] = "Dataset"
+        props["description"] += "; its project and its lock or constraints file."
+        props["hasPart"] = [_ref(f) for f in files]
         return self.crate.add_dataset(source=None, dest_path="environment/", properties=props).id
 
     def tools(self) -> None:

@@ -32,7 +32,7 @@ from runs.services.submission import create_run
 from runs.services.uploads import UploadLimits
 from runs.snapshots import Provenance, SnapshotRefused, snapshot_entries
 from runs.store import store
-from runs.task_types import COMMAND, plugins
+from runs.task_types import COMMAND, registry
 from runs.validation import load_data
 from runs.workflow import SplitMode
 
@@ -76,7 +76,7 @@ def _taken_back_on_failure() -> Iterator[_Added]:
 def _check_types(crate: CrateRun) -> None:
     """CrateRefused naming the first task type not installed here, its package and version as
     the crate records them, and how to install it."""
-    installed = set(plugins()) | {COMMAND}
+    installed = set(registry().plugins()) | {COMMAND}
     for task in crate.workflow.get("tasks") or []:
         name = task.get("type") if isinstance(task, dict) else None
         if not isinstance(name, str) or name in installed:
