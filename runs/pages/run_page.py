@@ -25,6 +25,7 @@ from runs.pages import plots, run_plots
 from runs.pages.access import HtmxHttpRequest, forbidden, with_identity
 from runs.pages.dag import DagNode, draw
 from runs.pages.run_files import log_tail, run_or_404
+from runs.selectors.disk import installation_disk
 from runs.selectors.outputs import run_outputs
 from runs.selectors.reuse import run_reuse
 from runs.selectors.runs_list import run_item
@@ -94,6 +95,7 @@ def run_context(
         "live": not run.ended or bool(run.pending),  # followed until "cancelling" is over
         "refresh_s": NOSCRIPT_REFRESH_S,
         "reuse": run_reuse(run),
+        "disk": installation_disk() if not run.ended else None,
     }
     if selected is not None:
         row = next(t for t in run.tasks.all() if t.task_id == selected.task_id)

@@ -204,3 +204,13 @@ def test_the_run_page_says_how_many_units_were_reused_and_from_which_run(paul: C
     assert f'<a href="/runs/{earlier.id}/">{earlier.id}</a>' in html
     off = scan_run(reuse=False)
     assert "off (every unit computed)" in page(paul, off)
+
+
+def test_a_full_disk_is_named_on_a_live_run_page(paul: Client, settings: object) -> None:
+    """Below SIMRUN_DISK_MIN_FREE_MB free (here: more than any disk has) the page says which
+    disk is full and that nothing of the run advances until space is freed."""
+    settings.SIMRUN_DISK_MIN_FREE_MB = 1e12  # type: ignore[attr-defined]
+    html = page(paul, scan_run())
+    data_dir = settings.DATA_DIR  # type: ignore[attr-defined]
+    assert re.search(rf'id="disk-full">The disk of {re.escape(str(data_dir))} is full: ', html)
+    assert "nothing of this run advances until space is freed there" in html
