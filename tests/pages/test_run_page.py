@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import re
+import shutil
 from pathlib import Path
 
 import pytest
@@ -91,6 +92,29 @@ def test_a_download_through_a_link_out_of_the_output_is_not_found(
     secret.write_text("no")
     (task_paths(run.id, "scan").out / "link.txt").symlink_to(secret)
     assert paul.get(f"/runs/{run.id}/files/tasks/scan/out/link.txt").status_code == 404
+
+
+def test_a_download_through_an_output_made_a_link_to_the_root_is_not_found(
+    paul: Client,
+) -> None:
+    """A run's code replaced its out/ with a link to /: the page lists nothing of it and
+    serves nothing through it."""
+    run = scan_run()
+    out = task_paths(run.id, "scan").out
+    shutil.rmtree(out)
+    out.symlink_to("/")
+    assert "/files/tasks/scan/out/" not in page(paul, run)
+    assert paul.get(f"/runs/{run.id}/files/tasks/scan/out/etc/passwd").status_code == 404
+
+
+def test_a_page_whose_outputs_are_too_many_to_list_says_so(paul: Client) -> None:
+    run = scan_run()
+    out = task_paths(run.id, "scan").out
+    for i in range(501):
+        (out / f"part-{i:04d}.csv").write_text("x")
+    html = page(paul, run)
+    assert html.count(f"/runs/{run.id}/files/tasks/scan/out/") == 500
+    assert "Not every file is listed: the page lists the first 500." in html
 
 
 def test_an_unknown_run_or_task_is_not_found(paul: Client) -> None:
