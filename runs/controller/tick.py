@@ -30,11 +30,10 @@ from runs.controller.reconcile import Reconciled, reconcile_with
 from runs.controller.seen import Derived, Seen, same_revision, same_status
 from runs.models import Run, RunState, Task
 from runs.ports import Backend, BackendStatus
-from runs.services import background
+from runs.services.fair_share import requeue_submissions
 from runs.services.heartbeats import record_heartbeat
 from runs.services.runs import finish_deletion
 from runs.services.settle import keep_task_logs, settle
-from runs.services.submission import stale_submissions
 from runs.store import task_paths
 
 log = logging.getLogger(__name__)
@@ -58,8 +57,7 @@ def tick(
 
     Ends by recording the heartbeat of `source` (the watcher, or `worker` for beat's pass),
     which `follow` and `simrun status` read to tell whether the controller runs at all."""
-    for run_id in stale_submissions():
-        background.enqueue(background.SUBMIT_RUN, run_id=run_id)
+    requeue_submissions()  # once per back-off step each, never once per pass
     seen = SEEN if seen is None else seen
     rows = followed_rows()
     live = [r for r in rows if r.state in DERIVED]
