@@ -41,8 +41,8 @@ from runs.api.serializers.runs import (
     WorkerSerializer,
 )
 from runs.api.serializers.workflows import SubmitSerializer
-from runs.api.workflows import parse_workflow
 from runs.models import Identity, Run
+from runs.selectors.disk import installation_disk
 from runs.selectors.heartbeat import controller_idle_s, late_after_s
 from runs.selectors.logs import task_logs
 from runs.selectors.outputs import byte_range, output_file, run_outputs
@@ -77,6 +77,7 @@ def run_detail(run: Run, identity: Identity) -> dict[str, Any]:
         "may_change": may_change(identity, run),
         "controller_idle_s": controller_idle_s(),
         "controller_late_s": late_after_s(),
+        "disk": (full.as_json() if (full := installation_disk()) is not None else None),
     }
 
 
@@ -174,7 +175,7 @@ class RunViewSet(ApiViewSet):
         )
         run = create_run(
             identity=identity,
-            workflow=parse_workflow(data["workflow"]),
+            workflow=data["workflow"],
             sources=data["sources"],
             nodes=[] if replay else schedulable_nodes(),
             group=data["group"],

@@ -22,6 +22,7 @@ from runs.api.servers import ServersView
 from runs.api.snapshots import SnapshotListView, SnapshotRegisterView, SnapshotView
 from runs.api.workflows import (
     EstimateView,
+    ExplainReuseView,
     TaskTypeListView,
     TaskTypeView,
     ValidateView,
@@ -50,6 +51,7 @@ urlpatterns = [
     path("whoami/", WhoAmIView.as_view(), name="whoami"),
     path("validate/", ValidateView.as_view(), name="validate"),
     path("estimate/", EstimateView.as_view(), name="estimate"),
+    path("explain-reuse/", ExplainReuseView.as_view(), name="explain-reuse"),
     path("task-types/", TaskTypeListView.as_view(), name="task-types"),
     path("task-types/<str:name>/", TaskTypeView.as_view(), name="task-type"),
     path("servers/", ServersView.as_view(), name="servers"),

@@ -8,6 +8,7 @@ from typing import NotRequired, TypedDict
 
 from django.db import models
 from django.db.models import Q
+from django.utils import timezone
 
 from runs.models.identity import Identity
 from runs.states import RunState, TaskState
@@ -51,6 +52,16 @@ class RunEnvironment(TypedDict):
 # (ISO 8601) its merge marker began to be awaited
 OomKills = dict[str, list[int]]
 MergePending = dict[str, str]
+
+
+class RunQuerySet(models.QuerySet["Run"]):
+    """Every update of runs stamps `updated_at` (unless it sets it itself), as `save` does:
+    the controller reads only the rows written since its last pass (`controller/followed.py`),
+    so no writer may change a run without saying when."""
+
+    def update(self, **kwargs: object) -> int:
+        kwargs.setdefault("updated_at", timezone.now())
+        return super().update(**kwargs)
 
 
 class Run(models.Model):
@@ -133,7 +144,9 @@ class Run(models.Model):
     submitted_at = models.DateTimeField(null=True, blank=True)
     started_at = models.DateTimeField(null=True, blank=True)
     ended_at = models.DateTimeField(null=True, blank=True)
-    updated_at = models.DateTimeField(auto_now=True)
+    updated_at = models.DateTimeField(auto_now=True, help_text="When the row was last written.")
+
+    objects = RunQuerySet.as_manager()
 
     class Meta:
         ordering = ["-created_at", "-id"]
@@ -148,6 +161,7 @@ class Run(models.Model):
                 | Q(deleting=True),
             ),
             models.Index(fields=["-created_at", "-id"], name="run_newest"),
+            models.Index(fields=["updated_at"], name="run_updated"),  # the rows written since
             models.Index(fields=["owner", "-created_at"], name="run_owner_newest"),
             models.Index(fields=["principal", "-created_at"], name="run_principal_newest"),
             models.Index(fields=["group", "-created_at"], name="run_group_newest"),
@@ -206,7 +220,16 @@ class Task(models.Model):
         help_text="Digest of what decides its output (docs/reuse.md); '' before submission.",
     )
     reused = models.JSONField(
-        default=dict, blank=True, help_text="Run id → the units reused from that run."
+        default=dict,
+        blank=True,
+        help_text="Run id → the units reused from that run: ranges [start, end) of unit"
+        " indices (an earlier simrun wrote unit names).",
+    )
+    reuse_note = models.JSONField(
+        default=dict,
+        blank=True,
+        help_text="Why it reused what it did: what it was compared with and the first part of"
+        " the key that differed (runs/reuse_plans.py).",
     )
     started_at = models.DateTimeField(null=True, blank=True)
     ended_at = models.DateTimeField(null=True, blank=True)

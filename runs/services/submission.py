@@ -27,7 +27,7 @@ from runs import environments, kept_environment
 from runs.environments import SERVICE_ENVIRONMENT
 from runs.local_packages import LocalPackageRefused, local_packages
 from runs.models import Identity, Run, RunEnvironment, RunState, Snapshot, Task
-from runs.planned_tasks import PlannedTask, plan_tasks
+from runs.planned_tasks import PlannedTask, plan_tasks, types_for_model
 from runs.plans import Node, TaskPlan
 from runs.ports import Backend, RunLaunch, TaskLaunch
 from runs.priorities import tier_of
@@ -36,11 +36,12 @@ from runs.services import background
 from runs.services.fair_share import admit_submission, claim_next_submission
 from runs.services.reuse import check_resume, plan_reuse
 from runs.store import store
-from runs.task_types import COMMAND
-from runs.validation import load_data
+from runs.task_types import COMMAND, Types
+from runs.validation import load, load_data, semantic_errors
 from runs.workflow import (
     SplitMode,
     Workflow,
+    WorkflowInvalid,
     input_path,
     input_task,
 )
@@ -73,7 +74,7 @@ def refuse_commands(spec: Workflow, tier: str) -> None:
 def create_run(
     *,
     identity: Identity,
-    workflow: dict[str, Any] | Workflow,
+    workflow: str | dict[str, Any] | Workflow,
     sources: list[str],
     nodes: list[Node],
     group: str = "",
@@ -96,13 +97,16 @@ def create_run(
             return existing
     admit_submission(identity=identity, lock=False)  # a flood is refused before any work
     check_resume(reuse=reuse, resume_from=resume_from)
-    spec = workflow if isinstance(workflow, Workflow) else load_data(workflow)
+    model = _check_sources(sources)
+    types = types_for_model(model)
+    spec = checked_workflow(workflow, types)
     tier = tier_of(identity.kind)
     refuse_commands(spec, tier)
-    model = _check_sources(sources)
     reserve = reserve or spec.defaults.reserve
     _check_reserve(reserve, nodes)
-    rows = plan_tasks(spec, nodes=nodes, model=model, split=split, tier=tier, reserve=reserve)
+    rows = plan_tasks(
+        spec, nodes=nodes, model=model, split=split, tier=tier, reserve=reserve, types=types
+    )
     run = Run(
         name=spec.name,
         owner=identity,
@@ -129,6 +133,22 @@ def create_run(
             return Run.objects.get(owner=identity, idempotency_key=idempotency_key)
         raise
     return run
+
+
+def checked_workflow(workflow: str | dict[str, Any] | Workflow, types: Types) -> Workflow:
+    """The workflow checked against `types` (the model environment's, once built: its
+    plugins' own settings models); WorkflowInvalid with every error. A workflow already
+    checked by a surface with the service's own types is checked again only when `types` are
+    another environment's."""
+    if isinstance(workflow, str):
+        return load(workflow, types=types)
+    if not isinstance(workflow, Workflow):
+        return load_data(workflow, types=types)
+    if types.env.name != SERVICE_ENVIRONMENT:
+        errors = semantic_errors(workflow, types=types)
+        if errors:
+            raise WorkflowInvalid(errors)
+    return workflow
 
 
 def _check_sources(sources: list[str]) -> str | None:

@@ -93,6 +93,11 @@ class TaskSerializer(serializers.Serializer):
     message = serializers.CharField(allow_blank=True)
     started_at = serializers.DateTimeField(allow_null=True)
     ended_at = serializers.DateTimeField(allow_null=True)
+    reuse = serializers.DictField(
+        help_text="Why the task reused what it did: `reused`, `units`, `text`, `compared_with`"
+        " (the run it was compared with), `differs` (the first part of the key that differs:"
+        " part, name, here, there; docs/reuse.md); {} before its submission keyed it."
+    )
 
 
 class ReuseSerializer(serializers.Serializer):
@@ -104,6 +109,15 @@ class ReuseSerializer(serializers.Serializer):
     enabled = serializers.BooleanField(help_text="Whether the run reuses done units.")
     resume_from = serializers.CharField(allow_blank=True)
     text = serializers.CharField(help_text='"reused N of M units"')
+
+
+class DiskSerializer(serializers.Serializer):
+    full = serializers.BooleanField()
+    path = serializers.CharField(help_text="The service's directory on the full disk.")
+    free_bytes = serializers.IntegerField()
+    needed_bytes = serializers.IntegerField(
+        help_text="Free space the service needs there (SIMRUN_DISK_MIN_FREE_MB)."
+    )
 
 
 class RunDetailSerializer(RunItemSerializer):
@@ -127,6 +141,11 @@ class RunDetailSerializer(RunItemSerializer):
     )
     controller_late_s = serializers.FloatField(
         help_text="After this many seconds without a reconcile the controller counts as stopped."
+    )
+    disk = DiskSerializer(
+        allow_null=True,
+        help_text="The service's disk that is full (nothing advances until space is freed); "
+        "null while every disk has room.",
     )
 
 

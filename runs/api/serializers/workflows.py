@@ -42,8 +42,15 @@ class SubmitSerializer(JsonBodySerializer):
     )
 
 
-class ValidateSerializer(serializers.Serializer):
+class ValidateSerializer(JsonBodySerializer):
     workflow = WorkflowField()
+    sources = serializers.ListField(
+        child=serializers.RegexField(DIGEST),
+        default=list,
+        max_length=32,
+        help_text="Snapshot digests, the model first: the workflow is checked with the types"
+        " of the model's environment once it is built (else the service's own).",
+    )
 
 
 class ValidationResultSerializer(serializers.Serializer):
@@ -55,6 +62,34 @@ class EstimateSerializer(SubmitSerializer):
     group = None  # type: ignore[assignment]
     reuse = None  # type: ignore[assignment]
     resume_from = None  # type: ignore[assignment]
+
+
+class ReusePreviewRequestSerializer(SubmitSerializer):
+    group = None  # type: ignore[assignment]
+    split = None  # type: ignore[assignment]
+    reserve = None  # type: ignore[assignment]
+
+
+class TaskReusePreviewSerializer(serializers.Serializer):
+    task_id = serializers.CharField()
+    type = serializers.CharField()
+    key = serializers.CharField(help_text="The task's key (docs/reuse.md).")
+    units = serializers.IntegerField(help_text="A split task's units; 1 for an unsplit one.")
+    reused = serializers.IntegerField(help_text="Units a submission now would reuse.")
+    sources = serializers.DictField(
+        child=serializers.IntegerField(), help_text="Run → units it would reuse from it."
+    )
+    note = serializers.DictField(
+        help_text="Why not more: `text`, `compared_with` (a run) and `differs` (the first part"
+        " of the key that differs: part, name, here, there)."
+    )
+
+
+class ReusePreviewSerializer(serializers.Serializer):
+    reused = serializers.IntegerField()
+    units = serializers.IntegerField()
+    text = serializers.CharField()
+    tasks = TaskReusePreviewSerializer(many=True)
 
 
 class TaskEstimateSerializer(serializers.Serializer):

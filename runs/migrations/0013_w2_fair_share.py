@@ -6,7 +6,7 @@ from django.db import migrations, models
 class Migration(migrations.Migration):
 
     dependencies = [
-        ('runs', '0010_w8_crate_lineage'),
+        ('runs', '0012_w7_run_updated'),
     ]
 
     operations = [
