@@ -88,8 +88,8 @@ def create_run(
 
     `reuse`: units done in earlier runs with the same key are linked, not computed;
     `resume_from`: the run whose done units are taken first (docs/reuse.md).
-    Raises WorkflowInvalid (every error), SubmissionRefused (sources, plan), PlanRefused, or
-    SubmissionThrottled (the identity's limits, runs/services/fair_share.py).
+    Raises WorkflowInvalid (every error), SubmissionRefused (sources, plan; the identity's
+    share: SubmissionThrottled, runs/services/fair_share.py) or PlanRefused.
     """
     if idempotency_key:
         existing = Run.objects.filter(owner=identity, idempotency_key=idempotency_key).first()
@@ -122,12 +122,7 @@ def create_run(
     )
     run.workflow_name = f"simrun-{run.id}"
     try:
-        with transaction.atomic():
-            admit_submission(identity=identity)  # again, the identity locked: the last place
-            _write_files(run, spec, rows, model)
-            run.save(force_insert=True)
-            Task.objects.bulk_create(Task(run=run, **row) for row in rows)
-            background.enqueue_on_commit(background.SUBMIT_RUN, run_id=run.id)
+        _record(run, spec, rows, model)
     except IntegrityError:
         if idempotency_key:  # a concurrent retry with the same key won the race
             return Run.objects.get(owner=identity, idempotency_key=idempotency_key)
@@ -149,6 +144,18 @@ def checked_workflow(workflow: str | dict[str, Any] | Workflow, types: Types) ->
         if errors:
             raise WorkflowInvalid(errors)
     return workflow
+
+
+def _record(run: Run, spec: Workflow, rows: list[PlannedTask], model: str | None) -> None:
+    """The run's files, row and tasks, and its message once they are committed; the owner's
+    share checked again first, its row locked, so two requests of one identity cannot both
+    take its last place."""
+    with transaction.atomic():
+        admit_submission(identity=run.owner)
+        _write_files(run, spec, rows, model)
+        run.save(force_insert=True)
+        Task.objects.bulk_create(Task(run=run, **row) for row in rows)
+        background.enqueue_on_commit(background.SUBMIT_RUN, run_id=run.id)
 
 
 def _check_sources(sources: list[str]) -> str | None:
