@@ -25,8 +25,9 @@ from typing import Any
 from asgiref.sync import sync_to_async
 
 from runs.api.connections import polled
-from runs.models import Run, RunState, Task
+from runs.models import Run, Task
 from runs.selectors.progress import TaskProgress, run_progress
+from runs.states import RunState
 from runs.store import task_paths
 from simrun_harness.ledger_reads import counts
 

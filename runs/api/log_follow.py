@@ -14,8 +14,9 @@ from collections.abc import AsyncIterator
 from asgiref.sync import sync_to_async
 
 from runs.api.connections import polled
-from runs.models import Run, Task, TaskState
+from runs.models import Run, Task
 from runs.selectors.logs import LogEntry, task_logs
+from runs.states import TaskState
 
 
 def _read(run_id: str, task_id: str) -> tuple[list[LogEntry], bool] | None:

@@ -21,7 +21,6 @@ from runs.api.serializers.workflows import (
     WhoAmISerializer,
 )
 from runs.priorities import tier_of
-from runs.selectors.servers import schedulable_nodes
 from runs.selectors.task_estimates import estimate_workflow
 from runs.task_types import describe, registry
 from runs.validation import load, load_data
@@ -86,7 +85,6 @@ class EstimateView(ApiView):
             identity=identity_of(request),
             workflow=parse_workflow(data["workflow"]),
             sources=data["sources"],
-            nodes=schedulable_nodes(),
             split=data["split"],
             reserve=data["reserve"],
         )

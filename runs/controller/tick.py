@@ -28,13 +28,14 @@ from runs.controller.backoff import Backoff
 from runs.controller.followed import Followed, Unnoted, followed_rows, unnoted_rows
 from runs.controller.reconcile import Reconciled, reconcile_with
 from runs.controller.seen import Derived, Seen, same_revision, same_status
-from runs.models import Run, RunState, Task
+from runs.models import Run, Task
 from runs.ports import Backend, BackendStatus
 from runs.services import background
 from runs.services.heartbeats import record_heartbeat
 from runs.services.runs import finish_deletion
 from runs.services.settle import keep_task_logs, settle
 from runs.services.submission import stale_submissions
+from runs.states import RunState
 from runs.store import task_paths
 
 log = logging.getLogger(__name__)

@@ -15,6 +15,7 @@ from runs.planned_tasks import plan_tasks
 from runs.plans import Node, ResourcesJson, TaskPlan, TaskPlanJson
 from runs.priorities import tier_of
 from runs.refusals import SubmissionRefused
+from runs.selectors.servers import schedulable_nodes
 from runs.workflow import SplitMode, Workflow
 
 
@@ -33,11 +34,12 @@ def estimate_workflow(
     identity: Identity,
     workflow: Workflow,
     sources: list[str],
-    nodes: list[Node],
     split: SplitMode | None = None,
     reserve: str | None = None,
+    nodes: list[Node] | None = None,
 ) -> list[TaskEstimateView]:
-    """Every task's estimate, in topological order.
+    """Every task's estimate, in topological order, planned on the backend's schedulable
+    nodes (or on `nodes` when given).
 
     Raises SubmissionRefused (unknown sources or node) or runs.planner.PlanRefused.
     """
@@ -45,6 +47,8 @@ def estimate_workflow(
     missing = [d for d in sources if d not in known]
     if missing:
         raise SubmissionRefused(f"sources: unknown snapshot(s) {', '.join(missing)}")
+    if nodes is None:
+        nodes = schedulable_nodes()
     reserve = reserve or workflow.defaults.reserve
     if reserve and not any(n.name == reserve for n in nodes):
         names = ", ".join(n.name for n in nodes) or "none"

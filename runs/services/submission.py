@@ -25,14 +25,16 @@ from django.utils import timezone
 from runs import environments
 from runs.environments import SERVICE_ENVIRONMENT
 from runs.local_packages import LocalPackageRefused, local_packages
-from runs.models import Identity, Run, RunEnvironment, RunState, Snapshot, Task
+from runs.models import Identity, Run, RunEnvironment, Snapshot, Task
 from runs.planned_tasks import PlannedTask, plan_tasks
 from runs.plans import Node, TaskPlan
 from runs.ports import Backend, RunLaunch, TaskLaunch
 from runs.priorities import tier_of
 from runs.refusals import SubmissionRefused
+from runs.selectors.servers import schedulable_nodes
 from runs.services import background
 from runs.services.reuse import check_resume, plan_reuse
+from runs.states import RunState
 from runs.store import store
 from runs.task_types import COMMAND
 from runs.validation import load_data
@@ -73,24 +75,29 @@ def create_run(
     identity: Identity,
     workflow: dict[str, Any] | Workflow,
     sources: list[str],
-    nodes: list[Node],
     group: str = "",
     split: SplitMode | None = None,
     reserve: str | None = None,
     idempotency_key: str | None = None,
     reuse: bool = True,
     resume_from: str | None = None,
-) -> Run:
-    """Validate, resolve and plan a workflow and record the run `submitting` (S3).
+    nodes: list[Node] | None = None,
+) -> tuple[Run, bool]:
+    """Validate, resolve and plan a workflow and record the run `submitting` (S3); the run
+    and whether it was made now (not: the run of this identity's `idempotency_key`, made by
+    an earlier submission, returned as it is).
 
-    `reuse`: units done in earlier runs with the same key are linked, not computed;
-    `resume_from`: the run whose done units are taken first (docs/reuse.md).
+    The plan is made on the backend's schedulable nodes, or on `nodes` when given (a test of
+    one backend). `reuse`: units done in earlier runs with the same key are linked, not
+    computed; `resume_from`: the run whose done units are taken first (docs/reuse.md).
     Raises WorkflowInvalid (every error), SubmissionRefused (sources, plan) or PlanRefused.
     """
     if idempotency_key:
         existing = Run.objects.filter(owner=identity, idempotency_key=idempotency_key).first()
         if existing is not None:
-            return existing
+            return existing, False
+    if nodes is None:
+        nodes = schedulable_nodes()
     check_resume(reuse=reuse, resume_from=resume_from)
     spec = workflow if isinstance(workflow, Workflow) else load_data(workflow)
     tier = tier_of(identity.kind)
@@ -121,9 +128,9 @@ def create_run(
             background.enqueue_on_commit(background.SUBMIT_RUN, run_id=run.id)
     except IntegrityError:
         if idempotency_key:  # a concurrent retry with the same key won the race
-            return Run.objects.get(owner=identity, idempotency_key=idempotency_key)
+            return Run.objects.get(owner=identity, idempotency_key=idempotency_key), False
         raise
-    return run
+    return run, True
 
 
 def _check_sources(sources: list[str]) -> str | None:

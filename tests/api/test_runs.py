@@ -8,7 +8,8 @@ from pathlib import Path
 import pytest
 from django.utils import timezone
 
-from runs.models import Run, RunState, Task
+from runs.models import Run, Task
+from runs.states import RunState
 from runs.store import run_paths
 from runs.tasks import delete_run
 from tests import factories

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import ast
 import re
+import tomllib
 from collections import defaultdict
 from pathlib import Path
 
@@ -135,3 +136,37 @@ def test_the_domain_reaches_the_backends_only_through_the_port() -> None:
     ]
 
     assert not wrong, f"runs/ imports a backend beyond the port: {wrong}"
+
+
+DIAGRAM_LINE = re.compile(r"^  (\w+)?\s+(.*)$")
+RUNS_MODULE = re.compile(r"\bruns/([a-z_]+)(?:\.py)?\b(?!/)")
+
+
+def diagram_layers() -> list[set[str]]:
+    """The modules of `runs/` on each layer of the doc's diagram, top to bottom: a line that
+    starts with a label opens a layer, the lines below it without one continue it."""
+    text = DOC.read_text()
+    block = text[text.index("## Layers and their direction") :].split("```")[1]
+    layers: list[set[str]] = []
+    for line in block.splitlines():
+        found = DIAGRAM_LINE.match(line)
+        if not found:
+            continue
+        modules = {f"runs.{name}" for name in RUNS_MODULE.findall(found[2])}
+        if found[1]:
+            layers.append(modules)
+        elif layers:
+            layers[-1] |= modules
+    return [layer for layer in layers if layer]
+
+
+def contract_layers() -> list[set[str]]:
+    """The layers of the `layers` contract of pyproject.toml, top to bottom."""
+    config = tomllib.loads((ROOT / "pyproject.toml").read_text())["tool"]["importlinter"]
+    [layers] = [c["layers"] for c in config["contracts"] if c["id"] == "layers"]
+    return [{name.strip() for name in re.split(r"[|:]", layer)} for layer in layers]
+
+
+def test_the_diagrams_layers_are_the_import_contracts() -> None:
+    """The picture of the layers is the one `lint-imports` holds the code to."""
+    assert diagram_layers() == contract_layers()

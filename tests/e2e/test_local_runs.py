@@ -41,13 +41,14 @@ def submit(workflow: dict[str, Any], *, by: Identity | None = None, **options: A
     from runs.backends import backend as the_backend
 
     backend.cache_clear()
-    return create_run(
+    run, _ = create_run(
         identity=by or factories.person(),
         workflow=workflow,
         sources=[],
         nodes=the_backend().nodes(),
         **options,
     )
+    return run
 
 
 def test_a_split_scan_and_its_summary_succeed_with_every_point_once(services: Services) -> None:

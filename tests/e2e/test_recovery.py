@@ -32,13 +32,14 @@ NAPS = {"id": "nap", "type": "sleep", "settings": {"units": 12, "seconds": 1.0},
 
 def submit(workflow: dict[str, Any], **options: Any) -> Run:
     backend.cache_clear()
-    return create_run(
+    run, _ = create_run(
         identity=factories.person(),
         workflow=workflow,
         sources=options.pop("sources", []),
         nodes=backend().nodes(),
         **options,
     )
+    return run
 
 
 def model_snapshot(tmp_path: Path, dependency: str) -> str:

@@ -26,7 +26,7 @@ NAPS = {"name": "naps", "tasks": [{"id": "nap", "type": "sleep", "settings": {"u
 def submitted(workflow: dict[str, Any] = NAPS, **options: Any) -> Run:
     """A run recorded, its keys and reuse planned as `submit_run` does."""
     nodes = [Node(name="local", cores=2, memory_gb=4)]
-    run = create_run(
+    run, _ = create_run(
         identity=factories.person(), workflow=workflow, sources=[], nodes=nodes, **options
     )
     plan_reuse(run_id=run.pk, environment="service")
@@ -122,7 +122,7 @@ def test_a_split_task_whose_units_this_process_cannot_list_is_computed_whole(
     does not fail the run: the task gets no keys, reuses nothing and is never reused."""
     earlier = submitted()
     mark_done(earlier, "u000000")
-    run = create_run(
+    run, _ = create_run(
         identity=factories.person(),
         workflow=NAPS,
         sources=[],
