@@ -35,13 +35,14 @@ from typing import Any
 from hera.workflows import Workflow
 from hera.workflows import models as m
 
-from cluster.argo.config import GRACE_MARGIN_S, RETRY_LIMIT, STALE_MARGIN_S, ClusterConfig
+from cluster.argo.config import GRACE_MARGIN_S, RETRY_LIMIT, ClusterConfig
 from cluster.argo.images import environment_image
 from cluster.argo.names import argo_name, cpu_quantity, label_value, memory_quantity, number_text
-from runs.plans import PodShape
+from runs.plans import PodShape, merge_pod, worker_pod
 from runs.ports import RunLaunch, TaskLaunch
 from runs.resources import attempt_memory
 from simrun_harness.exits import EXIT_POOL_BROKEN, EXIT_TERMINATED
+from simrun_harness.pod_env import pod_env
 
 QUEUE_LABEL = "kueue.x-k8s.io/queue-name"
 PRIORITY_LABEL = "kueue.x-k8s.io/priority-class"
@@ -125,26 +126,24 @@ def _resources(shape: PodShape) -> m.ResourceRequirements:
 def _env(
     launch: RunLaunch, task: TaskLaunch, config: ClusterConfig, shape: PodShape, worker: bool
 ) -> list[m.EnvVar]:
-    """M4, M10: the harness's environment; memory values come from the attempt's patch."""
+    """M4, M10: the harness's environment; memory values come from the attempt's patch, the
+    node from the pod's spec."""
     run_dir = f"{config.pod_store}/runs/{launch.run_id}"
-    values = {
-        "PYTHONUNBUFFERED": "1",
-        "SIMRUN_RUN": launch.run_id,
-        "SIMRUN_TASK": task.task_id,
-        "SIMRUN_WORKER": POD,
-        "SIMRUN_ATTEMPT": "{{retries}}",
-        "SIMRUN_RUN_DIR": run_dir,
-        "SIMRUN_TASK_DIR": f"{run_dir}/tasks/{task.task_id}",
-        "SIMRUN_SNAPSHOTS_DIR": f"{config.pod_store}/snapshots",
-        "SIMRUN_SCRATCH": config.scratch_path,
-        "SIMRUN_GRACE_S": str(launch.grace_s),
-        "SIMRUN_CORES": number_text(shape.cores),
-    }
-    if worker:
-        values["SIMRUN_ROLE"] = "{{inputs.parameters.role}}"
-        values["SIMRUN_STALE_S"] = str(launch.grace_s + STALE_MARGIN_S)
-        values["SIMRUN_COORDINATOR_MERGES"] = "1" if task.plan.coordinator_merges else "0"
-    values.update(task.env)
+    values = pod_env(
+        run_id=launch.run_id,
+        task_id=task.task_id,
+        worker=POD,
+        attempt="{{retries}}",
+        run_dir=run_dir,
+        task_dir=f"{run_dir}/tasks/{task.task_id}",
+        scratch=config.scratch_path,
+        snapshots_dir=f"{config.pod_store}/snapshots",
+        grace_s=launch.grace_s,
+        cores=shape.cores,
+        role="{{inputs.parameters.role}}" if worker else None,
+        coordinator_merges=task.plan.coordinator_merges,
+        task_env=task.env,
+    )
     env = [m.EnvVar(name=k, value=v) for k, v in values.items()]
     node = m.EnvVarSource(field_ref=m.ObjectFieldSelector(field_path="spec.nodeName"))
     env.append(m.EnvVar(name="SIMRUN_NODE", value_from=node))
@@ -225,7 +224,7 @@ def waited_for(task: TaskLaunch) -> str:
     base = argo_name(task.task_id)
     if not task.splittable:
         return base
-    return f"{base}-w0" if task.plan.coordinator_merges else f"{base}-merge"
+    return worker_pod(base, 0) if task.plan.coordinator_merges else merge_pod(base)
 
 
 def _task_nodes(
@@ -255,7 +254,7 @@ def _task_nodes(
     templates, tasks = _workers(launch, task, config, after)
     if not plan.coordinator_merges:
         merge = _template(
-            f"{base}-merge",
+            merge_pod(base),
             launch,
             task,
             config,
@@ -266,10 +265,10 @@ def _task_nodes(
         templates.append(merge)
         tasks.append(
             m.DAGTask(
-                name=f"{base}-merge",
+                name=merge_pod(base),
                 template=merge.name,
-                dependencies=[f"{base}-w0"],
-                arguments=_arguments(f"{task.task_id}-merge", task),
+                dependencies=[worker_pod(base, 0)],
+                arguments=_arguments(merge_pod(task.task_id), task),
             )
         )
     return templates, tasks
@@ -306,11 +305,11 @@ def _workers(
     by_shape = {plan.shape: templates[0].name}
     tasks = [
         m.DAGTask(
-            name=f"{base}-w0",
+            name=worker_pod(base, 0),
             template=templates[0].name,
             dependencies=after,
             arguments=_arguments(
-                f"{task.task_id}-w0", task, priority=plan.base_priority, role="base"
+                worker_pod(task.task_id, 0), task, priority=plan.base_priority, role="base"
             ),
         )
     ]
@@ -328,7 +327,7 @@ def _workers(
                     start=m.IntOrString(str(first)), count=m.IntOrString(str(count))
                 ),
                 arguments=_arguments(
-                    f"{task.task_id}-w{{{{item}}}}",
+                    worker_pod(task.task_id, "{{item}}"),
                     task,
                     priority=plan.extra_priority,
                     role="extra",

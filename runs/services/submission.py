@@ -41,8 +41,7 @@ from runs.validation import load_data
 from runs.workflow import (
     SplitMode,
     Workflow,
-    input_path,
-    input_task,
+    input_location,
 )
 
 log = logging.getLogger(__name__)
@@ -167,10 +166,7 @@ def _write_files(run: Run, spec: Workflow, rows: list[PlannedTask], model: str |
     for row in rows:
         task = paths.task(row["task_id"])
         task.root.mkdir(parents=True, exist_ok=True)
-        inputs = {}
-        for port, ref in row["inputs"].items():
-            sub = input_path(ref)
-            inputs[port] = f"tasks/{input_task(ref)}/out" + (f"/{sub}" if sub else "")
+        inputs = {port: input_location(ref) for port, ref in row["inputs"].items()}
         task.task_file.write_text(
             json.dumps(
                 {
@@ -317,13 +313,7 @@ def run_launch(run: Run, *, environment: str) -> RunLaunch:
 
 def command_inputs(inputs: dict[str, str]) -> dict[str, str]:
     """`SIMRUN_INPUT_<PORT>`: where a command task finds each input, relative to SIMRUN_RUN_DIR."""
-    found = {}
-    for port, ref in inputs.items():
-        sub = input_path(ref)
-        found[f"SIMRUN_INPUT_{port.upper()}"] = f"tasks/{input_task(ref)}/out" + (
-            f"/{sub}" if sub else ""
-        )
-    return found
+    return {f"SIMRUN_INPUT_{port.upper()}": input_location(ref) for port, ref in inputs.items()}
 
 
 def stale_submissions() -> list[str]:
