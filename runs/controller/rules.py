@@ -1,4 +1,4 @@
-"""The controller's rules (DESIGN §5), each a plain function of plain values."""
+"""The controller's rules (docs/architecture.md), each a plain function of plain values."""
 
 from __future__ import annotations
 

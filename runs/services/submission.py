@@ -2,7 +2,7 @@
 
 `create_run` answers at once with the run `submitting` (S3). `submit_run` (a Celery task's
 body) builds or finds the environment, reserves the node and creates the workflow; it is
-idempotent and resumable (rule 9): the workflow name is fixed at creation, an existing
+idempotent and resumable (C17): the workflow name is fixed at creation, an existing
 environment is found, a reservation is kept, and a workflow that exists counts as submitted.
 A lease in the row keeps two workers from submitting one run at the same time, and lets the
 controller resume a submission whose worker died (C17).

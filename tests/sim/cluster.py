@@ -47,7 +47,7 @@ from tests.sim.scheduling import Scheduler, TaintManager
 from tests.sim.store import Obj, Store, meta
 from tests.waiting import DEADLINE_S, wait_for
 
-# The six tiers of simrun (DESIGN §3); values only order them.
+# The six tiers of simrun; values only order them.
 DEFAULT_PRIORITIES = {
     "simrun-owner": 600,
     "simrun-person": 500,

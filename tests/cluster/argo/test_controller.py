@@ -1,4 +1,4 @@
-"""The controller's rules (DESIGN §5) over the Argo backend: runs end to end on the cluster.
+"""The controller's rules (docs/architecture.md) over the Argo backend: runs end to end.
 
 Each test submits through the domain (`create_run`, then the submission a Celery worker would
 run), then calls the controller's `tick` until the run has ended and settled, as beat and the

@@ -1,4 +1,4 @@
-"""The controller's rules as plain functions of plain values (DESIGN §5)."""
+"""The controller's rules as plain functions of plain values (docs/architecture.md)."""
 
 from __future__ import annotations
 
