@@ -25,7 +25,7 @@ from runs.selectors.task_estimates import estimate_workflow
 from runs.task_types import describe, registry
 from runs.validation import load, load_data
 from runs.workflow import Workflow, WorkflowInvalid
-from runs.workflow_text import WorkflowRefused
+from runs.workflow_limits import WorkflowRefused
 
 ERRORS = {400: ErrorSerializer, 401: ErrorSerializer, 429: ErrorSerializer}
 

@@ -11,7 +11,8 @@ from runs.selectors.identities import identity_names
 from runs.selectors.snapshots import newest_snapshots
 from runs.states import RunState
 from runs.workflow import WorkflowInvalid
-from runs.workflow_text import decode, limits
+from runs.workflow_limits import limits
+from runs.workflow_text import decode
 
 
 class RunFilterForm(forms.Form):

@@ -82,15 +82,11 @@ def create_run(
     resume_from: str | None = None,
     nodes: list[Node] | None = None,
 ) -> tuple[Run, bool]:
-    """Validate, resolve and plan a workflow and record the run `submitting` (S3); the run
-    and whether it was made now (not: the run of this identity's `idempotency_key`, made by
-    an earlier submission, returned as it is).
-
-    The plan is made on the backend's schedulable nodes, or on `nodes` when given (a test of
-    one backend). `reuse`: units done in earlier runs with the same key are linked, not
-    computed; `resume_from`: the run whose done units are taken first (docs/reuse.md).
-    Raises WorkflowInvalid (every error), SubmissionRefused (sources, plan) or PlanRefused.
-    """
+    """Validate, resolve and plan a workflow (on the backend's nodes, or on `nodes`) and
+    record the run `submitting` (S3); the run and whether it was made now (not: the run an
+    earlier submission of this `idempotency_key` made). `reuse`: done units of earlier runs
+    with the same key are linked; `resume_from`: whose are taken first (docs/reuse.md).
+    Raises WorkflowInvalid (every error), SubmissionRefused (sources, plan) or PlanRefused."""
     if idempotency_key:
         existing = Run.objects.filter(owner=identity, idempotency_key=idempotency_key).first()
         if existing is not None:
