@@ -29,6 +29,10 @@ from importlib.util import find_spec
 from pathlib import Path
 
 from runs.local_packages import identity_text, local_packages, tree_digest
+from simrun_harness import store_reads
+
+PROJECT_MAX_BYTES = 16 * 1024 * 1024
+"""The largest pyproject.toml or uv.lock of a model read for its environment."""
 
 SERVICE_ENVIRONMENT = "service"
 HARNESS = "simrun-harness"
@@ -36,6 +40,9 @@ PROJECT_FILE = "pyproject.toml"
 LOCK_FILE = "uv.lock"
 CONSTRAINTS_FILE = "constraints.txt"
 LOCAL_PACKAGES_FILE = "local-packages.json"
+KEPT_FILES = (PROJECT_FILE, LOCK_FILE, CONSTRAINTS_FILE)
+"""The files of a context a run keeps in its directory (`environment/`): what it was built
+from, so an export records the run's lock or constraints, not those of the day it is made."""
 SOURCE_DIR_FILE = "source-dir"
 _REQUIREMENT_NAME = re.compile(r"^\s*([A-Za-z0-9][A-Za-z0-9._-]*)")
 
@@ -89,22 +96,29 @@ def harness_constraints() -> bytes:
     return "".join(f"{line}\n" for line in sorted(lines)).encode()
 
 
-def environment_context(model_dir: Path) -> dict[str, bytes]:
+def environment_context(model_dir: Path, *, constraints: bytes | None = None) -> dict[str, bytes]:
     """The flat build context of a model's environment; empty when it has no pyproject.toml.
 
     The context holds the model's `pyproject.toml` and its `uv.lock`, or, without a lock,
-    the pinned constraints it is resolved under. Only the dependencies are installed, not the
-    model project itself (its files are in the snapshot every pod reads).
+    the pinned constraints it is resolved under: `constraints` when given (those a run was
+    resolved under before, e.g. the run a crate records), else the harness's as installed.
+    Only the dependencies are installed, not the model project itself (its files are in the
+    snapshot every pod reads).
     """
-    project = model_dir / PROJECT_FILE
-    if not project.is_file():
+    # a snapshot's files, read without following a link (the snapshot is below its store's
+    # `snapshots/`): a pyproject.toml linked to a secret would otherwise be built, and echoed
+    root = model_dir.parent.parent
+    try:
+        project = store_reads.read_bytes(root, model_dir / PROJECT_FILE, limit=PROJECT_MAX_BYTES)
+    except FileNotFoundError:
         return {}
-    context = {PROJECT_FILE: project.read_bytes()}
-    lock = model_dir / LOCK_FILE
-    if lock.is_file():
-        context[LOCK_FILE] = lock.read_bytes()
+    context = {PROJECT_FILE: project}
+    if store_reads.is_file(root, model_dir / LOCK_FILE):
+        context[LOCK_FILE] = store_reads.read_bytes(
+            root, model_dir / LOCK_FILE, limit=PROJECT_MAX_BYTES
+        )
     else:
-        context[CONSTRAINTS_FILE] = harness_constraints()
+        context[CONSTRAINTS_FILE] = harness_constraints() if constraints is None else constraints
     packages = local_packages(model_dir)
     if packages:
         context[LOCAL_PACKAGES_FILE] = identity_text(packages)
@@ -130,10 +144,13 @@ def environment_digest(context: Mapping[str, bytes], python: str, harness: str) 
     return digest.hexdigest()
 
 
-def model_environment(model_dir: Path) -> tuple[str, dict[str, bytes]]:
+def model_environment(
+    model_dir: Path, *, constraints: bytes | None = None
+) -> tuple[str, dict[str, bytes]]:
     """The environment a model runs in and its context: (`SERVICE_ENVIRONMENT`, {}) without
-    a pyproject.toml, else (its digest for this Python and harness, its context)."""
-    context = environment_context(model_dir)
+    a pyproject.toml, else (its digest for this Python and harness, its context).
+    `constraints`: as for `environment_context`."""
+    context = environment_context(model_dir, constraints=constraints)
     if not context:
         return SERVICE_ENVIRONMENT, {}
     return environment_digest(context, python_version(), harness_identity()), context

@@ -4,17 +4,26 @@ planned on the nodes as they are. A submission writes these as its `Task` rows; 
 
 from __future__ import annotations
 
+from pathlib import Path
 from typing import Any, TypedDict
 
 from runs import resources
+from runs.environments import model_environment
 from runs.models.observation import MERGE
 from runs.observations import history
 from runs.planner import plan_task
 from runs.plans import Node, ResourcesJson, TaskPlanJson
+from runs.plugin_metadata import SERVICE_ENVIRONMENT, environment_at, service_environment
 from runs.store import store
-from runs.task_types import origin, registry
+from runs.task_types import (
+    SettingsInvalid,
+    TooManyUnits,
+    Types,
+    TypeUnavailable,
+    UnitsFailed,
+    registry,
+)
 from runs.workflow import SplitMode, Workflow, WorkflowError, WorkflowInvalid
-from simrun_harness.plugin import SettingsError, TaskContext
 
 
 class PlannedTask(TypedDict):
@@ -32,6 +41,28 @@ class PlannedTask(TypedDict):
     units_total: int | None
 
 
+def max_units() -> int:
+    from django.conf import settings
+
+    limit: int = settings.SIMRUN_MAX_UNITS_PER_TASK
+    return limit
+
+
+def types_for_model(model: str | None) -> Types:
+    """The types a run of `model` (a snapshot digest) is checked and planned with: those of
+    the model's environment once it is built here (a local virtual environment), else those
+    of the service's own environment (a model without a `pyproject.toml` runs in it; on a
+    cluster, whose model environments are images, it holds the service's copy of the
+    plugins, and the run's messages name a copy that differs)."""
+    if not model:
+        return registry()
+    ref, _ = model_environment(store().snapshot(model))
+    if ref == SERVICE_ENVIRONMENT:
+        return registry()
+    built = environment_at(store().environments, ref)
+    return registry(built or service_environment())
+
+
 def plan_tasks(
     spec: Workflow,
     *,
@@ -40,28 +71,28 @@ def plan_tasks(
     split: SplitMode | None,
     tier: str,
     reserve: str | None,
+    types: Types | None = None,
 ) -> list[PlannedTask]:
     """Every task of `spec` in topological order, its resources resolved (hint, history,
     workflow) and its pods planned on `nodes`: the rows a submission writes, and what an
-    estimate shows. WorkflowInvalid when a plugin's `units()` raises; PlanRefused."""
-    types = registry()
+    estimate shows. WorkflowInvalid when a plugin's `units()` raises or lists more units
+    than a task may have (SIMRUN_MAX_UNITS_PER_TASK); PlanRefused."""
+    types = types if types is not None else types_for_model(model)
     model_dir = store().snapshot(model) if model else None
     largest = max((n.memory_gb for n in nodes), default=None)
     rows = []
     for position, task in enumerate(spec.order()):
-        cls = types[task.type]
-        task_type = cls()
-        settings = task_type.parse_settings(task.settings)
+        info = types[task.type]
         units = None
-        if cls.splittable:
-            units = _count_units(task.id, task.type, task_type, settings, model_dir)
+        if info.splittable:
+            units = count_units(types, task.id, task.type, task.settings, model_dir)
         resolved = resources.resolve(
-            hint=cls.hint,
+            hint=info.hint,
             history=history(task_type=task.type, model_digest=model or ""),
             overrides=task.resources,
             node_memory_gb=largest,
             merges=history(task_type=task.type, model_digest=model or "", role=MERGE)
-            if cls.splittable
+            if info.splittable
             else (),
         )
         plan = plan_task(
@@ -72,14 +103,14 @@ def plan_tasks(
             tier=tier,
             reserve=reserve,
             coordinator_merges=task.coordinator_merges,
-            splittable=cls.splittable,
+            splittable=info.splittable,
         )
         rows.append(
             PlannedTask(
                 task_id=task.id,
                 position=position,
                 type=task.type,
-                splittable=cls.splittable,
+                splittable=info.splittable,
                 settings=task.settings,
                 inputs=dict(task.inputs),
                 dependencies=task.dependencies(),
@@ -91,15 +122,32 @@ def plan_tasks(
     return rows
 
 
-def _count_units(
-    task_id: str, type_name: str, task_type: Any, settings: Any, model_dir: Any
+def count_units(
+    types: Types,
+    task_id: str,
+    type_name: str,
+    settings: dict[str, Any],
+    model_dir: Path | None,
+    *,
+    out: Path | None = None,
 ) -> int:
-    """The number of units the plugin lists for a task; WorkflowInvalid naming the task and
-    the plugin when its `units()` raises (a SettingsError, or any bug of the plugin)."""
-    ctx = TaskContext(task_id=task_id, settings=settings, model_dir=model_dir)
+    """The number of units the plugin lists for a task (written to `out` when given);
+    WorkflowInvalid naming the task and the plugin when its `units()` raises (a
+    SettingsError, or any bug of the plugin), its host fails, or it lists more units than a
+    task may have."""
     try:
-        return len(task_type.units(ctx))
-    except Exception as exc:  # plugin code may raise anything: a message, never a traceback
-        kind = "" if isinstance(exc, SettingsError) else f"{type(exc).__name__}: "
-        message = f"units(): {kind}{exc} (raised by {origin(type_name)})"
-        raise WorkflowInvalid([WorkflowError("settings", message, task_id)]) from exc
+        return types.units(
+            type_name, settings, task_id=task_id, model_dir=model_dir, limit=max_units(), out=out
+        )
+    except TooManyUnits as exc:
+        message = (
+            f"{exc}: make each unit do more (SIMRUN_MAX_UNITS_PER_TASK is {exc.limit:,}; "
+            f"raised by {types.origin(type_name)})"
+        )
+    except UnitsFailed as exc:
+        message = str(exc)
+    except SettingsInvalid as exc:
+        message = str(exc)
+    except TypeUnavailable as exc:
+        message = str(exc)
+    raise WorkflowInvalid([WorkflowError("settings", message, task_id)])

@@ -10,9 +10,9 @@ from collections import Counter
 from collections.abc import Mapping
 from typing import Any
 
-from pydantic import BaseModel, ValidationError
+from pydantic import ValidationError
 
-from runs.task_types import TypeUnavailable, origin, registry, takes_any_port
+from runs.task_types import SettingsInvalid, TypeInfo, Types, TypeUnavailable, as_types
 from runs.workflow import (
     Lines,
     TaskSpec,
@@ -28,41 +28,36 @@ from runs.workflow import (
 )
 from runs.workflow_limits import check_data
 from runs.workflow_text import parse_text
-from simrun_harness.plugin import TaskType
 
 
-def load(text: str, *, types: Mapping[str, type[TaskType]] | None = None) -> Workflow:
+def load(text: str, *, types: Mapping[str, Any] | None = None) -> Workflow:
     """A valid workflow from YAML or JSON text; WorkflowInvalid with every error otherwise
     (WorkflowRefused, its kind, for text past a limit of `runs.workflow_text`)."""
     data, lines = parse_text(text)
     return _validated(data, types=types, lines=lines)
 
 
-def load_data(data: Any, *, types: Mapping[str, type[TaskType]] | None = None) -> Workflow:
+def load_data(data: Any, *, types: Mapping[str, Any] | None = None) -> Workflow:
     """A valid workflow from an object (checked against the same limits as text);
     WorkflowInvalid with every error otherwise."""
     check_data(data)
     return _validated(data, types=types, lines=Lines())
 
 
-def _validated(data: Any, *, types: Mapping[str, type[TaskType]] | None, lines: Lines) -> Workflow:
+def _validated(data: Any, *, types: Mapping[str, Any] | None, lines: Lines) -> Workflow:
     if not isinstance(data, dict):
         raise WorkflowInvalid([WorkflowError("", "a workflow is a mapping with name and tasks")])
     try:
         workflow = Workflow.model_validate(data)
     except ValidationError as exc:
         raise WorkflowInvalid(structure_errors(exc, data, lines)) from None
-    errors = semantic_errors(
-        workflow, types=types if types is not None else registry(), lines=lines
-    )
+    errors = semantic_errors(workflow, types=as_types(types), lines=lines)
     if errors:
         raise WorkflowInvalid(errors)
     return workflow
 
 
-def errors_of(
-    text: str, *, types: Mapping[str, type[TaskType]] | None = None
-) -> list[WorkflowError]:
+def errors_of(text: str, *, types: Mapping[str, Any] | None = None) -> list[WorkflowError]:
     """Every error of a workflow text; empty when it is valid."""
     try:
         load(text, types=types)
@@ -72,9 +67,12 @@ def errors_of(
 
 
 def semantic_errors(
-    workflow: Workflow, *, types: Mapping[str, type[TaskType]], lines: Lines | None = None
+    workflow: Workflow, *, types: Types, lines: Lines | None = None
 ) -> list[WorkflowError]:
-    """Types, settings, inputs, ports, duplicates and cycles of a structurally valid workflow."""
+    """Types, settings, inputs, ports, duplicates and cycles of a structurally valid workflow.
+
+    The settings are checked by each type's own model, in its plugin's environment (a plugin
+    host, `runs.task_types`): the service imports no plugin."""
     lines = lines or Lines()
     errors: list[WorkflowError] = []
     counts = Counter(t.id for t in workflow.tasks)
@@ -90,18 +88,15 @@ def semantic_errors(
         if counts[task.id] > 1 and index != _first(workflow, task.id):
             err(("id",), f"duplicate task id (the first is task #{_first(workflow, task.id)})")
         try:
-            cls: type[TaskType] | None = types[task.type]
-        except TypeUnavailable as exc:  # unknown, or its plugin failed to import
-            cls = None
+            info: TypeInfo | None = types[task.type]
+        except TypeUnavailable as exc:  # unknown, or its plugin failed to load
+            info = None
             err(("type",), str(exc))
-        except KeyError:
-            cls = None
-            err(("type",), f"unknown task type {task.type!r} (known: {', '.join(sorted(types))})")
-        if cls is not None:
-            for loc, message in settings_errors(cls.settings_model, task.settings, task.type):
+        if info is not None:
+            for loc, message in settings_problems(types, task.type, task.settings):
                 err(("settings", *loc), message)
-            _port_errors(task, cls, types, by_id, err)
-            if not cls.splittable and task.split not in (None, "none", "auto", 1):
+            _port_errors(task, info, types, by_id, err)
+            if not info.splittable and task.split not in (None, "none", "auto", 1):
                 err(("split",), f"type {task.type!r} runs once; split must be none, auto or 1")
         if task.id in task.dependencies():
             err(("inputs",), "a task cannot read its own output")
@@ -113,64 +108,42 @@ def semantic_errors(
     return errors
 
 
-def settings_errors(
-    model: type[BaseModel], settings: dict[str, Any], type_name: str = ""
+def settings_problems(
+    types: Types, type_name: str, settings: dict[str, Any]
 ) -> list[tuple[tuple, str]]:
-    """(location, message) for every unknown and every invalid setting; an exception the
-    settings model raises that is no validation error is one message naming its plugin."""
-    problems: list[tuple[tuple, str]] = []
-    unknown = unknown_settings(model, settings)
-    for key in unknown:
-        allowed = ", ".join(sorted(model.model_fields)) or "none"
-        problems.append(((key,), f"unknown setting (allowed: {allowed})"))
+    """(location, message) for every unknown and every invalid setting of a task; none when
+    the type's model takes them."""
     try:
-        model.model_validate(settings)
-    except ValidationError as exc:
-        for e in exc.errors():
-            if e["type"] == "extra_forbidden" and e["loc"] and e["loc"][0] in unknown:
-                continue
-            problems.append((tuple(e["loc"]), e["msg"]))
-    except Exception as exc:  # a plugin's validator may raise anything: named, not raised
-        problems.append(((), f"{type(exc).__name__}: {exc} (raised by {origin(type_name)})"))
-    return problems
-
-
-def unknown_settings(model: type[BaseModel], settings: dict[str, Any]) -> list[str]:
-    """Keys that are no field of the model (by name or alias); none if it allows extras."""
-    if model.model_config.get("extra") == "allow":
-        return []
-    names: set[str] = set()
-    for name, field in model.model_fields.items():
-        names.add(name)
-        if field.alias:
-            names.add(field.alias)
-        if isinstance(field.validation_alias, str):
-            names.add(field.validation_alias)
-    return sorted(k for k in settings if k not in names)
+        types.check(type_name, settings)
+    except SettingsInvalid as exc:
+        return [(tuple(loc), message) for loc, message in exc.problems]
+    except TypeUnavailable as exc:  # its host failed while checking
+        return [((), str(exc))]
+    return []
 
 
 def _port_errors(
-    task: TaskSpec, cls: type[TaskType], types: Mapping, by_id: dict, err: Any
+    task: TaskSpec, info: TypeInfo, types: Mapping[str, TypeInfo], by_id: dict, err: Any
 ) -> None:
     for port, ref in task.inputs.items():
-        if not takes_any_port(cls) and port not in cls.ports:
-            takes = ", ".join(cls.ports) or "no inputs"
+        if not info.any_port and port not in info.ports:
+            takes = ", ".join(info.ports) or "no inputs"
             err(("inputs", port), f"type {task.type!r} has no input port {port!r} (takes: {takes})")
         source = by_id.get(input_task(ref))
         if source is None:
             err(("inputs", port), f"reads from task {input_task(ref)!r}, which does not exist")
             continue
         sub = input_path(ref)
-        source_cls = types.get(source.type)
-        if sub and source_cls is not None and source_cls.outputs:
+        source_info = types.get(source.type)
+        if sub and source_info is not None and source_info.outputs:
             part = sub.split("/", 1)[0]
-            if part not in source_cls.outputs:
-                outs = ", ".join(source_cls.outputs)
+            if part not in source_info.outputs:
+                outs = ", ".join(source_info.outputs)
                 err(("inputs", port), f"task {source.id!r} has no output {part!r} (has: {outs})")
         if ".." in sub.split("/") or sub.startswith("/"):
             err(("inputs", port), f"output path {sub!r} must stay inside the task's output")
-    if not takes_any_port(cls):
-        for port in cls.ports:
+    if not info.any_port:
+        for port in info.ports:
             if port not in task.inputs:
                 err(("inputs",), f"input port {port!r} is missing (type {task.type!r} needs it)")
 

@@ -189,6 +189,8 @@ SIMRUN_GRACE_S = env.integer("SIMRUN_GRACE_S", 30, minimum=1)
 SIMRUN_MERGE_MARKER_GRACE_S = env.number("SIMRUN_MERGE_MARKER_GRACE_S", 120.0, minimum=0)
 SIMRUN_EVENTS_POLL_S = env.number("SIMRUN_EVENTS_POLL_S", 1.0, minimum=0.05)
 SIMRUN_EVENTS_MAX_S = env.number("SIMRUN_EVENTS_MAX_S", 300.0, minimum=1)
+# open event and log streams per identity in a web process (429 beyond; runs/edge/streams.py)
+SIMRUN_STREAMS_PER_IDENTITY = env.integer("SIMRUN_STREAMS_PER_IDENTITY", 20, minimum=1)
 # the servers page's stream asks the backend (on a cluster, the API server) at each poll
 SIMRUN_SERVERS_POLL_S = env.number("SIMRUN_SERVERS_POLL_S", 5.0, minimum=0.05)
 # Clients (runs/edge/bodies.py, simrun_site/web_protocol.py): a request's head and body arrive
@@ -215,6 +217,15 @@ SIMRUN_WORKFLOW_MAX_BYTES = env.integer("SIMRUN_WORKFLOW_MAX_BYTES", 1024 * 1024
 SIMRUN_WORKFLOW_MAX_DEPTH = env.integer("SIMRUN_WORKFLOW_MAX_DEPTH", 64, minimum=4)
 SIMRUN_WORKFLOW_MAX_NODES = env.integer("SIMRUN_WORKFLOW_MAX_NODES", 20_000, minimum=10)
 SIMRUN_WORKFLOW_MAX_STRING = env.integer("SIMRUN_WORKFLOW_MAX_STRING", 65_536, minimum=64)
+# a split task's units: more is a 400 naming the task (listing and keying stream them, so a
+# task of this many costs the Celery worker a bounded amount of memory)
+SIMRUN_MAX_UNITS_PER_TASK = env.integer("SIMRUN_MAX_UNITS_PER_TASK", 1_000_000, minimum=1)
+# plugin hosts (runs/plugin_host.py): processes in a model's environment that answer for its
+# task types, so no service process imports a plugin
+SIMRUN_PLUGIN_HOST_TIMEOUT_S = env.number("SIMRUN_PLUGIN_HOST_TIMEOUT_S", 30.0, minimum=0.1)
+SIMRUN_PLUGIN_HOST_MEMORY_MB = env.integer("SIMRUN_PLUGIN_HOST_MEMORY_MB", 2048, minimum=64)
+SIMRUN_PLUGIN_HOSTS = env.integer("SIMRUN_PLUGIN_HOSTS", 4, minimum=1)
+SIMRUN_PLUGIN_HOST_IDLE_S = env.number("SIMRUN_PLUGIN_HOST_IDLE_S", 120.0, minimum=1)
 SIMRUN_RATE_LIMIT_PER_MINUTE = env.integer("SIMRUN_RATE_LIMIT_PER_MINUTE", 600, minimum=1)
 SIMRUN_API_MAX_JSON_DEPTH = env.integer("SIMRUN_API_MAX_JSON_DEPTH", 64, minimum=2)
 # who may submit a `command` task, which runs its arguments as the service's user on this

@@ -16,8 +16,10 @@ This protocol sets both deliberately from the settings:
 - SIMRUN_HEADER_TIMEOUT_S: a connection must send a whole request head within that many
   seconds of opening, or of its last response; otherwise it is closed (answered 408 if it
   had sent part of one).
-A request's body has its own deadline, counted by the application (`simrun_site.bodies`);
-between requests uvicorn's keep-alive timeout (5 s) closes an idle connection.
+A request's body has its own deadline, counted by the application (`runs.edge.bodies`);
+between requests uvicorn's keep-alive timeout (5 s) closes an idle connection. When the
+server stops, it waits for every response to end: open streams are ended at once
+(`runs.edge.streams.close_streams`), so a stop takes a poll interval, not a stream's life.
 """
 
 from __future__ import annotations
@@ -91,6 +93,14 @@ class WebProtocol(H11Protocol):
         super().on_response_complete()
         if not self.transport.is_closing() and self.cycle_done():
             self._await_head()
+
+    def shutdown(self) -> None:
+        """The server stops: it waits for every response to end, so open streams end now
+        (the clients reconnect to the next server)."""
+        super().shutdown()
+        from runs.edge.streams import close_streams  # Django is set up by now
+
+        close_streams()
 
     def cycle_done(self) -> bool:
         return self.cycle is None or self.cycle.response_complete

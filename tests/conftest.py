@@ -22,6 +22,20 @@ hypothesis_settings.load_profile(os.environ.get("SIMRUN_HYPOTHESIS", "repeatable
 os.environ["SIMRUN_AUTOSTART"] = "false"
 
 
+@pytest.fixture(autouse=True, scope="session")
+def plugin_cache(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Path]:
+    """The answers of plugin hosts kept in a directory of the session's (what the processes
+    the tests start inherit), never in the user's cache."""
+    root = tmp_path_factory.mktemp("plugin-cache")
+    before = os.environ.get("SIMRUN_PLUGIN_CACHE")
+    os.environ["SIMRUN_PLUGIN_CACHE"] = str(root)
+    yield root
+    if before is None:
+        os.environ.pop("SIMRUN_PLUGIN_CACHE", None)
+    else:
+        os.environ["SIMRUN_PLUGIN_CACHE"] = before
+
+
 @pytest.fixture
 def store(tmp_path: Path, settings: Settings) -> Iterator[Path]:
     """A fresh run store, set as SIMRUN_STORE for the test."""

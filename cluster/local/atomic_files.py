@@ -17,6 +17,8 @@ from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
+from simrun_harness import store_reads
+
 
 def _temporary(path: Path, data: dict[str, Any]) -> Path:
     path.parent.mkdir(parents=True, exist_ok=True)
@@ -50,10 +52,16 @@ def create_json(path: Path, data: dict[str, Any]) -> bool:
     return True
 
 
+STATE_MAX_BYTES = 1024 * 1024
+"""A state file is a few hundred bytes; a larger one is not one of ours."""
+
+
 def read_json(path: Path) -> dict[str, Any] | None:
-    """The JSON object in `path`, None when the file does not exist."""
+    """The JSON object in `path`, None when the file does not exist. A run's code (the
+    service's user here) may have replaced the file: a link, a FIFO or a device reads as
+    absent and at most STATE_MAX_BYTES are read (`store_reads`), so /dev/zero hangs nothing."""
     try:
-        text = path.read_text(encoding="utf-8")
+        text = store_reads.read_bytes(path.parent, path.name, limit=STATE_MAX_BYTES)
     except FileNotFoundError:
         return None
     data = json.loads(text)

@@ -23,6 +23,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from cluster.local.atomic_files import create_json, read_json
+from simrun_harness import store_reads
 
 if TYPE_CHECKING:
     import psutil
@@ -223,8 +224,11 @@ def settle_lost(attempt: Attempt, now: float) -> bool:
         return False
     kill_group(attempt.child, signal.SIGKILL)
     message = "its supervisor is gone"
-    try:
-        said = (attempt.path / SUPERVISOR_LOG).read_text(errors="replace").strip()
+    try:  # the pod's code may have replaced the log: no link followed, its end only read
+        with store_reads.open_file(attempt.path, SUPERVISOR_LOG) as log:
+            size = log.seek(0, os.SEEK_END)
+            log.seek(max(0, size - 4096))
+            said = log.read(4096).decode(errors="replace").strip()
     except OSError:
         said = ""
     if said:

@@ -17,6 +17,8 @@ from rest_framework import exceptions, status
 from rest_framework.response import Response
 from rest_framework.views import exception_handler
 
+from runs.crates.reading import CrateRefused
+from runs.crates.validation import CrateUnreadable
 from runs.planner import PlanRefused
 from runs.selectors.outputs import OutputNotFound, RangeNotSatisfiable
 from runs.selectors.runs_list import BadFilter
@@ -48,6 +50,8 @@ _MAPPED: list[tuple[type[Exception], int, str]] = [
     (UploadTooLarge, status.HTTP_413_REQUEST_ENTITY_TOO_LARGE, "too_large"),
     (UnsupportedArchive, status.HTTP_415_UNSUPPORTED_MEDIA_TYPE, "unsupported_archive"),
     (UploadRefused, status.HTTP_400_BAD_REQUEST, "upload_refused"),
+    (CrateUnreadable, status.HTTP_400_BAD_REQUEST, "crate_refused"),
+    (CrateRefused, status.HTTP_400_BAD_REQUEST, "crate_refused"),
     (SnapshotNotInStore, status.HTTP_404_NOT_FOUND, "snapshot_not_found"),
     (SnapshotRefused, status.HTTP_400_BAD_REQUEST, "snapshot_refused"),
     (SubmissionRefused, status.HTTP_400_BAD_REQUEST, "submission_refused"),

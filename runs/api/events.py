@@ -1,7 +1,10 @@
 """The event stream of a run (S16): server-sent events of its state and progress.
 
 The stream polls the run's row and ledgers every SIMRUN_EVENTS_POLL_S and ends after
-SIMRUN_EVENTS_MAX_S (clients reconnect), or as soon as the run has ended.
+SIMRUN_EVENTS_MAX_S (clients reconnect), or as soon as the run has ended. It is served from
+the event loop without a thread of its own (`runs.edge.streams`): at most
+SIMRUN_STREAMS_PER_IDENTITY per identity (429 beyond), ended once its token is revoked.
+Streams of one run share each poll's reads (`observations`).
 
 Event ids are `<version>-<done>`: the run's version (bumped by every write of its row) and the
 units done over its ledgers (which only grow). Both only increase, so ids are monotonic per
@@ -15,23 +18,21 @@ folded into the next observation; the final state is always delivered, followed 
 
 from __future__ import annotations
 
-import asyncio
 import json
 import re
-from collections.abc import AsyncIterator
-from dataclasses import asdict, dataclass
+from dataclasses import dataclass
 from typing import Any
 
-from asgiref.sync import sync_to_async
+from django.conf import settings
+from django.http.response import HttpResponseBase
+from rest_framework.exceptions import NotAuthenticated, Throttled
+from rest_framework.request import Request
 
-from runs.api.connections import polled
-from runs.models import Run, Task
-from runs.selectors.progress import TaskProgress, run_progress
-from runs.states import RunState
-from runs.store import task_paths
-from simrun_harness.ledger_reads import counts
+from runs.api.auth import Caller
+from runs.edge.streams import Recent, Stream, TooManyStreams, Watch, streamed
+from runs.selectors.credentials import token_identity
+from runs.selectors.run_events import Observation, observe
 
-KEEPALIVE_S = 15.0
 EVENT_ID = r"^([0-9]{1,18})-([0-9]{1,18})$"
 _ID = re.compile(EVENT_ID)
 
@@ -54,27 +55,6 @@ class EventId:
 
 
 @dataclass(frozen=True)
-class Observation:
-    """A run as one poll saw it."""
-
-    run_id: str
-    version: int
-    state: str
-    message: str
-    tasks: dict[str, str]
-    counts: dict[str, dict[str, int]]
-    progress: float | None
-
-    @property
-    def ended(self) -> bool:
-        return self.state in RunState.ended()
-
-    @property
-    def done(self) -> int:
-        return sum(c["done"] for c in self.counts.values())
-
-
-@dataclass(frozen=True)
 class Event:
     kind: str
     data: dict[str, Any]
@@ -86,28 +66,6 @@ class Event:
             lines.append(f"id: {self.id}")
         lines.append(f"data: {json.dumps(self.data, separators=(',', ':'))}")
         return ("\n".join(lines) + "\n\n").encode()
-
-
-def observe(run_id: str) -> Observation | None:
-    """The run's row, its tasks' states and ledger counts now; None once it is deleted."""
-    row = Run.objects.filter(pk=run_id).values("version", "state", "message").first()
-    if row is None:
-        return None
-    tasks = list(Task.objects.filter(run_id=run_id).order_by("position"))
-    ledgers = {
-        t.task_id: counts(task_paths(run_id, t.task_id)) if t.splittable else None for t in tasks
-    }
-    progress = [TaskProgress(t.task_id, t.state, ledgers[t.task_id], None, None) for t in tasks]
-    ended = row["state"] in RunState.ended()
-    return Observation(
-        run_id=run_id,
-        version=row["version"],
-        state=row["state"],
-        message=row["message"],
-        tasks={t.task_id: t.state for t in tasks},
-        counts={tid: asdict(c) for tid, c in ledgers.items() if c is not None},
-        progress=None if ended else run_progress(progress),
-    )
 
 
 def next_events(seen: EventId | None, now: Observation) -> list[Event]:
@@ -131,31 +89,72 @@ def next_events(seen: EventId | None, now: Observation) -> list[Event]:
     return []
 
 
-async def run_events(
-    run_id: str, *, after: EventId | None, poll_s: float, max_s: float
-) -> AsyncIterator[bytes]:
-    """The stream: a reconnection delay, then events until the run ends or `max_s` passes."""
-    loop = asyncio.get_running_loop()
-    deadline = loop.time() + max_s
-    quiet_since = loop.time()
-    seen = after
-    yield f"retry: {max(100, int(poll_s * 1000))}\n\n".encode()
-    while True:
-        now = await sync_to_async(polled(observe))(run_id)
+observations: Recent[str, Observation | None] = Recent(observe)
+
+
+class RunEvents:
+    """The watch of a run's stream: what a client that has seen `seen` is told at each poll,
+    until the run ends (`end`) or is deleted (`deleted`)."""
+
+    def __init__(self, run_id: str, *, after: EventId | None, poll_s: float) -> None:
+        self.run_id, self.seen, self.poll_s = run_id, after, poll_s
+        self.ended = False
+
+    def poll(self) -> list[bytes]:
+        now = observations.get(self.run_id, poll_s=self.poll_s)
         if now is None:
-            yield Event("deleted", {"run": run_id}).encode()
-            return
-        for event in next_events(seen, now):
-            yield event.encode()
-            seen = event.id
-            quiet_since = loop.time()
+            self.ended = True
+            return [Event("deleted", {"run": self.run_id}).encode()]
+        sent = []
+        for event in next_events(self.seen, now):
+            sent.append(event.encode())
+            self.seen = event.id
         if now.ended:
-            yield Event("end", {"run": run_id, "state": now.state}).encode()
-            return
-        remaining = deadline - loop.time()
-        if remaining <= 0:
-            return
-        if loop.time() - quiet_since >= KEEPALIVE_S:
-            yield b": keep-alive\n\n"
-            quiet_since = loop.time()
-        await asyncio.sleep(min(poll_s, remaining))
+            self.ended = True
+            sent.append(Event("end", {"run": self.run_id, "state": now.state}).encode())
+        return sent
+
+
+class TooManyStreamsOpen(Throttled):
+    default_code = "too_many_streams"
+
+
+def api_stream(
+    request: Request, watch: Watch, *, content_type: str, **parts: Any
+) -> HttpResponseBase:
+    """A stream of the API for the caller's token (`runs.edge.streams`): 429 beyond the
+    caller's open streams, and an end once the token is revoked or deleted."""
+    caller = request.user
+    if not isinstance(caller, Caller):
+        raise NotAuthenticated()
+    identity_id, token_hash = caller.identity.pk, caller.token_hash
+
+    def still_allowed() -> bool:
+        found = token_identity(token_hash=token_hash)
+        return found is not None and found.pk == identity_id
+
+    stream = Stream(
+        watch=watch,
+        identity_id=identity_id,
+        still_allowed=still_allowed,
+        credential=f"token:{token_hash}",
+        **parts,
+    )
+    try:
+        return streamed(request._request, stream, content_type=content_type)
+    except TooManyStreams as exc:
+        raise TooManyStreamsOpen(wait=exc.retry_after_s, detail=str(exc)) from None
+
+
+def run_event_stream(request: Request, run_id: str, *, after: EventId | None) -> HttpResponseBase:
+    """The response of `GET /api/runs/<id>/events/`: a reconnection delay, then events."""
+    poll_s = float(settings.SIMRUN_EVENTS_POLL_S)
+    return api_stream(
+        request,
+        RunEvents(run_id, after=after, poll_s=poll_s),
+        content_type="text/event-stream",
+        preamble=f"retry: {max(100, int(poll_s * 1000))}\n\n".encode(),
+        keepalive=b": keep-alive\n\n",
+        revoked=b": the token was revoked\n\n",
+        poll_s=poll_s,
+    )

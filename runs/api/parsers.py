@@ -2,7 +2,8 @@
 
 A body longer than DATA_UPLOAD_MAX_MEMORY_SIZE is refused (413) before it is read, or as soon
 as it is found longer (no Content-Length); a body nested deeper than SIMRUN_API_MAX_JSON_DEPTH
-is refused (400) naming the limit. Python's decoder itself gives up at about a thousand levels
+is refused (400) naming the limit, and one with a key twice in an object (400 `duplicate_key`,
+naming the key). Python's decoder itself gives up at about a thousand levels
 with a RecursionError, which is caught too: no nesting reaches a view or a serializer.
 Uploads of archives read their body themselves (runs.api.snapshots).
 """
@@ -63,6 +64,23 @@ def _refuse_constant(name: str) -> Any:
     raise ValueError(f"{name} is not a number of JSON")
 
 
+class DuplicateKey(exceptions.ParseError):
+    default_code = "duplicate_key"
+
+
+def _unique_keys(pairs: list[tuple[str, Any]]) -> dict[str, Any]:
+    """An object of the body, refused when a key appears twice: parsers disagree on which of
+    the two counts (YAML refuses it), so the service takes neither."""
+    found: dict[str, Any] = {}
+    for key, value in pairs:
+        if key in found:
+            raise DuplicateKey(
+                f"the body has the key {key!r} twice in one object; each key may appear once"
+            )
+        found[key] = value
+    return found
+
+
 def read_bounded(stream: IO[bytes], *, declared: int | None, limit: int) -> bytes:
     """At most `limit` bytes of the body; BodyTooLarge when it announces or holds more."""
     if declared is not None and declared > limit:
@@ -94,7 +112,9 @@ class BoundedJSONParser(BaseParser):
         )
         limit = int(settings.SIMRUN_API_MAX_JSON_DEPTH)
         try:
-            value = json.loads(data, parse_constant=_refuse_constant)
+            value = json.loads(
+                data, parse_constant=_refuse_constant, object_pairs_hook=_unique_keys
+            )
         except RecursionError:
             raise _too_deep(limit) from None
         except ValueError as exc:

@@ -12,8 +12,7 @@ from __future__ import annotations
 from dataclasses import asdict
 from typing import TYPE_CHECKING, Any
 
-from django.conf import settings
-from django.http import HttpResponseBase, StreamingHttpResponse
+from django.http import HttpResponseBase
 from drf_spectacular.types import OpenApiTypes
 from drf_spectacular.utils import OpenApiParameter, OpenApiResponse, extend_schema
 from rest_framework.decorators import action
@@ -25,9 +24,9 @@ from rest_framework.response import Response
 from runs.api.auth import identity_of
 from runs.api.base import ApiViewSet
 from runs.api.errors import InvalidInput
-from runs.api.events import EVENT_ID, EventId, run_events
+from runs.api.events import EVENT_ID, EventId, run_event_stream
 from runs.api.files import chunks_response, file_response
-from runs.api.log_follow import follow_logs
+from runs.api.log_follow import log_stream
 from runs.api.renderers import AnyMediaRenderer, EventStreamRenderer, PlainTextRenderer
 from runs.api.schema import PagedListSchema
 from runs.api.serializers.errors import ErrorSerializer
@@ -42,7 +41,6 @@ from runs.api.serializers.runs import (
     WorkerSerializer,
 )
 from runs.api.serializers.workflows import SubmitSerializer
-from runs.api.workflows import parse_workflow
 from runs.selectors.heartbeat import controller_idle_s, late_after_s
 from runs.selectors.logs import task_logs
 from runs.selectors.outputs import byte_range, output_file, run_outputs
@@ -74,6 +72,8 @@ def run_detail(run: Run, identity: Identity) -> dict[str, Any]:
         "reserve": run.reserve,
         "tasks": [asdict(t) for t in run_tasks(run)],
         "reuse": {**asdict(reuse := run_reuse(run)), "text": reuse.text},
+        "from_crate": run.from_crate,
+        "exports": run.exports,
         "may_change": may_change(identity, run),
         "controller_idle_s": controller_idle_s(),
         "controller_late_s": late_after_s(),
@@ -171,7 +171,7 @@ class RunViewSet(ApiViewSet):
         data = body.validated_data
         run, created = create_run(
             identity=identity,
-            workflow=parse_workflow(data["workflow"]),
+            workflow=data["workflow"],
             sources=data["sources"],
             group=data["group"],
             split=data["split"],
@@ -338,17 +338,7 @@ class RunViewSet(ApiViewSet):
         assert task_id is not None
         tail = _int_param(request, "tail", 1, 100_000)
         if _flag(request, "follow"):
-            stream = follow_logs(
-                run.id,
-                task_id,
-                tail=tail,
-                poll_s=settings.SIMRUN_EVENTS_POLL_S,
-                max_s=settings.SIMRUN_EVENTS_MAX_S,
-            )
-            response = StreamingHttpResponse(stream, content_type="text/plain; charset=utf-8")
-            response["Cache-Control"] = "no-cache"
-            response["X-Accel-Buffering"] = "no"
-            return response
+            return log_stream(request, run.id, task_id, tail=tail)
         task = next(t for t in run.tasks.all() if t.task_id == task_id)
         entries = [asdict(e) for e in task_logs(run, task, tail)]
         return Response(LogEntrySerializer(entries, many=True).data)
@@ -377,13 +367,4 @@ class RunViewSet(ApiViewSet):
             after = EventId.parse(last) if last else None
         except ValueError as exc:
             raise InvalidInput(str(exc)) from None
-        stream = run_events(
-            run.id,
-            after=after,
-            poll_s=settings.SIMRUN_EVENTS_POLL_S,
-            max_s=settings.SIMRUN_EVENTS_MAX_S,
-        )
-        response = StreamingHttpResponse(stream, content_type="text/event-stream")
-        response["Cache-Control"] = "no-cache"
-        response["X-Accel-Buffering"] = "no"
-        return response
+        return run_event_stream(request, run.id, after=after)

@@ -51,6 +51,11 @@ class _Body:
         return self.request._request.read(size)
 
 
+def upload_body(request: Request) -> _Body:
+    """The body of an upload as a stream (read once, never parsed by DRF)."""
+    return _Body(request)
+
+
 def upload_limits() -> UploadLimits:
     return UploadLimits(
         max_bytes=settings.SIMRUN_MAX_UPLOAD_BYTES,

@@ -16,11 +16,13 @@ from rest_framework.routers import SimpleRouter
 
 from runs.api import schema  # noqa: F401  (registers the bearer scheme)
 from runs.api.admin_ops import CleanupView, CompareView, UsageView
+from runs.api.crate_runs import CrateRunView
 from runs.api.runs import RunViewSet
 from runs.api.servers import ServersView
 from runs.api.snapshots import SnapshotListView, SnapshotRegisterView, SnapshotView
 from runs.api.workflows import (
     EstimateView,
+    ExplainReuseView,
     TaskTypeListView,
     TaskTypeView,
     ValidateView,
@@ -44,10 +46,12 @@ router.register("runs", RunViewSet, basename="run")
 _public: dict[str, Any] = {"authentication_classes": [], "permission_classes": []}
 
 urlpatterns = [
+    path("runs/from_crate/", CrateRunView.as_view(), name="runs-from-crate"),
     path("", include(router.urls)),
     path("whoami/", WhoAmIView.as_view(), name="whoami"),
     path("validate/", ValidateView.as_view(), name="validate"),
     path("estimate/", EstimateView.as_view(), name="estimate"),
+    path("explain-reuse/", ExplainReuseView.as_view(), name="explain-reuse"),
     path("task-types/", TaskTypeListView.as_view(), name="task-types"),
     path("task-types/<str:name>/", TaskTypeView.as_view(), name="task-type"),
     path("servers/", ServersView.as_view(), name="servers"),

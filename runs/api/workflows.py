@@ -1,4 +1,5 @@
-"""Routes about workflows before they run: validate, estimate, the task types (S4, S5, S11)."""
+"""Routes about workflows before they run: validate, estimate, explain reuse, the task types
+(S4, S5, S11)."""
 
 from __future__ import annotations
 
@@ -14,6 +15,8 @@ from runs.api.errors import workflow_error
 from runs.api.serializers.errors import ErrorSerializer
 from runs.api.serializers.workflows import (
     EstimateSerializer,
+    ReusePreviewRequestSerializer,
+    ReusePreviewSerializer,
     TaskEstimateSerializer,
     TaskTypeSerializer,
     ValidateSerializer,
@@ -21,8 +24,9 @@ from runs.api.serializers.workflows import (
     WhoAmISerializer,
 )
 from runs.priorities import tier_of
-from runs.selectors.task_estimates import estimate_workflow
-from runs.task_types import describe, registry
+from runs.selectors.reuse_preview import preview_reuse
+from runs.selectors.task_estimates import estimate_workflow, types_for_sources
+from runs.task_types import registry
 from runs.validation import load, load_data
 from runs.workflow import Workflow, WorkflowInvalid
 from runs.workflow_limits import WorkflowRefused
@@ -30,9 +34,12 @@ from runs.workflow_limits import WorkflowRefused
 ERRORS = {400: ErrorSerializer, 401: ErrorSerializer, 429: ErrorSerializer}
 
 
-def parse_workflow(value: str | dict[str, Any]) -> Workflow:
-    """A valid workflow from its text (errors with lines) or object; WorkflowInvalid else."""
-    return load(value) if isinstance(value, str) else load_data(value)
+def parse_workflow(value: str | dict[str, Any], sources: list[str] | None = None) -> Workflow:
+    """A valid workflow from its text (errors with lines) or object, checked with the types
+    of the model's environment (the first of `sources`; the service's own until it is
+    built); WorkflowInvalid else."""
+    types = types_for_sources(sources or [])
+    return load(value, types=types) if isinstance(value, str) else load_data(value, types=types)
 
 
 class WhoAmIView(ApiView):
@@ -63,7 +70,7 @@ class ValidateView(ApiView):
         body = ValidateSerializer(data=request.data)
         body.is_valid(raise_exception=True)
         try:
-            parse_workflow(body.validated_data["workflow"])
+            parse_workflow(body.validated_data["workflow"], body.validated_data.get("sources"))
         except WorkflowRefused:
             raise  # past a limit: a bad request (400), not a validation result
         except WorkflowInvalid as exc:
@@ -83,12 +90,43 @@ class EstimateView(ApiView):
         data = body.validated_data
         estimates = estimate_workflow(
             identity=identity_of(request),
-            workflow=parse_workflow(data["workflow"]),
+            workflow=data["workflow"],
             sources=data["sources"],
             split=data["split"],
             reserve=data["reserve"],
         )
         return Response(TaskEstimateSerializer(estimates, many=True).data)
+
+
+class ExplainReuseView(ApiView):
+    """What the workflow would reuse if submitted now, per task, and why not more: the first
+    part of its key that differs from the run it is compared with (the resumed run, else the
+    newest earlier run of the workflow's name). Submits nothing."""
+
+    @extend_schema(
+        request=ReusePreviewRequestSerializer, responses={200: ReusePreviewSerializer, **ERRORS}
+    )
+    def post(self, request: Request) -> Response:
+        body = ReusePreviewRequestSerializer(data=request.data)
+        body.is_valid(raise_exception=True)
+        data = body.validated_data
+        preview = preview_reuse(
+            identity=identity_of(request),
+            workflow=data["workflow"],
+            sources=data["sources"],
+            reuse=data["reuse"],
+            resume_from=data["resume_from"],
+        )
+        return Response(
+            ReusePreviewSerializer(
+                {
+                    "reused": preview.reused,
+                    "units": preview.units,
+                    "text": preview.text,
+                    "tasks": preview.tasks,
+                }
+            ).data
+        )
 
 
 class TaskTypeListView(ApiView):
@@ -98,7 +136,7 @@ class TaskTypeListView(ApiView):
         responses={200: TaskTypeSerializer(many=True), 401: ErrorSerializer, 429: ErrorSerializer}
     )
     def get(self, request: Request) -> Response:
-        types = [describe(name, cls) for name, cls in sorted(registry().items())]
+        types = [info.describe() for _, info in registry().items()]
         return Response(TaskTypeSerializer(types, many=True).data)
 
 
@@ -114,11 +152,11 @@ class TaskTypeView(ApiView):
         }
     )
     def get(self, request: Request, name: str) -> Response:
-        cls = registry().get(name)
-        if cls is None:
+        info = registry().get(name)
+        if info is None:
             known = ", ".join(sorted(registry()))
             return Response(
                 {"detail": f"no task type {name!r} (known: {known})", "code": "not_found"},
                 status=404,
             )
-        return Response(TaskTypeSerializer(describe(name, cls)).data)
+        return Response(TaskTypeSerializer(info.describe()).data)

@@ -1,8 +1,9 @@
 """`simrun plugin new|install|list`: write a plugin, make it known, see what is installed.
 
-None of them sets Django up: the list reads the entry points' metadata (`--check` imports
-each type to name the ones that fail), and install is `uv pip install -e` into the Python
-the service runs with.
+None of them sets Django up: the list reads the entry points' metadata (`--check` has a
+plugin host load each type, never this process, to name the ones that fail), and install is
+`uv pip install -e` into the Python the service runs with: a running service uses it at its
+next question, with no restart.
 """
 
 from __future__ import annotations
@@ -65,17 +66,18 @@ def install(args: argparse.Namespace) -> int:
 
 
 def list_plugins(args: argparse.Namespace) -> int:
-    from runs.task_types import COMMAND, TypeUnavailable, load_type, plugins
+    from runs.task_types import COMMAND, TypeUnavailable, registry
 
+    types = registry()
     print(f"{'TYPE':20} {'PACKAGE':24} {'VERSION':10} SOURCE")
     print(f"{COMMAND:20} {'simrun':24} {'':10} built-in")
     failed = 0
-    for name, found in sorted(plugins().items()):
+    for name, found in sorted(types.plugins().items()):
         for plugin in found:
             print(f"{name:20} {plugin.package:24} {plugin.version:10} {plugin.source}")
         if args.check:
             try:
-                load_type(name)
+                types[name]  # loaded by a plugin host, never in this process
             except TypeUnavailable as exc:
                 failed += 1
                 print(f"  error: {exc}")

@@ -126,6 +126,11 @@ def show(args: argparse.Namespace) -> int:
         print(f"  {task['id']:24} {task['state']:10} {count:>11}  {task_times(task)}")
         if task.get("message"):
             print(f"    {task['message']}")
+        note = task.get("reuse") or {}
+        if note.get("text"):
+            print(f"    {note['text']}")
+        if note.get("copies"):
+            print(f"    {note['copies']}")
     return 0
 
 

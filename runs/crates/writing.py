@@ -1,10 +1,10 @@
 """Writing a run's crate: into a directory, or as a zip streamed chunk by chunk.
 
-Every file is read from the store without following links (`store_reads`) and hashed as it is
-written, so the digest in the metadata is the digest of the bytes in the crate; the metadata
-file is written last. With `metadata_only`, files are read and hashed but not written: the
-crate then describes each file by its digest and size without holding its bytes. A file that
-is a link (or vanished) when it is read is left out of the crate and of its metadata.
+Every file is read from the store without following links (`simrun_harness.store_reads`) and
+hashed as it is written, so the digest in the metadata is the digest of the bytes in the crate;
+the metadata file is written last. With `metadata_only`, files are read and hashed but not
+written: the crate then describes each file by its digest and size without holding its bytes.
+A file that is a link (or vanished) when it is read is left out of the crate and its metadata.
 """
 
 from __future__ import annotations
@@ -21,8 +21,8 @@ from typing import IO, BinaryIO, Protocol, cast
 
 from runs.crates.metadata import crate_metadata
 from runs.crates.record import MadeFile, RunRecord, StoredFile, Written
-from runs.crates.store_reads import NotARegularFile, open_file
 from runs.crates.validation import METADATA_FILE
+from simrun_harness.store_reads import NotInStore, open_file
 
 CHUNK = 256 * 1024
 
@@ -91,7 +91,7 @@ def iter_crate(
         else:
             try:
                 chunks = _chunks(open_file(store_root, item.store_path))
-            except NotARegularFile:
+            except NotInStore:
                 missing.add(item.crate_path)
                 continue
         digesting = _Digesting(chunks)

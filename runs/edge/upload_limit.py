@@ -22,7 +22,7 @@ Receive = Callable[[], Awaitable[Message]]
 Send = Callable[[Message], Awaitable[None]]
 App = Callable[[Scope, Receive, Send], Awaitable[None]]
 
-UPLOAD_PATHS = ("/api/snapshots/",)
+UPLOAD_PATHS = ("/api/snapshots/", "/api/runs/from_crate/")
 
 
 def _too_large(limit: int) -> tuple[Message, Message]:

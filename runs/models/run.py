@@ -197,7 +197,16 @@ class Task(models.Model):
         help_text="Digest of what decides its output (docs/reuse.md); '' before submission.",
     )
     reused = models.JSONField(
-        default=dict, blank=True, help_text="Run id → the units reused from that run."
+        default=dict,
+        blank=True,
+        help_text="Run id → the units reused from that run: ranges [start, end) of unit"
+        " indices (an earlier simrun wrote unit names).",
+    )
+    reuse_note = models.JSONField(
+        default=dict,
+        blank=True,
+        help_text="Why it reused what it did: what it was compared with and the first part of"
+        " the key that differed (runs/reuse_plans.py).",
     )
     started_at = models.DateTimeField(null=True, blank=True)
     ended_at = models.DateTimeField(null=True, blank=True)

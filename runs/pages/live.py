@@ -10,38 +10,38 @@
   `newer` event with "N new runs: show them" whenever that number of runs matching its
   filters changes.
 
-Each poll reads the rows and ledgers; the run page renders its partial again only when the
-run's version or units done changed, or REFRESH_S passed (ages, reports). The streams end
-with `end` once their runs have ended and settled (the page then closes its source) and after
-SIMRUN_EVENTS_MAX_S (the browser reconnects by itself). Under the web process they are served
-by Django's ASGI handler (`simrun_site.dispatch`) and wait between polls in the event loop,
-holding no thread; a WSGI server (Django's test live server) gets one observation per request,
-then the browser reconnects after `retry`, so no worker thread is held either.
+Each poll reads through selectors (`runs.selectors.live`); the run page renders its partial
+again only when the run's version or units done changed, or REFRESH_S passed (ages,
+reports), and the streams of one run share each poll's read (`keys`). The streams end with
+`end` once their runs have ended and settled (the page then closes its source), after
+SIMRUN_EVENTS_MAX_S (the browser reconnects by itself), and once the user's session is
+logged out. Under the web process a view answers with its first poll and hands the rest to
+the event loop, which polls without holding a thread (`runs.edge.streams`): at most
+SIMRUN_STREAMS_PER_IDENTITY open per identity (429 beyond). A WSGI server (Django's test live
+server) sends the first poll alone, then the browser reconnects after `retry`.
 """
 
 from __future__ import annotations
 
-import asyncio
 import re
 import time
-from collections.abc import AsyncIterator, Iterator
 from dataclasses import dataclass
-from typing import Protocol
 from urllib.parse import urlencode
 
-from asgiref.sync import sync_to_async
 from django.conf import settings
-from django.core.handlers.asgi import ASGIRequest
-from django.db import connection
-from django.http import HttpRequest, HttpResponse, StreamingHttpResponse
+from django.http import HttpRequest, HttpResponse, JsonResponse
 from django.http.response import HttpResponseBase
 from django.template.loader import render_to_string
 
-from runs.models import Identity, Run, Task
+from runs.edge.streams import Recent, Stream, TooManyStreams, Watch
+from runs.edge.streams import streamed as edge_streamed
+from runs.models import Identity, Run
 from runs.pages.access import HtmxHttpRequest, with_identity
 from runs.pages.run_files import TEMPLATE as LOG
 from runs.pages.run_files import log_tail, pod_or_404, run_or_404, task_or_404
 from runs.pages.run_page import TEMPLATE, live_digest, run_context
+from runs.selectors.credentials import session_identity
+from runs.selectors.live import run_and_task, run_key, run_or_none
 from runs.selectors.runs_list import (
     CURSOR,
     BadFilter,
@@ -50,15 +50,15 @@ from runs.selectors.runs_list import (
     run_item,
     runs_with_details,
 )
-from runs.store import task_paths
-from simrun_harness.ledger_reads import counts
 
 LIST = "runs/run_list.html"
 REFRESH_S = 10.0
-KEEPALIVE_S = 15.0
 MAX_RUNS = 50
 DIGEST = re.compile(r"^[0-9a-f]{1,40}$")
 WATCHED = re.compile(r"^([A-Za-z0-9_-]{1,64}):([a-z_.]{1,32}-[0-9]{1,3})$")
+
+
+keys: Recent[str, tuple[int, int] | None] = Recent(run_key)  # streams of a run share a read
 
 
 def event(kind: str, html: str, ident: str | None = None) -> bytes:
@@ -70,62 +70,40 @@ def event(kind: str, html: str, ident: str | None = None) -> bytes:
     return ("\n".join(lines) + "\n\n").encode()
 
 
-class Watch(Protocol):
-    ended: bool
-
-    def poll(self) -> list[bytes]: ...
-
-
-def _poll(watch: Watch) -> list[bytes]:
-    """A poll, then its connection given back: a stream lasts minutes, and were its connection
-    kept between polls, a few open pages would take every connection of the pool."""
-    try:
-        return watch.poll()
-    finally:
-        if not connection.in_atomic_block:
-            connection.close()
-
-
-async def _stream(watch: Watch, *, poll_s: float, max_s: float) -> AsyncIterator[bytes]:
-    loop = asyncio.get_running_loop()
-    deadline = loop.time() + max_s
-    quiet_since = loop.time()
-    yield f"retry: {max(100, int(poll_s * 1000))}\n\n".encode()
-    while True:
-        # a thread of the default pool, not the one thread every sync call shares under ASGI
-        for chunk in await sync_to_async(_poll, thread_sensitive=False)(watch):
-            yield chunk
-            quiet_since = loop.time()
-        remaining = deadline - loop.time()
-        if watch.ended or remaining <= 0:
-            return
-        if loop.time() - quiet_since >= KEEPALIVE_S:
-            yield b": keep-alive\n\n"
-            quiet_since = loop.time()
-        await asyncio.sleep(min(poll_s, remaining))
-
-
-def _once(watch: Watch, *, poll_s: float) -> Iterator[bytes]:
-    yield f"retry: {max(100, int(poll_s * 1000))}\n\n".encode()
-    yield from watch.poll()
+def session_of(request: HttpRequest) -> str:
+    key = request.session.session_key
+    return key or ""
 
 
 def streamed(
-    request: HttpRequest, watch: Watch, *, poll_s: float | None = None
-) -> StreamingHttpResponse:
-    """The stream of `watch`: polled (every `poll_s`, by default SIMRUN_EVENTS_POLL_S) until
-    it ends under ASGI, one poll under WSGI."""
+    request: HttpRequest, identity: Identity, watch: Watch, *, poll_s: float | None = None
+) -> HttpResponseBase:
+    """The stream of `watch` for the logged-in user: polled every `poll_s` (by default
+    SIMRUN_EVENTS_POLL_S) from the event loop until it ends (`runs.edge.streams`); 429 in
+    JSON beyond the identity's open streams; ended once the session is logged out."""
     poll_s = settings.SIMRUN_EVENTS_POLL_S if poll_s is None else poll_s
-    max_s = settings.SIMRUN_EVENTS_MAX_S
-    content: AsyncIterator[bytes] | Iterator[bytes]
-    if isinstance(request, ASGIRequest):
-        content = _stream(watch, poll_s=poll_s, max_s=max_s)
-    else:
-        content = _once(watch, poll_s=poll_s)
-    response = StreamingHttpResponse(content, content_type="text/event-stream")
-    response["Cache-Control"] = "no-cache"
-    response["X-Accel-Buffering"] = "no"
-    return response
+    session, identity_id = session_of(request), identity.pk
+
+    def still_allowed() -> bool:
+        found = session_identity(session_key=session) if session else None
+        return found is not None and found.pk == identity_id
+
+    stream = Stream(
+        watch=watch,
+        identity_id=identity_id,
+        still_allowed=still_allowed,
+        credential=f"session:{session}",
+        revoked=event("end", ""),
+        preamble=f"retry: {max(100, int(poll_s * 1000))}\n\n".encode(),
+        keepalive=b": keep-alive\n\n",
+        poll_s=poll_s,
+    )
+    try:
+        return edge_streamed(request, stream, content_type="text/event-stream")
+    except TooManyStreams as exc:
+        refused = JsonResponse({"detail": str(exc), "code": "too_many_streams"}, status=429)
+        refused["Retry-After"] = str(exc.retry_after_s)
+        return refused
 
 
 def bad_request(message: str) -> HttpResponse:
@@ -136,34 +114,33 @@ class RunWatch:
     """The run page's live partial, sent when it differs from the last one the page has."""
 
     def __init__(
-        self, request: HttpRequest, identity: Identity, run: Run, *, task: str | None, seen: str
+        self,
+        request: HttpRequest,
+        identity: Identity,
+        run: Run,
+        *,
+        task: str | None,
+        seen: str,
+        poll_s: float,
     ) -> None:
         self.request, self.identity, self.run_id, self.task = request, identity, run.id, task
-        self.seen = seen
+        self.seen, self.poll_s = seen, poll_s
         self.key: tuple[int, int] | None = None
         self.rendered_at = -REFRESH_S
         self.ended = False
 
-    def _key(self) -> tuple[int, int] | None:
-        version = Run.objects.filter(pk=self.run_id).values_list("version", flat=True).first()
-        if version is None:
-            return None
-        split = Task.objects.filter(run_id=self.run_id, splittable=True)
-        done = 0
-        for task_id in split.values_list("task_id", flat=True):
-            ledger = counts(task_paths(self.run_id, task_id))
-            done += ledger.done if ledger is not None else 0
-        return version, done
-
     def poll(self) -> list[bytes]:
-        key = self._key()
+        key = keys.get(self.run_id, poll_s=self.poll_s)
         if key is None:  # deleted meanwhile
             self.ended = True
             return [event("end", "")]
         if key == self.key and time.monotonic() - self.rendered_at < REFRESH_S:
             return []
         self.key, self.rendered_at = key, time.monotonic()
-        run = Run.objects.get(pk=self.run_id)
+        run = run_or_none(self.run_id)
+        if run is None:
+            self.ended = True
+            return [event("end", "")]
         context = run_context(run, self.identity, task=self.task, pod=None, with_log=False)
         html = render_to_string(f"{TEMPLATE}#live", context, request=self.request)
         sent = []
@@ -186,7 +163,9 @@ def run_events(request: HtmxHttpRequest, identity: Identity, run_id: str) -> Htt
             f"seen: {seen[:80]!r} is not a digest this page sent (hexadecimal, 1-40)"
         )
     task = request.GET.get("task") or None
-    return streamed(request, RunWatch(request, identity, run, task=task, seen=seen))
+    poll_s = settings.SIMRUN_EVENTS_POLL_S
+    watch = RunWatch(request, identity, run, task=task, seen=seen, poll_s=poll_s)
+    return streamed(request, identity, watch)
 
 
 def status_key(item: RunItem) -> str:
@@ -277,7 +256,7 @@ def runs_events(request: HtmxHttpRequest, identity: Identity) -> HttpResponseBas
             newer_runs(after=newer.after, **newer.filters)
         except BadFilter as exc:
             return bad_request(str(exc))
-    return streamed(request, RunsWatch(request, shown, newer))
+    return streamed(request, identity, RunsWatch(request, shown, newer))
 
 
 class LogWatch:
@@ -289,11 +268,11 @@ class LogWatch:
         self.ended = False
 
     def poll(self) -> list[bytes]:
-        run = Run.objects.filter(pk=self.run_id).first()
-        task = Task.objects.filter(run_id=self.run_id, task_id=self.task_id).first()
-        if run is None or task is None:
+        found = run_and_task(self.run_id, self.task_id)
+        if found is None:
             self.ended = True
             return [event("end", "")]
+        run, task = found
         tail = log_tail(run, task, self.pod)
         sent = []
         if tail.key != self.seen:
@@ -320,4 +299,4 @@ def log_events(
         return bad_request(
             f"seen: {seen[:80]!r} is not a digest this page sent (hexadecimal, 1-40)"
         )
-    return streamed(request, LogWatch(request, run.id, task.task_id, pod, seen))
+    return streamed(request, identity, LogWatch(request, run.id, task.task_id, pod, seen))

@@ -84,4 +84,5 @@ def servers_events(request: HtmxHttpRequest, identity: Identity) -> HttpResponse
         return bad_request(
             f"seen: {seen[:80]!r} is not a digest this page sent (hexadecimal, 1-40)"
         )
-    return streamed(request, ServersWatch(request, seen), poll_s=settings.SIMRUN_SERVERS_POLL_S)
+    watch = ServersWatch(request, seen)
+    return streamed(request, identity, watch, poll_s=settings.SIMRUN_SERVERS_POLL_S)

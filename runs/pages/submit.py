@@ -20,8 +20,7 @@ from runs.pages.forms import SubmitForm
 from runs.pages.schema_form import SchemaFormError, task_form_class, task_of, with_task
 from runs.selectors.task_estimates import TaskEstimateView, estimate_workflow
 from runs.services.submission import create_run
-from runs.task_types import describe, registry
-from runs.validation import load
+from runs.task_types import registry
 from runs.workflow import WorkflowError, WorkflowInvalid
 
 if TYPE_CHECKING:
@@ -49,8 +48,7 @@ def check_workflow(text: str, *, identity: Identity, sources: list[str]) -> Chec
     if not text.strip():
         return Check()
     try:
-        workflow = load(text)
-        views = estimate_workflow(identity=identity, workflow=workflow, sources=sources)
+        views = estimate_workflow(identity=identity, workflow=text, sources=sources)
     except WorkflowInvalid as exc:
         return Check(checked=True, errors=sorted(exc.errors, key=lambda e: (e.line or 0, str(e))))
     except ValueError as exc:  # a plan that cannot be made, an unknown snapshot or node
@@ -73,7 +71,7 @@ def _estimate_row(view: TaskEstimateView) -> dict[str, Any]:
 
 
 def _types() -> list[dict[str, Any]]:
-    return [describe(name, cls) for name, cls in sorted(registry().items())]
+    return [info.describe() for _, info in registry().items()]
 
 
 @with_identity
@@ -98,7 +96,7 @@ def submit(request: HtmxHttpRequest, identity: Identity) -> HttpResponse:
             try:
                 run, _ = create_run(
                     identity=identity,
-                    workflow=load(text),
+                    workflow=text,
                     sources=form.sources(),
                     group=form.cleaned_data.get("group") or "",
                 )
@@ -120,10 +118,10 @@ def submit(request: HtmxHttpRequest, identity: Identity) -> HttpResponse:
 @with_identity
 def task_type(request: HtmxHttpRequest, identity: Identity, name: str) -> HttpResponse:
     """A form from a type's settings schema; POST appends the task to the workflow text."""
-    cls = registry().get(name)
-    if cls is None:
+    found = registry().get(name)
+    if found is None:
         raise Http404(f"no task type {name!r}")
-    info = describe(name, cls)
+    info = found.describe()
     form_class = task_form_class(
         info["settings_schema"], ports=[] if info["any_port"] else info["ports"]
     )

@@ -1,6 +1,6 @@
 """A run as a crate records it (runs/crates/record.py): rows of the database, files of the store.
 
-Files are listed without following links (`runs.crates.store_reads`): a link a task made is
+Files are listed without following links (`simrun_harness.store_reads`): a link a task made is
 not in the crate, nor what it points at. No token, password or service setting is read.
 """
 
@@ -12,7 +12,7 @@ from pathlib import Path
 
 from django.conf import settings
 
-from runs import environments
+from runs import environments, kept_environment
 from runs.crates.record import (
     EnvironmentRecord,
     MadeFile,
@@ -23,11 +23,11 @@ from runs.crates.record import (
     Tool,
     Who,
 )
-from runs.crates.store_reads import regular_files
 from runs.models import ResourceObservation, Run, Snapshot, Task
 from runs.refusals import RunConflict
 from runs.task_types import COMMAND, plugin_identity, registry
 from simrun_harness.layout import MERGE_MARKER
+from simrun_harness.store_reads import WalkLimits, walk_files
 
 WORKFLOW_FILE = "workflow.json"
 
@@ -36,13 +36,23 @@ class RunNotExportable(RunConflict):
     """A run that cannot be exported yet (still live); the message says why."""
 
 
+LISTING = WalkLimits(entries=2_000_000, depth=64, seconds=600.0)
+"""How far the files of a crate are listed: a crate holds every file or none."""
+
+
 def _stored(
     prefix: str, store_dir: str, store_root: Path, skip: frozenset[str] = frozenset()
 ) -> list[StoredFile]:
+    walk = walk_files(store_root, store_dir, LISTING)
+    if walk.cut is not None:
+        raise RunNotExportable(
+            f"{store_dir}: more files than a crate lists (the listing stopped at its limit of "
+            f"{walk.cut}); a crate holds every file of a run or none"
+        )
     return [
-        StoredFile(f"{prefix}/{rel}", f"{store_dir}/{rel}", size)
-        for rel, size in regular_files(store_root, store_dir)
-        if rel not in skip
+        StoredFile(f"{prefix}/{found.path}", f"{store_dir}/{found.path}", found.size)
+        for found in walk.files
+        if found.path not in skip
     ]
 
 
@@ -101,17 +111,16 @@ def _task(task: Task, run_dir: str, store_root: Path) -> TaskRecord:
 
 def _environment(run: Run, store_root: Path) -> EnvironmentRecord:
     ref = str((run.environment or {}).get("ref", "")) or environments.SERVICE_ENVIRONMENT
-    files: list[MadeFile] = []
-    if run.sources:
+    context = kept_environment.kept_files(run.pk)
+    if not context and run.sources and ref != environments.SERVICE_ENVIRONMENT:
+        # a run submitted before runs kept their environment's files: as it would be built now
         model = store_root / "snapshots" / run.sources[0]
         context = environments.environment_context(model) if model.is_dir() else {}
-        for name in (
-            environments.PROJECT_FILE,
-            environments.LOCK_FILE,
-            environments.CONSTRAINTS_FILE,
-        ):
-            if name in context:
-                files.append(MadeFile(f"environment/{name}", context[name]))
+    files = [
+        MadeFile(f"environment/{name}", context[name])
+        for name in environments.KEPT_FILES
+        if name in context
+    ]
     return EnvironmentRecord(
         ref=ref,
         python=environments.python_version(),

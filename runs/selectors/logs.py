@@ -11,7 +11,7 @@ from dataclasses import dataclass
 from runs.backends import backend
 from runs.models import Run, Task
 from runs.ports import LOG_LIMIT_BYTES, read_log
-from runs.states import RunState
+from runs.states import RunState, TaskState
 from runs.store import task_paths
 from simrun_harness import store_reads
 
@@ -69,3 +69,13 @@ def task_logs(run: Run, task: Task, tail_lines: int | None = None) -> list[LogEn
     except KeyError:
         return []
     return [LogEntry(e.pod, e.attempt, e.text, e.ended, e.error, e.truncated, False) for e in live]
+
+
+def followed_logs(run_id: str, task_id: str) -> tuple[list[LogEntry], bool] | None:
+    """A task's logs now and whether it is over (the run ended or the task is final), for a
+    stream that follows them; None when the run or the task is gone."""
+    run = Run.objects.filter(pk=run_id).first()
+    task = Task.objects.filter(run_id=run_id, task_id=task_id).first()
+    if run is None or task is None:
+        return None
+    return task_logs(run, task), run.ended or task.state in TaskState.final()

@@ -5,6 +5,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 
 from runs.models import Run
+from runs.reuse_plans import count_reused
 
 
 @dataclass(frozen=True)
@@ -30,7 +31,8 @@ def run_reuse(run: Run) -> ReuseView:
     sources: dict[str, int] = {}
     for task in run.tasks.all():
         units += task.units_total if task.splittable and task.units_total is not None else 1
-        for source, names in (task.reused or {}).items():
-            reused += len(names)
-            sources[source] = sources.get(source, 0) + len(names)
+        for source, units_of in (task.reused or {}).items():
+            count = count_reused(units_of)
+            reused += count
+            sources[source] = sources.get(source, 0) + count
     return ReuseView(reused, units, sources, run.reuse, run.resume_from)

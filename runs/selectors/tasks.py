@@ -29,6 +29,9 @@ class TaskView:
     message: str
     started_at: datetime | None
     ended_at: datetime | None
+    reuse: dict[str, Any]
+    """Why it reused what it did (`Task.reuse_note`): reused, units, text, compared_with,
+    differs; {} before its submission keyed it."""
 
 
 def run_tasks(run: Run) -> list[TaskView]:
@@ -51,6 +54,7 @@ def run_tasks(run: Run) -> list[TaskView]:
                 message=task.message,
                 started_at=task.started_at,
                 ended_at=task.ended_at,
+                reuse=dict(task.reuse_note or {}),
             )
         )
     return views

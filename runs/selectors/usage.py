@@ -7,14 +7,13 @@ files whose every link lies below the removed paths: those are the bytes removin
 
 from __future__ import annotations
 
-import os
-import stat
 from collections.abc import Iterable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
 
 from runs.models import Run
-from runs.store import store
+from runs.store import store, store_root
+from simrun_harness import store_reads
 
 FileId = tuple[int, int]
 
@@ -29,20 +28,10 @@ class StoreUsage:
 
 
 def _files(path: Path) -> Iterator[tuple[FileId, int, int]]:
-    """(file id, size, link count) of every regular file below `path`, links not followed."""
-    try:
-        entries = list(os.scandir(path))
-    except (FileNotFoundError, NotADirectoryError, PermissionError):
-        return
-    for entry in entries:
-        try:
-            info = entry.stat(follow_symlinks=False)
-        except FileNotFoundError:
-            continue
-        if stat.S_ISDIR(info.st_mode):
-            yield from _files(Path(entry.path))
-        elif stat.S_ISREG(info.st_mode):
-            yield (info.st_dev, info.st_ino), info.st_size, info.st_nlink
+    """(file id, size, link count) of every regular file below `path`, no link followed (a
+    run's code may have made any of its directories a link out of the store)."""
+    for found in store_reads.iter_files(store_root(), path):
+        yield found.inode, found.size, found.links
 
 
 def _sizes(path: Path) -> dict[FileId, int]:
@@ -66,7 +55,7 @@ def freed_bytes(paths: Iterable[Path]) -> int:
 
 def _top_level(path: Path) -> list[Path]:
     try:
-        return [path / name for name in sorted(os.listdir(path))]
+        return [path / name for name in sorted(store_reads.names(store_root(), path))]
     except FileNotFoundError:
         return []
 
@@ -78,7 +67,7 @@ def store_usage() -> StoreUsage:
     groups_of = dict(Run.objects.values_list("id", "group"))
     per_run: dict[str, dict[FileId, int]] = {}
     try:
-        run_dirs = sorted(os.listdir(root.runs))
+        run_dirs = sorted(store_reads.names(store_root(), root.runs))
     except FileNotFoundError:
         run_dirs = []
     for run_id in run_dirs:

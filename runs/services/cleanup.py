@@ -9,6 +9,7 @@ runs takes minutes on a network file system, which no request should wait for.
 
 from __future__ import annotations
 
+import os
 from dataclasses import dataclass, field
 from datetime import datetime, timedelta
 
@@ -76,7 +77,7 @@ def cleanup_runs(
         runs.filter(deleting=False).order_by("ended_at", "id").values_list("id", flat=True)
     )
     if dry_run:
-        present = [f"runs/{r}" for r in chosen if run_paths(r).root.exists()]
+        present = [f"runs/{r}" for r in chosen if os.path.lexists(run_paths(r).root)]
         freed = freed_bytes([run_paths(r).root for r in chosen])
         return CleanupResult(True, chosen, present, freed, skipped)
     marked = []
@@ -85,7 +86,7 @@ def cleanup_runs(
             marked.append(run_id)
         else:
             skipped.append(Skipped(run_id, "it was deleted or changed meanwhile"))
-    paths = [f"runs/{r}" for r in marked if run_paths(r).root.exists()]
+    paths = [f"runs/{r}" for r in marked if os.path.lexists(run_paths(r).root)]
     return CleanupResult(
         False, marked, paths, freed_bytes([run_paths(r).root for r in marked]), skipped
     )

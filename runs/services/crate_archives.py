@@ -24,7 +24,7 @@ def unpack_crate(archive: Path, target: Path, limits: UploadLimits) -> Path:
     """The crate's files under `target` (made); UploadRefused naming the member at the first
     that is not allowed, with nothing left under `target`."""
     if not zipfile.is_zipfile(archive):
-        raise UploadRefused(f"{archive.name}: not a zip archive (a crate is a zip or a directory)")
+        raise UploadRefused("not a zip archive (a crate is a zip or a directory)")
     members = check_archive(archive, ZIP, limits)
     links = [m.name for m in members if m.link is not None]
     if links:

@@ -1,11 +1,13 @@
 """Deciding, at submission, which units of a run reuse the outputs of earlier runs.
 
-Once the environment is known (`submit_run`), every task gets its key (`runs.reuse`), a split
-task's units their keys (`unit-keys.json` in the task directory: the store's index of what a
-unit is), and the tasks whose key an earlier task of the store shares find there the units
-already done (its ledger's `done/`, whose outputs are in place) with the same unit key. What
-is found is written to the task's `reuse.json` for the harness, which links the outputs
-before any unit is claimed, and recorded in the task's row (`Task.reused`: run → units).
+Once the environment is known (`submit_run`), every task gets its key (`runs.reuse`) made in
+the model's environment (the settings as its type's model keys them, the plugin's digest),
+a split task's units their keys (`unit-keys.txt` in the task directory, one a line: the
+store's index of what a unit is), and the tasks whose key an earlier task of the store shares
+find there the units already done (its ledger's `done/`, whose outputs are in place) with the
+same unit key. What is found is written to the task's `reuse.json` for the harness, which
+links the outputs before any unit is claimed, and recorded in the task's row (`Task.reused`:
+run → ranges of units; `Task.reuse_note`: why not more, `runs.reuse_plans.explain`).
 """
 
 from __future__ import annotations
@@ -13,27 +15,31 @@ from __future__ import annotations
 import json
 import logging
 import os
-from importlib.metadata import PackageNotFoundError, distribution
 from pathlib import Path
 from typing import Any
 
 from django.db import transaction
 
-from runs.local_packages import tree_digest
 from runs.models import Run, Task
+from runs.planned_tasks import types_for_model
+from runs.plugin_metadata import environment_at, plugins_of, service_environment
 from runs.refusals import SubmissionRefused
-from runs.reuse import KeyedTask, task_keys
-from runs.store import has_merge_marker, store, task_paths
-from runs.task_types import COMMAND, plugins, registry
-from simrun_harness.layout import TaskPaths
-from simrun_harness.ledger import unit_names
-from simrun_harness.plugin import SplitTaskType, TaskContext
-from simrun_harness.reuse import KEYS_FILE, REUSE_FILE, unit_keys
+from runs.reuse_plans import (
+    KEY_PARTS_FILE,
+    TaskReuse,
+    TaskToKey,
+    explain,
+    key_tasks,
+    list_units,
+    match_output,
+    reuse_split_task,
+)
+from runs.store import store, task_paths
+from runs.task_types import COMMAND, SettingsInvalid, Types, TypeUnavailable, registry
+from runs.workflow import WorkflowInvalid
+from simrun_harness.reuse import REUSE_FILE, digest
 
 log = logging.getLogger(__name__)
-
-MAX_CANDIDATES = 20
-"""Earlier tasks with the same key looked at, newest first (the resumed run before them)."""
 
 
 def check_resume(*, reuse: bool, resume_from: str | None) -> None:
@@ -43,61 +49,10 @@ def check_resume(*, reuse: bool, resume_from: str | None) -> None:
     if not reuse:
         raise SubmissionRefused(
             "resume_from: a resumed run reuses done units; it cannot be combined with no reuse"
+            " (--resume with --no-reuse)"
         )
     if not Run.objects.filter(pk=resume_from).exists():
-        raise SubmissionRefused(f"resume_from: no run {resume_from!r}")
-
-
-def _version(type_name: str) -> str:
-    """The type's plugin version; for a plugin installed from a directory (editable or local,
-    PEP 610), also a digest of its files: its code may change without a new version."""
-    if type_name == COMMAND:
-        return "built-in"
-    found = plugins().get(type_name)
-    if not found:
-        return "?"
-    plugin = found[0]
-    try:
-        direct = json.loads(distribution(plugin.package).read_text("direct_url.json") or "null")
-    except (PackageNotFoundError, OSError, ValueError):
-        direct = None
-    if isinstance(direct, dict) and str(direct.get("url", "")).startswith("file://"):
-        project = Path(plugin.source)
-        if project.is_dir():
-            return f"{plugin.version}+{tree_digest(project)}"
-    return plugin.version
-
-
-def _keyed(run: Run, task: Task, version: str) -> KeyedTask:
-    return KeyedTask(
-        task_id=task.task_id,
-        type=task.type,
-        version=version,
-        settings=task.settings,
-        inputs=task.inputs,
-        unique=run.id if task.type == COMMAND else "",
-    )
-
-
-def _units(run: Run, task: Task) -> list[Any] | None:
-    """The unit values of a split task, as its plugin lists them (as at planning); None when
-    this process cannot list them (a plugin the worker does not have, or one that fails
-    here): reuse only saves work, so the run goes on and computes the task whole."""
-    try:
-        task_type = registry()[task.type]()
-        assert isinstance(task_type, SplitTaskType)
-        model_dir = store().snapshot(run.sources[0]) if run.sources else None
-        settings = task_type.parse_settings(task.settings)
-        ctx = TaskContext(task_id=task.task_id, settings=settings, model_dir=model_dir)
-        return list(task_type.units(ctx))
-    except Exception:
-        log.warning(
-            "run %s, task %r: its units cannot be listed here, so none is reused",
-            run.id,
-            task.task_id,
-            exc_info=True,
-        )
-        return None
+        raise SubmissionRefused(f"resume_from: no run {resume_from!r} (--resume RUN)")
 
 
 def _write_json(path: Path, value: Any) -> None:
@@ -107,86 +62,120 @@ def _write_json(path: Path, value: Any) -> None:
     os.replace(tmp, path)
 
 
-def _candidates(run: Run, key: str) -> list[tuple[str, str]]:
-    """(run, task) of earlier tasks with this key: the resumed run first, then newest first."""
-    found = list(
-        Task.objects.filter(key=key)
-        .exclude(run_id=run.id)
-        .order_by("-run__created_at")
-        .values_list("run_id", "task_id")[:MAX_CANDIDATES]
+def types_of_run(run: Run, environment: str) -> Types:
+    """The types of the environment the run's pods run in: its virtual environment here once
+    built, else (the service's environment, or an image on a cluster) the service's own."""
+    if environment == "service" or not run.sources:
+        return registry()
+    built = environment_at(store().environments, environment)
+    return registry(built) if built is not None else types_for_model(run.sources[0])
+
+
+def copies_differ(types: Types, names: set[str]) -> dict[str, str]:
+    """Per type, a note when the service's own copy of its plugin is not the code the run's
+    environment has (the service checked the settings with its copy before the environment
+    was built, or on a cluster, where the environment is an image)."""
+    if types.env.name == "service":
+        return {}
+    service = plugins_of(service_environment())
+    notes = {}
+    for name in names - {COMMAND}:
+        theirs = service.get(name)
+        mine = types.plugins().get(name)
+        if theirs and mine and theirs[0].digest != mine[0].digest:
+            notes[name] = (
+                f"the service's copy of {mine[0].label()} ({theirs[0].short_digest()}) differs "
+                f"from the model environment's ({mine[0].short_digest()}): the settings were "
+                "checked and the units listed again with the model environment's"
+            )
+    return notes
+
+
+def _task_to_key(task: Task) -> TaskToKey:
+    return TaskToKey(
+        task_id=task.task_id,
+        type=task.type,
+        splittable=task.splittable,
+        settings=task.settings,
+        inputs=task.inputs,
     )
-    return sorted(found, key=lambda pair: pair[0] != run.resume_from)
 
 
-def _done_units(paths: TaskPaths) -> set[str]:
-    try:
-        return set(os.listdir(paths.done))
-    except FileNotFoundError:
-        return set()
-
-
-def _reuse_units(
-    run: Run, key: str, keys: dict[str, str]
-) -> tuple[dict[str, Any], dict[str, list[str]]]:
-    """The units done elsewhere with the same unit key: (reuse.json, run → units)."""
-    plan: dict[str, str] = {}
-    reused: dict[str, list[str]] = {}
-    for source_run, source_task in _candidates(run, key):
-        if len(plan) == len(keys):
-            break
-        paths = task_paths(source_run, source_task)
-        try:
-            theirs: dict[str, str] = json.loads((paths.root / KEYS_FILE).read_text())
-        except (OSError, ValueError):
-            continue
-        for name in sorted(_done_units(paths) - set(plan)):
-            if name in keys and theirs.get(name) == keys[name] and paths.unit_dir(name).is_dir():
-                plan[name] = f"runs/{source_run}/tasks/{source_task}/units/{name}"
-                reused.setdefault(source_run, []).append(name)
-    return ({"units": plan} if plan else {}), reused
-
-
-def _reuse_output(run: Run, key: str) -> tuple[dict[str, Any], dict[str, list[str]]]:
-    """A published output of an unsplit task with the same key: (reuse.json, run → ["out"])."""
-    for source_run, source_task in _candidates(run, key):
-        if has_merge_marker(task_paths(source_run, source_task)):
-            return {"out": f"runs/{source_run}/tasks/{source_task}/out"}, {source_run: ["out"]}
-    return {}, {}
+def _refused(task_id: str, message: str) -> SubmissionRefused:
+    return SubmissionRefused(f"task {task_id!r}: {message} (in the model's environment)")
 
 
 def plan_reuse(*, run_id: str, environment: str) -> None:
-    """Key every task and unit of a run and write what it reuses; once (a resumed submission
-    finds the keys recorded and leaves them, as the pods may already read them)."""
+    """Key every task and unit of a run in its environment and write what it reuses; once (a
+    resumed submission finds the keys recorded and leaves them, as the pods may already read
+    them). SubmissionRefused when the model's environment refuses a task's settings or units."""
     run = Run.objects.get(pk=run_id)
     tasks = list(run.tasks.order_by("position"))
     if any(task.key for task in tasks):
         return
-    versions = {name: _version(name) for name in {task.type for task in tasks}}
-    keys = task_keys(
-        environment=environment,
-        sources=list(run.sources),
-        tasks=[_keyed(run, task, versions[task.type]) for task in tasks],
-    )
-    updates: dict[int, dict[str, Any]] = {}
-    for task in tasks:
-        key = keys[task.task_id]
-        paths = task_paths(run.id, task.task_id)
-        plan: dict[str, Any] = {}
-        reused: dict[str, list[str]] = {}
-        if task.splittable:
-            units = _units(run, task)
-            if units is None:  # not keyed: computed whole, and never reused by a later run
-                updates[task.pk] = {"key": "", "reused": {}}
-                continue
-            mine = dict(zip(unit_names(len(units)), unit_keys(key, units), strict=True))
-            _write_json(paths.root / KEYS_FILE, mine)
-            if run.reuse:
-                plan, reused = _reuse_units(run, key, mine)
-        elif run.reuse and task.type != COMMAND:
-            plan, reused = _reuse_output(run, key)
-        if plan:
-            _write_json(paths.root / REUSE_FILE, plan)
-        updates[task.pk] = {"key": key, "reused": reused}
+    types = types_of_run(run, environment)
+    keying = [_task_to_key(task) for task in tasks]
+    try:
+        parts = key_tasks(
+            types=types,
+            environment=environment,
+            sources=list(run.sources),
+            tasks=keying,
+            unique=run.id,
+        )
+    except SettingsInvalid as exc:
+        raise SubmissionRefused(f"settings: {exc} (in the model's environment)") from None
+    except TypeUnavailable as exc:
+        raise SubmissionRefused(str(exc)) from None
+    notes = copies_differ(types, {t.type for t in tasks})
+    results = {}
+    for task, to_key in zip(tasks, keying, strict=True):
+        results[task.pk] = _task_reuse(run, task, to_key, types, parts[task.task_id])
+        if task.type in notes:
+            results[task.pk].note["copies"] = notes[task.type]
     with transaction.atomic():
-        for pk, values in updates.items():
-            Task.objects.filter(pk=pk).update(**values)
+        for task in tasks:
+            found = results[task.pk]
+            values: dict[str, Any] = {
+                "key": found.key,
+                "reused": found.reused,
+                "reuse_note": found.note,
+            }
+            if task.splittable and found.units != task.units_total:
+                values["units_total"] = found.units
+            Task.objects.filter(pk=task.pk).update(**values)
+
+
+def _task_reuse(
+    run: Run, task: Task, to_key: TaskToKey, types: Types, parts: dict[str, Any]
+) -> TaskReuse:
+    """Key one task (its units too), find what it reuses, write its files."""
+    key = digest(parts)
+    paths = task_paths(run.id, task.task_id)
+    paths.root.mkdir(parents=True, exist_ok=True)
+    _write_json(paths.root / KEY_PARTS_FILE, parts)
+    result = TaskReuse(task_id=task.task_id, key=key, parts=parts, units=1)
+    if task.splittable:
+        model = run.sources[0] if run.sources else None
+        try:
+            units_file, _ = list_units(types, to_key, model, paths.root)
+        except WorkflowInvalid as exc:
+            raise _refused(task.task_id, exc.errors[0].message) from None
+        result.units, result.plan, result.reused = reuse_split_task(
+            run_id=run.id,
+            resume_from=run.resume_from,
+            key=key,
+            units_file=units_file,
+            directory=paths.root,
+            reuse=run.reuse,
+        )
+    elif run.reuse and task.type != COMMAND:
+        result.plan, result.reused = match_output(
+            run_id=run.id, resume_from=run.resume_from, key=key
+        )
+    if result.plan:
+        _write_json(paths.root / REUSE_FILE, result.plan)
+    result.note = explain(
+        run=run, task=to_key, mine=parts, reused=result.reused, units=result.units
+    )
+    return result

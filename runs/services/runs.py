@@ -4,6 +4,7 @@ The refusals are those of `runs.refusals` (imported here too, where the surfaces
 
 from __future__ import annotations
 
+import os
 import shutil
 
 from django.db import transaction
@@ -109,8 +110,10 @@ def finish_deletion(*, run_id: str) -> list[str] | None:
 def _remove(run: Run) -> list[str]:
     """The run's files, then its record: a failure between the two leaves a record to find."""
     paths = run_paths(run.pk)
-    removed = [f"runs/{run.pk}"] if paths.root.exists() else []
-    shutil.rmtree(paths.root, ignore_errors=True)
+    removed = [f"runs/{run.pk}"] if os.path.lexists(paths.root) else []
+    if paths.root.is_symlink():  # the run's code made its directory a link: only that goes
+        paths.root.unlink(missing_ok=True)
+    shutil.rmtree(paths.root, ignore_errors=True)  # never follows a link inside
     Run.objects.filter(pk=run.pk).delete()
     return removed
 

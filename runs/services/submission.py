@@ -22,11 +22,11 @@ from django.db import IntegrityError, connection, transaction
 from django.db.models import F, Q
 from django.utils import timezone
 
-from runs import environments
+from runs import environments, kept_environment
 from runs.environments import SERVICE_ENVIRONMENT
 from runs.local_packages import LocalPackageRefused, local_packages
 from runs.models import Identity, Run, RunEnvironment, Snapshot, Task
-from runs.planned_tasks import PlannedTask, plan_tasks
+from runs.planned_tasks import PlannedTask, plan_tasks, types_for_model
 from runs.plans import Node, TaskPlan
 from runs.ports import Backend, RunLaunch, TaskLaunch
 from runs.priorities import tier_of
@@ -36,11 +36,12 @@ from runs.services import background
 from runs.services.reuse import check_resume, plan_reuse
 from runs.states import RunState
 from runs.store import store
-from runs.task_types import COMMAND
-from runs.validation import load_data
+from runs.task_types import COMMAND, Types
+from runs.validation import load, load_data, semantic_errors
 from runs.workflow import (
     SplitMode,
     Workflow,
+    WorkflowInvalid,
     input_location,
 )
 
@@ -72,7 +73,7 @@ def refuse_commands(spec: Workflow, tier: str) -> None:
 def create_run(
     *,
     identity: Identity,
-    workflow: dict[str, Any] | Workflow,
+    workflow: str | dict[str, Any] | Workflow,
     sources: list[str],
     group: str = "",
     split: SplitMode | None = None,
@@ -94,13 +95,16 @@ def create_run(
     if nodes is None:
         nodes = schedulable_nodes()
     check_resume(reuse=reuse, resume_from=resume_from)
-    spec = workflow if isinstance(workflow, Workflow) else load_data(workflow)
+    model = _check_sources(sources)
+    types = types_for_model(model)
+    spec = checked_workflow(workflow, types)
     tier = tier_of(identity.kind)
     refuse_commands(spec, tier)
-    model = _check_sources(sources)
     reserve = reserve or spec.defaults.reserve
     _check_reserve(reserve, nodes)
-    rows = plan_tasks(spec, nodes=nodes, model=model, split=split, tier=tier, reserve=reserve)
+    rows = plan_tasks(
+        spec, nodes=nodes, model=model, split=split, tier=tier, reserve=reserve, types=types
+    )
     run = Run(
         name=spec.name,
         owner=identity,
@@ -126,6 +130,22 @@ def create_run(
             return Run.objects.get(owner=identity, idempotency_key=idempotency_key), False
         raise
     return run, True
+
+
+def checked_workflow(workflow: str | dict[str, Any] | Workflow, types: Types) -> Workflow:
+    """The workflow checked against `types` (the model environment's, once built: its
+    plugins' own settings models); WorkflowInvalid with every error. A workflow already
+    checked by a surface with the service's own types is checked again only when `types` are
+    another environment's."""
+    if isinstance(workflow, str):
+        return load(workflow, types=types)
+    if not isinstance(workflow, Workflow):
+        return load_data(workflow, types=types)
+    if types.env.name != SERVICE_ENVIRONMENT:
+        errors = semantic_errors(workflow, types=types)
+        if errors:
+            raise WorkflowInvalid(errors)
+    return workflow
 
 
 def _check_sources(sources: list[str]) -> str | None:
@@ -254,14 +274,26 @@ def fail_submission(*, run_id: str, message: str, created: bool) -> None:
     )
 
 
+def environment_of(run: Run) -> tuple[str, dict[str, bytes]]:
+    """The environment a run's pods run in and its build context: the service's for a run
+    without sources; else its model's, resolved under the constraints the run keeps (a
+    crate's) when its model has no lock."""
+    if not run.sources:
+        return SERVICE_ENVIRONMENT, {}
+    return environments.model_environment(
+        store().snapshot(run.sources[0]), constraints=kept_environment.kept_constraints(run.id)
+    )
+
+
 def _environment(run: Run, backend: Backend) -> RunEnvironment:
     """The run's environment, built once: its digest (`service` for a model without one) and
-    the digest of every local package it installs (which plugin code the run used)."""
-    if not run.sources:
-        return RunEnvironment(ref=SERVICE_ENVIRONMENT)
-    ref, context = environments.model_environment(store().snapshot(run.sources[0]))
+    the digest of every local package it installs (which plugin code the run used). A model
+    without a lock is resolved under the constraints the run keeps (a crate's), else under the
+    harness's; the files it is built from are kept beside the run (runs/kept_environment.py)."""
+    ref, context = environment_of(run)
     if ref == SERVICE_ENVIRONMENT:
         return RunEnvironment(ref=ref)
+    kept_environment.keep(run.id, context)
     if not backend.has_image(ref):
         backend.build_image(context, ref)
     packages = environments.local_packages_of(context)

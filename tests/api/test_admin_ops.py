@@ -220,3 +220,28 @@ def test_freed_bytes_count_only_files_with_no_link_left(lab: Lab) -> None:
     assert (response.json()["runs"], response.json()["bytes_freed"]) == ([gone.id], 20)
     delete_run(gone.id)
     assert (run_paths(kept.id).root / "tasks" / "linked.bin").read_bytes() == b"x" * 500
+
+
+def test_usage_and_cleanup_never_follow_a_link_out_of_a_run(lab: Lab, tmp_path: Path) -> None:
+    """A run's code made a directory of its run a link to a large directory outside the
+    store, another made its whole run directory one: neither is counted, and deleting the
+    runs removes the links only."""
+    outside = tmp_path / "outside"
+    outside.mkdir()
+    (outside / "big.bin").write_bytes(b"x" * 5000)
+    inner = ended(30, by=lab.person.identity, state="succeeded")
+    with_file(inner, "own.bin", 20)
+    (run_paths(inner.id).root / "tasks" / "out").symlink_to(outside)
+    whole = ended(30, by=lab.person.identity, state="succeeded")
+    run_paths(whole.id).root.parent.mkdir(parents=True, exist_ok=True)
+    run_paths(whole.id).root.symlink_to(outside)
+
+    body = lab.other.client.get("/api/usage/").json()
+    assert body["runs"] == {inner.id: 20, whole.id: 0}
+    assert body["total"] == 20
+    cleanup = lab.person.client.post("/api/cleanup/", {"older_than_days": 7}, format="json")
+    assert cleanup.json()["bytes_freed"] == 20
+    delete_run(inner.id)
+    delete_run(whole.id)
+    assert not os.path.lexists(run_paths(whole.id).root)
+    assert (outside / "big.bin").stat().st_size == 5000

@@ -170,6 +170,7 @@ ROUTES = [
     ("get", "/api/runs/abc/logs/"),
     ("get", "/api/runs/abc/events/"),
     ("get", "/api/runs/abc/crate/"),
+    ("post", "/api/runs/from_crate/"),
     ("post", "/api/validate/"),
     ("post", "/api/estimate/"),
     ("get", "/api/task-types/"),

@@ -32,14 +32,16 @@ from tests.api.conftest import Lab
 
 # A request can be schema-valid and still be refused for what no schema can say: a workflow
 # whose tasks do not fit together, a snapshot that does not exist, a node that is not there,
-# an archive member pointing outside it, a byte range beyond a file, a NUL character in a
-# workflow's key. On these routes a 400 (416 for ranges) is expected of valid requests too;
-# `refused_for_its_meaning` checks that such a 400 is one of the domain's refusals, never a
-# complaint about the request's form.
+# an archive member pointing outside it, a zip that is no crate, a byte range beyond a file,
+# a NUL character in a workflow's key. On these routes a 400 (416 for ranges) is expected of
+# valid requests too; `refused_for_its_meaning` checks that such a 400 is one of the domain's
+# refusals, never a complaint about the request's form.
 CONFIG = SchemathesisConfig.from_str(
     """
 [[operations]]
-include-operation-id = ["runs_create", "estimate_create", "snapshots_create", "validate_create"]
+include-operation-id = [
+  "runs_create", "estimate_create", "snapshots_create", "validate_create", "runs_from_crate"
+]
 checks.positive_data_acceptance.expected-statuses = [
   "2xx", "400", "401", "403", "404", "409", "429"
 ]
@@ -58,6 +60,8 @@ SEMANTIC = {
         "plan_refused",
     },
     "snapshots_create": {"upload_refused", "snapshot_refused"},
+    # an archive of random files is no crate
+    "runs_from_crate": {"upload_refused", "crate_refused"},
     # a workflow is free-form JSON: a NUL or a lone surrogate in a key is refused for its text
     "validate_create": {"workflow_invalid", "workflow_refused"},
 }

@@ -91,3 +91,42 @@ def test_task_types_carry_the_json_schema_of_their_settings(lab: Lab) -> None:
     missing = lab.other.client.get("/api/task-types/nope/")
     assert missing.status_code == 404
     assert "known: " in missing.json()["detail"]
+
+
+def test_explain_reuse_says_per_task_what_would_be_reused_and_why_not_more(lab: Lab) -> None:
+    """Before running: the first part of the key that differs from the earlier run of the
+    same workflow, by the same route the command line's --explain-reuse takes."""
+    from runs.services.reuse import plan_reuse
+
+    client = lab.person.client
+    first = client.post("/api/runs/", {"workflow": SWEEP}, format="json").json()
+    plan_reuse(run_id=first["id"], environment="service")
+    changed = {
+        "name": "sweep",
+        "tasks": [{**SWEEP["tasks"][0], "settings": {"units": 12, "seconds": 1}}],
+    }
+
+    same = client.post("/api/explain-reuse/", {"workflow": SWEEP}, format="json").json()
+    other = client.post("/api/explain-reuse/", {"workflow": changed}, format="json").json()
+
+    assert same["text"] == "would reuse 0 of 12 units"
+    [task] = same["tasks"]
+    assert task["note"]["text"] == (
+        f"reused 0 of 12: the key is run {first['id']}'s; 12 unit(s) were not done there "
+        "(or their outputs are gone)"
+    )
+    [task] = other["tasks"]
+    assert task["note"]["differs"] == {
+        "part": "setting",
+        "name": "seconds",
+        "here": "1.0",
+        "there": "0.1",
+    }
+    assert task["note"]["compared_with"] == first["id"]
+
+
+def test_explain_reuse_refuses_an_invalid_workflow_like_a_submission(lab: Lab) -> None:
+    bad = {"name": "sweep", "tasks": [{"id": "scan", "type": "sleep", "settings": {"units": 0}}]}
+    response = lab.agent.client.post("/api/explain-reuse/", {"workflow": bad}, format="json")
+    assert response.status_code == 400
+    assert "settings.units" in response.json()["detail"]

@@ -18,7 +18,7 @@ DOCS = [*sorted((ROOT / "docs").glob("*.md")), ROOT / "README.md"]
 TOPS = ("runs", "cluster", "harness", "simrun_site", "tests", "bench", "tools", "deploy", "docs")
 PATH = r"((?:" + "|".join(TOPS) + r")/[\w./-]+\.\w+)"
 LINE_REF = re.compile(PATH + r":(\d+)\b")
-NAMED_REF = re.compile(f"`{PATH}` " + r"\(([^()]*)\)")
+NAMED_REF = re.compile(f"`{PATH}` " + r"\((`[^()]*)\)")
 NAME = re.compile(r"`([\w.=-]+)`")
 SOURCES = ("runs", "cluster", "harness/src", "simrun_site", "tests", "bench", "tools", "deploy")
 OUTSIDE = re.compile(

@@ -3,7 +3,9 @@
 from __future__ import annotations
 
 import os
+import shutil
 import signal
+from pathlib import Path
 
 from simrun_harness.exits import EXIT_FAILED, EXIT_OK
 from simrun_harness.layout import MERGE_MARKER, TaskPaths
@@ -69,3 +71,23 @@ def test_a_merge_of_an_unfinished_ledger_fails_and_publishes_nothing(run_store: 
     assert not paths.out.exists()
     report = run_store.report("t-merge")
     assert report.error is not None and "1 of 3 units are not done" in report.error.message
+
+
+def test_a_unit_output_replaced_by_a_link_is_no_input_of_the_merge(
+    run_store: Store, tmp_path: Path
+) -> None:
+    """A unit's code made its output a link out of the store: the merge does not read
+    through it; it fails naming the unit and publishes nothing."""
+    paths = run_store.write_task("sleep", {"units": 3, "seconds": 0})
+    assert run_store.run("simrun-worker", run_store.env("t-w0")) == EXIT_OK
+    outside = tmp_path / "outside"
+    shutil.copytree(paths.unit_dir("u000001"), outside)
+    shutil.rmtree(paths.unit_dir("u000001"))
+    paths.unit_dir("u000001").symlink_to(outside)
+
+    assert run_store.run("simrun-merge", _merge_env(run_store)) == EXIT_FAILED
+
+    assert not paths.out.exists()
+    report = run_store.report("t-merge")
+    assert report.error is not None
+    assert "1 of 3 units are not done (first: u000001)" in report.error.message

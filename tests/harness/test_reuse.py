@@ -5,13 +5,15 @@ from __future__ import annotations
 
 import json
 import os
+import shutil
+from pathlib import Path
 
 from simrun_harness.exits import EXIT_OK
-from simrun_harness.layout import TaskPaths
+from simrun_harness.layout import MERGE_MARKER, TaskPaths
 from simrun_harness.ledger import unit_names
 from simrun_harness.ledger_reads import counts
 from simrun_harness.output import is_published
-from simrun_harness.reuse import REUSE_FILE, link_units
+from simrun_harness.reuse import REUSE_FILE, link_output, link_units
 from tests.harness.conftest import Store
 
 SLEEP = {"units": 6, "seconds": 0.0}
@@ -80,3 +82,61 @@ def test_an_unsplit_task_links_the_earlier_output_and_runs_nothing(run_store: St
     assert is_published(paths)
     assert (paths.out / "summary.json").read_text() == '{"points": 4}'
     assert os.stat(paths.out / "summary.json").st_ino == os.stat(source / "summary.json").st_ino
+
+
+def _secret(run_store: Store) -> Path:
+    """A directory outside the store with a file no run may read."""
+    folder = run_store.root.parent / "elsewhere"
+    folder.mkdir(exist_ok=True)
+    (folder / "secret.txt").write_text("the service's key\n")
+    (folder / MERGE_MARKER).write_text("{}")
+    return folder
+
+
+def test_a_planned_unit_replaced_by_a_link_out_of_the_store_is_computed_not_followed(
+    run_store: Store,
+) -> None:
+    """An earlier run's code made its unit output a link: nothing behind it is linked in."""
+    earlier = _earlier_run(run_store)
+    unit = earlier.task().unit_dir("u000001")
+    shutil.rmtree(unit)
+    unit.symlink_to(_secret(run_store))
+    paths = run_store.write_task("sleep", SLEEP)
+    _plan(paths, {"u000001": "runs/r0/tasks/t/units/u000001"})
+
+    linked = link_units(paths, run_store.root, unit_names(6))
+
+    assert linked == set()
+    assert not paths.unit_dir("u000001").exists()
+
+
+def test_links_devices_and_fifos_in_a_reused_unit_are_not_carried_over(
+    run_store: Store,
+) -> None:
+    earlier = _earlier_run(run_store)
+    unit = earlier.task().unit_dir("u000002")
+    (unit / "key").symlink_to(_secret(run_store) / "secret.txt")
+    (unit / "nested").mkdir()
+    (unit / "nested" / "root").symlink_to("/")
+    os.mkfifo(unit / "pipe")
+    paths = run_store.write_task("sleep", SLEEP)
+    _plan(paths, {"u000002": "runs/r0/tasks/t/units/u000002"})
+
+    assert link_units(paths, run_store.root, unit_names(6)) == {"u000002"}
+
+    mine = paths.unit_dir("u000002")
+    assert sorted(p.name for p in mine.rglob("*")) == ["nested", "unit.json"]
+
+
+def test_an_earlier_output_replaced_by_a_link_is_not_reused(run_store: Store) -> None:
+    earlier = Store(run_store.root, run_id="r0", started=run_store.started)
+    out = earlier.task("summary").out
+    out.parent.mkdir(parents=True)
+    out.symlink_to(_secret(run_store))
+    paths = run_store.write_task("summary", {}, task_id="summary")
+    (paths.root / REUSE_FILE).write_text(json.dumps({"out": "runs/r0/tasks/summary/out"}))
+    tmp = paths.root / ".out-partial-test"
+    tmp.mkdir()
+
+    assert link_output(paths, run_store.root, tmp) is False
+    assert list(tmp.iterdir()) == []

@@ -64,7 +64,10 @@ def test_unit_keys_follow_their_task_key_place_and_value() -> None:
 
 def test_a_plugin_installed_from_a_directory_is_versioned_by_its_files(tmp_path: Path) -> None:
     """Its code may change without a new version: an edit gives its types a new key."""
-    from runs.services.reuse import _version
+    from runs.task_types import registry
+
+    def _version(name: str) -> str:
+        return registry().plugin(name).digest
 
     project = tmp_path / "edited"
     root = write_plugin(

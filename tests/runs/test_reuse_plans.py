@@ -5,6 +5,7 @@ run first, nothing with reuse off, and recorded once."""
 from __future__ import annotations
 
 import json
+import shutil
 from pathlib import Path
 from typing import Any
 
@@ -15,7 +16,7 @@ from runs.plans import Node
 from runs.services.reuse import plan_reuse
 from runs.services.submission import create_run
 from runs.store import task_paths
-from simrun_harness.reuse import KEYS_FILE, REUSE_FILE
+from simrun_harness.reuse import KEYS_FILE, OLD_KEYS_FILE, REUSE_FILE
 from tests import factories
 
 pytestmark = pytest.mark.django_db
@@ -43,8 +44,13 @@ def mark_done(run: Run, *names: str) -> None:
         (paths.done / name).touch()
 
 
-def reused(run: Run) -> dict[str, list[str]]:
+def reused(run: Run) -> dict[str, list[list[int]]]:
+    """Run → ranges [start, end) of the unit indices reused from it."""
     return dict(run.tasks.get(task_id="nap").reused)
+
+
+def keys_of(run: Run) -> list[str]:
+    return (task_paths(run.pk, "nap").root / KEYS_FILE).read_text().splitlines()
 
 
 def test_done_units_of_an_earlier_run_are_planned_and_the_rest_computed(store: Path) -> None:
@@ -54,24 +60,22 @@ def test_done_units_of_an_earlier_run_are_planned_and_the_rest_computed(store: P
 
     run = submitted()
 
-    assert reused(run) == {earlier.pk: ["u000000", "u000002"]}
+    assert reused(run) == {earlier.pk: [[0, 1], [2, 3]]}
     plan = json.loads((task_paths(run.pk, "nap").root / REUSE_FILE).read_text())
-    assert plan == {
-        "units": {n: f"runs/{earlier.pk}/tasks/nap/units/{n}" for n in ("u000000", "u000002")}
-    }
-    keys = json.loads((task_paths(run.pk, "nap").root / KEYS_FILE).read_text())
-    assert sorted(keys) == ["u000000", "u000001", "u000002", "u000003"]
+    assert plan == {"from": [[f"runs/{earlier.pk}/tasks/nap", [[0, 1], [2, 3]]]]}
+    assert len(keys_of(run)) == 4
+    assert keys_of(run) == keys_of(earlier)
 
 
 def test_a_unit_whose_key_differs_is_not_reused(store: Path) -> None:
     earlier = submitted()
     mark_done(earlier, "u000000", "u000001")
     paths = task_paths(earlier.pk, "nap")
-    keys = json.loads((paths.root / KEYS_FILE).read_text())
-    keys["u000001"] = "0" * 64
-    (paths.root / KEYS_FILE).write_text(json.dumps(keys))
+    keys = keys_of(earlier)
+    keys[1] = "0" * 64
+    (paths.root / KEYS_FILE).write_text("".join(f"{k}\n" for k in keys))
 
-    assert reused(submitted()) == {earlier.pk: ["u000000"]}
+    assert reused(submitted()) == {earlier.pk: [[0, 1]]}
 
 
 def test_the_resumed_run_comes_before_newer_ones(store: Path) -> None:
@@ -82,8 +86,8 @@ def test_the_resumed_run_comes_before_newer_ones(store: Path) -> None:
 
     resumed = submitted(resume_from=older.pk)
 
-    assert reused(resumed) == {older.pk: ["u000000", "u000001"], newer.pk: ["u000002"]}
-    assert reused(submitted()) == {newer.pk: ["u000000", "u000001", "u000002"]}
+    assert reused(resumed) == {older.pk: [[0, 2]], newer.pk: [[2, 3]]}
+    assert reused(submitted()) == {newer.pk: [[0, 3]]}
 
 
 def test_reuse_off_plans_nothing_but_keys_its_units_for_later_runs(store: Path) -> None:
@@ -95,7 +99,7 @@ def test_reuse_off_plans_nothing_but_keys_its_units_for_later_runs(store: Path) 
     assert reused(off) == {}
     assert not (task_paths(off.pk, "nap").root / REUSE_FILE).exists()
     mark_done(off, "u000001")
-    assert reused(submitted()) == {earlier.pk: ["u000000"], off.pk: ["u000001"]}
+    assert reused(submitted()) == {earlier.pk: [[0, 1]], off.pk: [[1, 2]]}
 
 
 def test_a_changed_setting_reuses_nothing(store: Path) -> None:
@@ -115,23 +119,117 @@ def test_a_resumed_submission_plans_once(store: Path) -> None:
     assert (task.key, task.reused) == (key, {})
 
 
-def test_a_split_task_whose_units_this_process_cannot_list_is_computed_whole(
-    store: Path, monkeypatch: pytest.MonkeyPatch
-) -> None:
-    """A worker without the plugin (installed after it started, or failing to import here)
-    does not fail the run: the task gets no keys, reuses nothing and is never reused."""
+def test_the_keys_of_an_earlier_simrun_are_read_too(store: Path) -> None:
+    """A run keyed before the keys were one a line (one JSON object of unit names) is still
+    a source."""
     earlier = submitted()
-    mark_done(earlier, "u000000")
-    run, _ = create_run(
-        identity=factories.person(),
-        workflow=NAPS,
-        sources=[],
-        nodes=[Node(name="local", cores=2, memory_gb=4)],
-    )
-    monkeypatch.setattr("runs.services.reuse.registry", lambda: {})  # the type unknown here
-    plan_reuse(run_id=run.pk, environment="service")
+    mark_done(earlier, "u000001")
+    paths = task_paths(earlier.pk, "nap")
+    old = {f"u{i:06d}": key for i, key in enumerate(keys_of(earlier))}
+    (paths.root / OLD_KEYS_FILE).write_text(json.dumps(old))
+    (paths.root / KEYS_FILE).unlink()
 
-    task = run.tasks.get(task_id="nap")
-    assert (task.key, task.reused) == ("", {})
-    assert not (task_paths(run.pk, "nap").root / REUSE_FILE).exists()
-    assert not (task_paths(run.pk, "nap").root / KEYS_FILE).exists()
+    assert reused(submitted()) == {earlier.pk: [[1, 2]]}
+
+
+def test_settings_written_differently_but_meaning_the_same_give_one_key(store: Path) -> None:
+    """The key holds the settings as the type's model keys them: a float written as a whole
+    number, the keys in another order, a default written or left out are the same task."""
+    first = {"id": "nap", "type": "sleep", "settings": {"units": 4, "seconds": 1}}
+    same = [
+        {"seconds": 1.0, "units": 4},
+        {"units": 4, "seconds": 1, "merge_seconds": 0},
+        {"seconds": 1.0, "merge_seconds": 0.0, "units": 4},
+    ]
+    earlier = submitted({"name": "naps", "tasks": [first]})
+    mark_done(earlier, "u000000", "u000001", "u000002", "u000003")
+    key = earlier.tasks.get().key
+
+    for settings in same:
+        again = submitted({"name": "naps", "tasks": [{**first, "settings": settings}]})
+        assert again.tasks.get().key == key, settings
+        assert reused(again) == {earlier.pk: [[0, 4]]}, settings
+
+
+def note(run: Run, task_id: str = "nap") -> dict[str, Any]:
+    return dict(run.tasks.get(task_id=task_id).reuse_note)
+
+
+def test_a_miss_names_the_setting_that_differs_from_the_earlier_run(store: Path) -> None:
+    """Reuse explains itself: fewer units reused than the task has, and the first part of the
+    key that differs from the run it is compared with (the newest earlier run of the name)."""
+    earlier = submitted()
+    mark_done(earlier, "u000000", "u000001", "u000002", "u000003")
+    changed = {
+        "name": "naps",
+        "tasks": [{**NAPS["tasks"][0], "settings": {"units": 4, "seconds": 2}}],
+    }
+
+    run = submitted(changed)
+
+    assert note(run)["compared_with"] == earlier.pk
+    assert note(run)["differs"] == {
+        "part": "setting",
+        "name": "seconds",
+        "here": "2.0",
+        "there": "0.1",
+    }
+    assert note(run)["text"] == (
+        f"reused 0 of 4: setting 'seconds' differs from run {earlier.pk}'s (2.0 here, 0.1 there)"
+    )
+
+
+def test_a_hit_says_where_from_and_a_partial_one_what_was_not_done(store: Path) -> None:
+    earlier = submitted()
+    mark_done(earlier, "u000000", "u000001")
+
+    run = submitted(resume_from=earlier.pk)
+
+    assert note(run)["text"] == (
+        f"reused 2 of 4: the key is run {earlier.pk}'s; 2 unit(s) were not done there "
+        "(or their outputs are gone)"
+    )
+    mark_done(run, "u000002", "u000003")
+    assert (
+        note(submitted(resume_from=run.pk))["text"] == f"reused all 4 from {earlier.pk}, {run.pk}"
+    )
+
+
+def test_a_miss_of_a_task_after_names_the_upstream_task(store: Path) -> None:
+    chain = {
+        "name": "chain",
+        "tasks": [
+            {"id": "nap", "type": "sleep", "settings": {"units": 2}},
+            {"id": "more", "type": "summary", "inputs": {"scan": "nap"}},
+        ],
+    }
+    submitted(chain)
+    chain["tasks"][0]["settings"] = {"units": 3}
+
+    run = submitted(chain)
+
+    assert note(run, "more")["differs"]["part"] == "upstream"
+    assert "its input 'scan' reads task 'nap', whose key differs" in note(run, "more")["text"]
+
+
+def test_an_earlier_runs_files_replaced_by_links_are_not_read_for_reuse(
+    store: Path, tmp_path: Path
+) -> None:
+    """An earlier run's code made its unit keys and a unit output links (to copies outside
+    the store): the planner follows neither, and plans to compute those units."""
+    earlier = submitted()
+    mark_done(earlier, "u000000", "u000001")
+    paths = task_paths(earlier.pk, "nap")
+    outside = tmp_path / "outside"
+    outside.mkdir()
+    (outside / KEYS_FILE).write_bytes((paths.root / KEYS_FILE).read_bytes())
+    (paths.root / KEYS_FILE).unlink()
+    (paths.root / KEYS_FILE).symlink_to(outside / KEYS_FILE)
+    again = submitted()
+    mark_done(again, "u000002")
+    (outside / "u000002").mkdir()
+    again_paths = task_paths(again.pk, "nap")
+    shutil.rmtree(again_paths.unit_dir("u000002"))
+    again_paths.unit_dir("u000002").symlink_to(outside / "u000002")
+
+    assert reused(submitted()) == {}

@@ -6,23 +6,23 @@ import subprocess
 import sys
 from pathlib import Path
 
-from runs.task_types import COMMAND, CommandType, describe, load_type, plugins, registry
-from simrun_harness.plugin import SplitTaskType, UnsplitTaskType
+from runs.task_types import COMMAND, registry
 from tests.plugins import on_path, write_plugin
 
 
 def test_the_registry_finds_the_example_plugin_through_its_entry_points() -> None:
     types = registry()
-    assert types[COMMAND] is CommandType
-    assert issubclass(types["sbml_scan"], SplitTaskType)
-    assert issubclass(types["ode_scan"], SplitTaskType)
-    assert issubclass(types["summary"], UnsplitTaskType)
+    assert types[COMMAND].origin() == "built-in"
+    assert types["sbml_scan"].splittable
+    assert types["ode_scan"].splittable
+    assert not types["summary"].splittable
+    assert types["summary"].ports == ("scan",)
     assert {"sleep", "allocate", "fail"} <= set(types)
 
 
 def test_every_type_exposes_its_settings_schema_and_resource_hint() -> None:
     """S11: task types with the JSON Schema of their settings."""
-    view = describe("ode_scan", registry()["ode_scan"])
+    view = registry()["ode_scan"].describe()
     assert view["splittable"] is True
     assert "parameters" in view["settings_schema"]["properties"]
     assert view["hint"]["memory_per_worker_gb"] > 0
@@ -56,5 +56,5 @@ def test_a_plugin_installed_while_the_process_runs_is_known_at_its_next_lookup(
             modules={"wave_types": "WAVE = 1\n"},
             types={"wave": "runs.task_types:CommandType"},
         )
-        assert plugins()["wave"][0].package == "wave-plugin"
-        assert load_type("wave") is CommandType
+        assert registry().plugins()["wave"][0].package == "wave-plugin"
+        assert registry()["wave"].description == "An image and its args, run once."

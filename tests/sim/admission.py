@@ -12,6 +12,12 @@
   `node.kubernetes.io/unreachable` gets a toleration of each (`Exists`) for
   DEFAULT_TOLERATION_SECONDS (300): on a lost node it stays 5 minutes before it is evicted.
 
+- ServiceAccount admission (`plugin/pkg/admission/serviceaccount`): a pod runs as the
+  account its `serviceAccountName` names (`default`, which every namespace has, when it names
+  none); one that does not exist in the pod's namespace is refused, 403 `pods "x" is
+  forbidden: error looking up service account <ns>/<name>: serviceaccount "<name>" not
+  found`.
+
 Kueue's mutating webhook (the scheduling gates) is registered by `tests.sim.kueue`.
 """
 
@@ -21,7 +27,7 @@ from typing import Any
 
 from tests.sim import status
 from tests.sim.nodes import NOT_READY, UNREACHABLE
-from tests.sim.resources import PODS, PRIORITY_CLASSES, ResourceInfo
+from tests.sim.resources import PODS, PRIORITY_CLASSES, SERVICE_ACCOUNTS, ResourceInfo
 from tests.sim.scheduling import tolerates
 from tests.sim.store import Obj, Store
 
@@ -105,5 +111,26 @@ def priority_admission(store: Store) -> Any:
         if default is not None:
             spec["priorityClassName"] = default["metadata"]["name"]
         spec["priority"] = int(default.get("value", 0)) if default else 0
+
+    return admit
+
+
+def service_account_admission(store: Store) -> Any:
+    """The admission hook that refuses a pod of an account its namespace does not have."""
+
+    def admit(info: ResourceInfo, pod: Obj) -> None:
+        if info is not PODS:
+            return
+        metadata = pod["metadata"]
+        account = (pod.get("spec") or {}).get("serviceAccountName") or "default"
+        namespace = metadata.get("namespace", "")
+        # `default` exists in every namespace (the service account controller makes it)
+        if account != "default" and store.find(SERVICE_ACCOUNTS, namespace, account) is None:
+            raise status.forbidden(
+                PODS,
+                metadata["name"],
+                f"error looking up service account {namespace}/{account}: "
+                f'serviceaccount "{account}" not found',
+            )
 
     return admit

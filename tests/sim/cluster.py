@@ -20,7 +20,12 @@ from typing import Any
 
 import kubernetes
 
-from tests.sim.admission import default_tolerations, pod_defaults, priority_admission
+from tests.sim.admission import (
+    default_tolerations,
+    pod_defaults,
+    priority_admission,
+    service_account_admission,
+)
 from tests.sim.apiserver import AccessRecord, ApiServer
 from tests.sim.argo.controller import DONE, ArgoController
 from tests.sim.argo.packing import NodeStatusPacker, NodeStatusStorage
@@ -39,6 +44,7 @@ from tests.sim.resources import (
     NODES,
     PODS,
     PRIORITY_CLASSES,
+    SERVICE_ACCOUNTS,
     WORKFLOWS,
     WORKLOAD_PRIORITY_CLASSES,
     ResourceInfo,
@@ -48,6 +54,9 @@ from tests.sim.store import Obj, Store, meta
 from tests.waiting import DEADLINE_S, wait_for
 
 # The six tiers of simrun; values only order them.
+WORKFLOW_ACCOUNTS = ("simrun-workflow",)
+"""The accounts besides `default` the deploy makes in the namespace (deploy/cluster/argo/
+workflow-pods.yaml: the identity of a run's pods)."""
 DEFAULT_PRIORITIES = {
     "simrun-owner": 600,
     "simrun-person": 500,
@@ -76,8 +85,10 @@ class SimCluster:
         with_registry: bool = True,
         single_process_oom_kill: bool = False,
         node_status: NodeStatusStorage | None = None,
+        service_accounts: Sequence[str] = WORKFLOW_ACCOUNTS,
     ) -> None:
         self.namespace = namespace
+        self._accounts = ("default", *service_accounts)
         self._own_workdir = workdir is None
         self.workdir = Path(workdir or tempfile.mkdtemp(prefix="simcluster-"))
         self.workdir.mkdir(parents=True, exist_ok=True)
@@ -88,6 +99,7 @@ class SimCluster:
             default_tolerations,
             webhook,
             priority_admission(self.store),
+            service_account_admission(self.store),
         ]
         self.registry = Registry() if with_registry else None
         self.buildkit = BuildKit(self.store, self.registry)
@@ -138,6 +150,8 @@ class SimCluster:
         """Create the nodes, queue and priority classes, serve, run the controllers."""
         for name in ("default", self.namespace):
             self.store.create(NAMESPACES, "", {"metadata": {"name": name}})
+            for account in self._accounts if name == self.namespace else ("default",):
+                self.store.create(SERVICE_ACCOUNTS, name, {"metadata": {"name": account}})
         for name, value in self._priorities.items():
             self.set_priority_class(name, value)
         for spec in self._nodes:

@@ -35,7 +35,8 @@ def test_the_executor_containers_have_the_resources_of_the_deploys_config_map(
 
 
 def test_a_cluster_of_another_config_map_gives_its_executor_resources(tmp_path: Path) -> None:
-    """K5: the executor's resources are read from the config map, not built in."""
+    """The executor's resources are read from the config map, not built in (the cluster side
+    of K5, as the simulator reproduces it)."""
     resources = {"requests": {"cpu": "50m", "memory": "300Mi"}}
     resources["limits"] = dict(resources["requests"])
     configmap = yaml.safe_load(ARGO_CONFIGMAP.read_text())

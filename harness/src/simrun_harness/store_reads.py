@@ -422,6 +422,46 @@ def _walk_into(fd: int, prefix: str, depth: int, walk: Walk, state: _WalkState) 
             os.close(child)
 
 
+def iter_files(root: Path, path: StorePath, *, depth: int = 256) -> Iterator[FoundFile]:
+    """Every regular file below the directory `path` (none when it is absent or a link),
+    one at a time in directory order, no link followed: for sums over a whole store (usage,
+    cleanup), where a listing's limits would cut the answer."""
+    try:
+        fd = open_dir(root, path)
+    except NotInStore:
+        return
+    try:
+        yield from _iter_into(fd, "", depth)
+    finally:
+        os.close(fd)
+
+
+def _iter_into(fd: int, prefix: str, depth: int) -> Iterator[FoundFile]:
+    with os.scandir(fd) as scan:
+        for item in scan:
+            try:
+                info = item.stat(follow_symlinks=False)
+            except OSError:
+                continue
+            if stat.S_ISREG(info.st_mode):
+                yield FoundFile(
+                    prefix + item.name,
+                    info.st_size,
+                    info.st_mtime,
+                    (info.st_dev, info.st_ino),
+                    info.st_nlink,
+                )
+            elif stat.S_ISDIR(info.st_mode) and depth > 1:
+                try:
+                    child = os.open(item.name, DIR_FLAGS | os.O_NOFOLLOW, dir_fd=fd)
+                except OSError:
+                    continue
+                try:
+                    yield from _iter_into(child, f"{prefix}{item.name}/", depth - 1)
+                finally:
+                    os.close(child)
+
+
 # --- the service's own writes into a run -----------------------------------------------------
 
 

@@ -93,6 +93,11 @@ class TaskSerializer(serializers.Serializer):
     message = serializers.CharField(allow_blank=True)
     started_at = serializers.DateTimeField(allow_null=True)
     ended_at = serializers.DateTimeField(allow_null=True)
+    reuse = serializers.DictField(
+        help_text="Why the task reused what it did: `reused`, `units`, `text`, `compared_with`"
+        " (the run it was compared with), `differs` (the first part of the key that differs:"
+        " part, name, here, there; docs/reuse.md); {} before its submission keyed it."
+    )
 
 
 class ReuseSerializer(serializers.Serializer):
@@ -114,6 +119,12 @@ class RunDetailSerializer(RunItemSerializer):
     reserve = serializers.CharField(allow_blank=True)
     tasks = TaskSerializer(many=True)
     reuse = ReuseSerializer()
+    from_crate = serializers.CharField(
+        allow_blank=True,
+        help_text="The crate this run was made again from: its identifier and the SHA-256 of "
+        "its metadata file (empty: submitted here).",
+    )
+    exports = serializers.IntegerField(help_text="How many times it was exported as a crate.")
     may_change = serializers.BooleanField(help_text="Whether this token may cancel/delete it.")
     controller_idle_s = serializers.FloatField(
         allow_null=True,

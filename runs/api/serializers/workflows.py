@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from typing import Any
+
 from rest_framework import serializers
 
 from runs.api.serializers.errors import ErrorItemSerializer
@@ -40,8 +42,15 @@ class SubmitSerializer(JsonBodySerializer):
     )
 
 
-class ValidateSerializer(serializers.Serializer):
+class ValidateSerializer(JsonBodySerializer):
     workflow = WorkflowField()
+    sources = serializers.ListField(
+        child=serializers.RegexField(DIGEST),
+        default=list,
+        max_length=32,
+        help_text="Snapshot digests, the model first: the workflow is checked with the types"
+        " of the model's environment once it is built (else the service's own).",
+    )
 
 
 class ValidationResultSerializer(serializers.Serializer):
@@ -53,6 +62,34 @@ class EstimateSerializer(SubmitSerializer):
     group = None  # type: ignore[assignment]
     reuse = None  # type: ignore[assignment]
     resume_from = None  # type: ignore[assignment]
+
+
+class ReusePreviewRequestSerializer(SubmitSerializer):
+    group = None  # type: ignore[assignment]
+    split = None  # type: ignore[assignment]
+    reserve = None  # type: ignore[assignment]
+
+
+class TaskReusePreviewSerializer(serializers.Serializer):
+    task_id = serializers.CharField()
+    type = serializers.CharField()
+    key = serializers.CharField(help_text="The task's key (docs/reuse.md).")
+    units = serializers.IntegerField(help_text="A split task's units; 1 for an unsplit one.")
+    reused = serializers.IntegerField(help_text="Units a submission now would reuse.")
+    sources = serializers.DictField(
+        child=serializers.IntegerField(), help_text="Run → units it would reuse from it."
+    )
+    note = serializers.DictField(
+        help_text="Why not more: `text`, `compared_with` (a run) and `differs` (the first part"
+        " of the key that differs: part, name, here, there)."
+    )
+
+
+class ReusePreviewSerializer(serializers.Serializer):
+    reused = serializers.IntegerField()
+    units = serializers.IntegerField()
+    text = serializers.CharField()
+    tasks = TaskReusePreviewSerializer(many=True)
 
 
 class TaskEstimateSerializer(serializers.Serializer):
@@ -80,3 +117,31 @@ class WhoAmISerializer(serializers.Serializer):
     kind = serializers.CharField()
     tier = serializers.CharField(help_text="The priority tier of the runs this token submits.")
     acts_for = serializers.CharField(allow_null=True)
+
+
+class CrateRunQuerySerializer(serializers.Serializer):
+    """The options of a run made again from a crate, in the query (the body is the crate);
+    an empty one (`?group=`) is the same as none."""
+
+    group = serializers.CharField(max_length=128, required=False, allow_blank=True, default="")
+    reuse = serializers.ChoiceField(
+        ["true", "false"],
+        required=False,
+        allow_blank=True,
+        default="false",
+        help_text="Reuse units done in earlier runs with the same key (false: compute all).",
+    )
+    resume_from = serializers.RegexField(
+        f"^$|{RUN_ID}",
+        required=False,
+        allow_blank=True,
+        default="",
+        help_text="A run whose done units are reused first.",
+    )
+
+    def validate(self, attrs: dict[str, Any]) -> dict[str, Any]:
+        return {
+            "group": attrs["group"],
+            "reuse": attrs["reuse"] == "true",
+            "resume_from": attrs["resume_from"] or None,
+        }

@@ -144,6 +144,8 @@ def test_a_preempted_worker_returns_its_claims_and_is_retried_after_waiting_as_p
         assert status.failures["scan-w1"] == [AttemptFailure(0, None, False, "pod deleted")]
         report = json.loads((task / "reports" / "scan-w1-0.json").read_text())
         assert report["exit_code"] == 143
+        assert report["claims_returned"] >= 1  # given back on SIGTERM, not left to go stale
+        assert not list(claims.glob("*@scan-w1@0"))
 
     assert wait_for(lambda: ended(sim_lab, name), timeout=90) is WorkflowPhase.SUCCEEDED
     assert json.loads((task / "out" / "units.json").read_text()) == list(range(8))

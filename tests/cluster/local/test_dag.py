@@ -15,17 +15,20 @@ from cluster.local.dag import (
     failure_message,
     failures,
     fit_message,
+    next_memory,
     next_processes,
     run_views,
     was_evicted,
     workflow_phase,
 )
 from runs.plans import Node, PodShape
-from runs.ports import AttemptFailure, PodPhase, PodStatus, WorkflowPhase
+from runs.ports import AttemptFailure, PodPhase, PodStatus, TaskLaunch, WorkflowPhase
+from tests.builders import LOCAL
 from tests.cluster.local.builders import command_task, launch, shape, split_task
 
 P = PodPhase
 NODE = Node("local", cores=4, memory_gb=8)
+plan = LOCAL.plan
 
 
 def ended(
@@ -266,3 +269,72 @@ def test_a_retried_pod_says_why_its_last_attempt_ended_and_runs_on_the_node() ->
     assert status.pods["t"] == PodStatus("t", P.RUNNING, 2, "local", None, "")
     waiting = run_views(one, {"t": [ended(0, 137, oom=True)]}, halted=False)
     assert backend_status(one, waiting, NODE, halted=False).pods["t"].message == OOM_MESSAGE
+
+
+# -- gaps found by mutation testing -----------------------------------------------------------
+
+
+def test_a_retry_memory_below_one_gib_is_a_retry_memory_all_the_same() -> None:
+    pod = PodShape(cores=1, memory_gb=0.25, per_worker_gb=0.25, retry_memory_gb=0.75)
+    assert next_memory(pod, [ended(code=137, oom=True)]) == (0.75, 0.25)
+
+
+def test_a_task_after_a_failed_task_is_skipped_for_that_failure() -> None:
+    """A dependency failed (not another branch): the message says so."""
+    views = run_views(
+        SCAN_AFTER, {"scan-w0": [ended()], "scan-merge": [ended(code=4)]}, halted=False
+    )
+    messages = {v.spec.name: (v.phase, v.message) for v in views}
+    assert messages["after"] == (P.SKIPPED, "a dependency failed")
+
+
+def test_a_task_after_an_unsplit_plugin_task_waits_for_its_pod() -> None:
+    exec_task = TaskLaunch("fit", "summary", False, (), plan(1))
+    after = command_task("report", "x", deps=["fit"])
+    two = launch("r1", exec_task, after)
+    assert {v.spec.name: v.phase for v in run_views(two, {}, halted=False)}["report"] is P.WAITING
+    done = run_views(two, {"fit": [ended()]}, halted=False)
+    assert {v.spec.name: v.phase for v in done}["report"] is P.QUEUED
+    failed = run_views(two, {"fit": [ended(code=3)]}, halted=False)
+    assert {v.spec.name: v.message for v in failed}["report"] == "a dependency failed"
+
+
+def test_succeeded_and_waiting_pods_carry_no_message() -> None:
+    one = launch("r1", command_task("t", "x"), command_task("u", "x", deps=["t"]))
+    status = backend_status(one, run_views(one, {"t": [ended()]}, halted=False), NODE, halted=False)
+    assert (status.pods["t"].message, status.pods["u"].message) == ("", "")
+    waiting = backend_status(
+        one, run_views(one, {"t": [running()]}, halted=False), NODE, halted=False
+    )
+    assert waiting.pods["u"] == PodStatus("u", P.WAITING, 0, None, None, "")
+
+
+def test_a_pod_half_a_gib_over_the_node_does_not_fit() -> None:
+    assert fit_message(shape(cores=1, memory_gb=8.5), [], NODE) == (
+        "needs 1 cores and 8.5 GiB; node local has 4 cores and 8 GiB"
+    )
+
+
+def test_a_pod_waiting_for_its_retry_says_why_it_ended_and_why_it_cannot_start() -> None:
+    """Its last attempt's end, then the node it no longer fits at the retry memory."""
+    big = launch("r1", command_task("t", "x", pod=shape(cores=1, memory_gb=4, retry_memory_gb=16)))
+    views = run_views(big, {"t": [ended(0, 137, oom=True)]}, halted=False)
+    status = backend_status(big, views, NODE, halted=False)
+    assert status.pods["t"].message == (
+        f"{OOM_MESSAGE}; needs 1 cores and 16 GiB; node local has 4 cores and 8 GiB"
+    )
+
+
+def test_a_stopped_or_failed_run_says_so_in_its_status() -> None:
+    one = launch("r1", command_task("t", "x"))
+    stopped = backend_status(
+        one, run_views(one, {"t": [running()]}, halted=True), NODE, halted=True
+    )
+    assert (stopped.phase, stopped.message) == (WorkflowPhase.STOPPED, "stopped")
+    failed = backend_status(
+        one, run_views(one, {"t": [ended(code=2)]}, halted=False), NODE, halted=False
+    )
+    assert (failed.phase, failed.message) == (
+        WorkflowPhase.FAILED,
+        "pod t failed: main: Error (exit code 2)",
+    )

@@ -76,6 +76,21 @@ def test_a_model_without_pyproject_runs_in_the_service_environment(tmp_path: Pat
     assert model_environment(tmp_path) == (SERVICE_ENVIRONMENT, {})
 
 
+def test_a_model_file_that_is_a_link_is_not_read_into_the_environment(tmp_path: Path) -> None:
+    """A run's code (the service's own user on the embedded default) may make a snapshot's
+    pyproject.toml or uv.lock a link to a secret: it reads as absent, never built or echoed."""
+    secret = tmp_path / "secret_key"
+    secret.write_text("[project]\nname = 'the-secret'\n")
+    directory = tmp_path / "snapshots" / "model"
+    directory.mkdir(parents=True)
+    (directory / "pyproject.toml").symlink_to(secret)
+    assert environment_context(directory) == {}
+    (directory / "pyproject.toml").unlink()
+    (directory / "pyproject.toml").write_text(HARNESS_ONLY)
+    (directory / "uv.lock").symlink_to(secret)
+    assert b"the-secret" not in b"".join(environment_context(directory).values())
+
+
 def test_a_model_without_a_lock_is_resolved_under_the_pinned_constraints(tmp_path: Path) -> None:
     context = environment_context(model(tmp_path, HARNESS_ONLY))
     assert sorted(context) == ["constraints.txt", "pyproject.toml"]

@@ -2,9 +2,13 @@
 
 from __future__ import annotations
 
+import os
 from pathlib import Path
 
+import pytest
+
 from cluster.local.admission import Demand, Holding, admit
+from cluster.local.atomic_files import read_json
 from cluster.local.attempts import Attempt, Eviction, ExitStatus
 from cluster.local.dag import RETRY_LIMIT, next_memory, pod_phase
 from runs.ports import PodPhase, read_log
@@ -151,3 +155,15 @@ def test_a_log_is_read_up_to_its_byte_limit(tmp_path: Path) -> None:
     assert read_log(path.open("rb"), 2, 1000) == ("line 998\nline 999\n", False)
     assert read_log(path.open("rb"), 2, 9) == ("line 998\n", True)
     assert read_log(path.open("rb"), None, 10**6)[0].count("\n") == 1000
+
+
+@pytest.mark.parametrize("kind", ["link to /dev/zero", "fifo"])
+def test_a_state_file_a_pod_replaced_reads_as_absent_at_once(tmp_path: Path, kind: str) -> None:
+    """A pod's code (the service's own user here) made an attempt's exit status a link to an
+    endless device or a FIFO: the watcher neither reads for ever nor waits for a writer."""
+    path = tmp_path / "exit.json"
+    if kind == "fifo":
+        os.mkfifo(path)
+    else:
+        path.symlink_to("/dev/zero")
+    assert read_json(path) is None

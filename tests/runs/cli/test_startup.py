@@ -1,5 +1,6 @@
-"""The command line answers at once: `simrun validate` sets up no Django and imports only the
-plugin modules of the types its workflow names; `simrun plugin list` imports none.
+"""The command line answers at once: `simrun validate` sets up no Django and imports no
+plugin module (a plugin host in the types' environment answers for them, or its answer kept
+by the plugin's digest); `simrun plugin list` imports none either.
 
 (How fast is measured by bench/cli/startup.py, not here.)"""
 
@@ -29,16 +30,14 @@ def modules_after(*args: str) -> tuple[int, set[str]]:
     return result["code"], set(result["modules"])
 
 
-def test_validate_imports_no_django_and_only_the_named_types_plugin_module(tmp_path: Path) -> None:
+def test_validate_imports_no_django_and_no_plugin_module(tmp_path: Path) -> None:
     workflow = tmp_path / "naps.yaml"
     workflow.write_text(
         "name: naps\ntasks:\n  - id: nap\n    type: sleep\n    settings: {units: 2}\n"
     )
     code, modules = modules_after("validate", str(workflow))
     assert code == 0
-    assert "simrun_examples.testing" in modules  # the module of `sleep`
-    assert "simrun_examples.scan" not in modules and "simrun_examples.summary" not in modules
-    assert not {m for m in modules if m.split(".")[0] in {"django", "xarray", "scipy", "celery"}}
+    assert not {m for m in modules if m.split(".")[0] in {"django", "simrun_examples", "celery"}}
 
 
 def test_plugin_list_imports_no_plugin_and_no_django() -> None:

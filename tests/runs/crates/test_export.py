@@ -17,6 +17,7 @@ from rocrate.rocrate import ROCrate
 from runs.crates.profiles import DECLARED
 from runs.crates.validation import METADATA_FILE, fill_cache, validate_crate
 from runs.crates.writing import write_crate, zip_chunks
+from runs.kept_environment import keep
 from runs.models import Run
 from runs.selectors.crates import RunNotExportable, run_record
 from runs.services.crates import export_to
@@ -150,6 +151,19 @@ def test_a_file_replaced_by_a_link_after_listing_is_left_out(store: Path, tmp_pa
     assert not (crate / "tasks/scan/out/scan.json").exists()
     assert "tasks/scan/out/scan.json" not in graph(crate)
     assert "secret" not in (crate / METADATA_FILE).read_text()
+
+
+def test_the_crate_records_the_constraints_the_run_was_resolved_under(
+    store: Path, tmp_path: Path
+) -> None:
+    """Not the pins this installation would use on the day of the export."""
+    run = finished_scan()
+    project = (store / "snapshots" / run.sources[0] / "pyproject.toml").read_bytes()
+    keep(run.pk, {"pyproject.toml": project, "constraints.txt": b"pydantic==2.0.0\n"})
+
+    crate = exported(run, tmp_path / "crate")
+
+    assert (crate / "environment" / "constraints.txt").read_bytes() == b"pydantic==2.0.0\n"
 
 
 def test_a_live_run_is_not_exported(store: Path) -> None:

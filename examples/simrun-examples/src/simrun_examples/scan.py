@@ -17,7 +17,7 @@ import math
 import os
 from collections.abc import Sequence
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, ClassVar, Literal
+from typing import TYPE_CHECKING, Annotated, Any, ClassVar, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
 
@@ -31,13 +31,18 @@ if TYPE_CHECKING:
     import numpy as np  # imported where it computes: listing types stays fast
 
 
+MAX_VALUE = 1e12
+"""The largest magnitude of a parameter value (a model's parameters are far smaller)."""
+Value = Annotated[float, Field(ge=-MAX_VALUE, le=MAX_VALUE)]
+
+
 class Range(BaseModel):
     """Evenly spaced values from `start` to `stop` (both included), linear or logarithmic."""
 
     model_config = ConfigDict(extra="forbid")
 
-    start: float
-    stop: float
+    start: float = Field(ge=-MAX_VALUE, le=MAX_VALUE)
+    stop: float = Field(ge=-MAX_VALUE, le=MAX_VALUE)
     num: int = Field(ge=1, le=100_000)
     scale: Literal["linear", "log"] = "linear"
 
@@ -56,6 +61,8 @@ class Range(BaseModel):
 
 
 MAX_UNITS = 100_000  # a ledger of files each; the service lists them when it plans the task
+MAX_POINTS_PER_UNIT = 50_000_000
+"""Time points a unit holds in memory (chunk times n_points, per species): about 400 MB each."""
 
 
 class ScanSettings(BaseModel):
@@ -63,12 +70,12 @@ class ScanSettings(BaseModel):
 
     model_config = ConfigDict(extra="forbid")
 
-    parameters: dict[str, list[float] | Range] = Field(
+    parameters: dict[str, list[Value] | Range] = Field(
         min_length=1, description="Values per parameter: a list or a range."
     )
-    t_end: float = Field(200.0, gt=0, description="End of every time course.")
+    t_end: float = Field(200.0, gt=0, le=1e6, description="End of every time course.")
     n_points: int = Field(401, ge=2, le=1_000_000, description="Time points per course.")
-    chunk: int = Field(40, ge=1, description="Grid points per unit.")
+    chunk: int = Field(40, ge=1, le=MAX_UNITS, description="Grid points per unit.")
 
     @field_validator("parameters")
     @classmethod
@@ -84,6 +91,12 @@ class ScanSettings(BaseModel):
     def _bounded(self) -> ScanSettings:
         """A grid is never built to be counted, and makes at most MAX_UNITS units: two ranges
         of 100,000 values would be ten billion points, which no service should try to list."""
+        if self.chunk * self.n_points > MAX_POINTS_PER_UNIT:
+            raise ValueError(
+                f"a unit of {self.chunk} grid points of {self.n_points} time points holds "
+                f"{self.chunk * self.n_points:,} points; at most {MAX_POINTS_PER_UNIT:,} "
+                "(lower chunk or n_points)"
+            )
         units = -(-grid_size(self) // self.chunk)
         if units > MAX_UNITS:
             raise ValueError(

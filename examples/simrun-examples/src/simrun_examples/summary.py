@@ -28,7 +28,7 @@ class SummarySettings(BaseModel):
         0.5, gt=0, le=1, description="Fraction of the time course, from its end, measured."
     )
     threshold: float = Field(
-        1.0, ge=0, description="Amplitude above which a species counts as oscillating."
+        1.0, ge=0, le=1e12, description="Amplitude above which a species counts as oscillating."
     )
     species: list[str] | None = Field(None, description="Species to summarise (default all).")
 

@@ -18,13 +18,17 @@ from pydantic import BaseModel, ConfigDict, Field
 from simrun_harness.plugin import ResourceHint, SplitTaskType, TaskContext
 
 _SMALL = ResourceHint(memory_base_gb=0.1, memory_per_worker_gb=0.2)
+DAY_S = 86_400.0
+"""The longest any of these units (or merges) may sleep, spin or hold memory."""
+MAX_MB = 64 * 1024
+"""The most memory (MiB) a unit of `allocate` may ask for: 64 GiB."""
 
 
 class _Units(BaseModel):
     model_config = ConfigDict(extra="forbid")
 
     units: int = Field(4, ge=1, le=1_000_000, description="How many units.")
-    merge_seconds: float = Field(0.0, ge=0, description="Seconds the merge takes in all.")
+    merge_seconds: float = Field(0.0, ge=0, le=DAY_S, description="Seconds the merge takes in all.")
 
 
 class _Counting(SplitTaskType):
@@ -60,7 +64,7 @@ class _Counting(SplitTaskType):
 
 
 class SleepSettings(_Units):
-    seconds: float = Field(0.1, ge=0, description="Seconds each unit sleeps.")
+    seconds: float = Field(0.1, ge=0, le=DAY_S, description="Seconds each unit sleeps.")
 
 
 class Sleep(_Counting):
@@ -77,7 +81,7 @@ class Sleep(_Counting):
 
 
 class SpinSettings(_Units):
-    seconds: float = Field(0.005, ge=0, description="CPU seconds each unit burns.")
+    seconds: float = Field(0.005, ge=0, le=DAY_S, description="CPU seconds each unit burns.")
 
 
 def spin(seconds: float) -> int:
@@ -110,8 +114,8 @@ class Spin(_Counting):
 
 
 class AllocateSettings(_Units):
-    mb: int = Field(100, ge=1, description="MiB each unit allocates (and touches).")
-    hold_seconds: float = Field(2.0, ge=0, description="Seconds it holds the memory.")
+    mb: int = Field(100, ge=1, le=MAX_MB, description="MiB each unit allocates (and touches).")
+    hold_seconds: float = Field(2.0, ge=0, le=DAY_S, description="Seconds it holds the memory.")
 
 
 class Allocate(_Counting):
@@ -130,8 +134,8 @@ class Allocate(_Counting):
 
 
 class FailSettings(_Units):
-    fail_unit: int = Field(0, ge=0, description="The index of the unit that raises.")
-    seconds: float = Field(0.0, ge=0, description="Seconds each unit sleeps first.")
+    fail_unit: int = Field(0, ge=0, le=1_000_000, description="The index of the unit that raises.")
+    seconds: float = Field(0.0, ge=0, le=DAY_S, description="Seconds each unit sleeps first.")
 
 
 class Fail(_Counting):

@@ -1,0 +1,207 @@
+"""The plugin host: a process in a model's environment that answers what the service needs of
+its task types, so no service process ever imports a plugin's module.
+
+    python -m simrun_harness.plugin_host --memory-mb N
+
+The service (`runs/plugin_host.py`) starts it with the environment's own Python and writes
+one request per line on its standard input; it answers each with one line of JSON on the
+standard output it was started with (the plugin's own prints go to standard error, which
+the service keeps as the host's log):
+
+    {"op": "describe", "type": T}                       what the type is (no code of it run)
+    {"op": "validate", "type": T, "settings": {...}}    the settings checked, and as keyed
+    {"op": "units", "type": T, "settings": {...}, "task_id": ID, "model_dir": DIR | null,
+     "out": FILE | null, "limit": N}                     the units counted (and written)
+
+An answer is `{"ok": true, ...}` or `{"ok": false, "kind": K, ...}` with K one of `type`
+(the type cannot be loaded), `settings` (`problems`: every invalid setting), `units` (the
+plugin's `units()` raised: `error`, `settings_error`, `traceback`), `too_many` (more units
+than `limit`). Units are written one per line as canonical JSON (sorted keys, no spaces),
+to a temporary name renamed to `out` once complete: the service keys them from the lines.
+
+The host sets its own memory limit (its data segment, `RLIMIT_DATA`) before importing
+anything of a plugin, ends when its standard input closes or the service dies, and loads
+each type once (the modules of a plugin installed from a directory checked by hash, see
+`simrun_harness.sources`). The service starts a new host when a plugin's files change.
+"""
+
+from __future__ import annotations
+
+import argparse
+import ctypes
+import json
+import os
+import resource
+import signal
+import sys
+import traceback
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any, TextIO
+
+from simrun_harness.plugin import (
+    SettingsError,
+    SplitTaskType,
+    TaskContext,
+    TaskType,
+    load_task_type,
+)
+from simrun_harness.reuse import canonical
+from simrun_harness.settings_check import check_settings, keyed_settings
+
+_PR_SET_PDEATHSIG = 1
+
+
+class _Refused(Exception):
+    """An answer that is not ok: its fields."""
+
+    def __init__(self, kind: str, **fields: Any) -> None:
+        super().__init__(kind)
+        self.answer = {"ok": False, "kind": kind, **fields}
+
+
+class Host:
+    """The types of this environment, each loaded on first use, and the answers about them."""
+
+    def __init__(self) -> None:
+        self._types: dict[str, type[TaskType] | str] = {}
+
+    def load(self, name: str) -> type[TaskType]:
+        if name not in self._types:
+            try:
+                self._types[name] = load_task_type(name)
+            except Exception as exc:  # a plugin's import may raise anything: named, not raised
+                self._types[name] = f"{type(exc).__name__}: {exc}"
+        found = self._types[name]
+        if isinstance(found, str):
+            raise _Refused("type", error=found)
+        return found
+
+    def describe(self, request: dict[str, Any]) -> dict[str, Any]:
+        cls = self.load(request["type"])
+        try:
+            schema = cls.settings_schema()
+            hint = cls.hint.model_dump()
+        except Exception as exc:
+            raise _Refused("type", error=f"{type(exc).__name__}: {exc}") from exc
+        return {
+            "ok": True,
+            "description": cls.description or (cls.__doc__ or "").strip().split("\n")[0],
+            "splittable": bool(cls.splittable),
+            "ports": list(cls.ports),
+            "outputs": list(cls.outputs),
+            "any_port": bool(getattr(cls, "any_port", False)),
+            "hint": hint,
+            "settings_schema": schema,
+        }
+
+    def _settings(self, cls: type[TaskType], raw: dict[str, Any]) -> Any:
+        try:
+            validated, problems = check_settings(cls.settings_model, raw)
+        except Exception as exc:  # the model's own validator raised something else
+            raise _Refused(
+                "settings", problems=[[[], f"{type(exc).__name__}: {exc}"]], raised=True
+            ) from exc
+        if validated is None:
+            raise _Refused("settings", problems=[[list(loc), msg] for loc, msg in problems])
+        return validated
+
+    def validate(self, request: dict[str, Any]) -> dict[str, Any]:
+        cls = self.load(request["type"])
+        validated = self._settings(cls, request["settings"])
+        return {"ok": True, "settings": keyed_settings(validated)}
+
+    def units(self, request: dict[str, Any]) -> dict[str, Any]:
+        cls = self.load(request["type"])
+        if not issubclass(cls, SplitTaskType):
+            raise _Refused("type", error=f"task type {request['type']!r} runs once: no units")
+        settings = self._settings(cls, request["settings"])
+        model_dir = request.get("model_dir")
+        ctx = TaskContext(
+            task_id=request["task_id"],
+            settings=settings,
+            model_dir=Path(model_dir) if model_dir else None,
+        )
+        try:
+            units = cls().units(ctx)
+            count = len(units)
+        except MemoryError as exc:
+            raise _Refused("memory", error="MemoryError", traceback=traceback.format_exc()) from exc
+        except Exception as exc:  # plugin code may raise anything: its message and traceback
+            settings_error = isinstance(exc, SettingsError)
+            raise _Refused(
+                "units",
+                error=str(exc) if settings_error else f"{type(exc).__name__}: {exc}",
+                settings_error=settings_error,
+                traceback=traceback.format_exc(),
+            ) from exc
+        limit = int(request["limit"])
+        if count > limit:
+            raise _Refused("too_many", count=count, limit=limit)
+        out = request.get("out")
+        if out:
+            _write_units(Path(out), units)
+        return {"ok": True, "count": count}
+
+
+def _write_units(out: Path, units: Any) -> None:
+    """One canonical JSON line per unit, written whole under a temporary name, then renamed."""
+    tmp = out.with_name(f".{out.name}.{os.getpid()}")
+    with tmp.open("w") as f:
+        for unit in units:
+            f.write(canonical(unit))
+            f.write("\n")
+    os.replace(tmp, out)
+
+
+def _limit_memory(megabytes: int) -> None:
+    """Cap this process's data segment (heap and private anonymous memory): a plugin that
+    allocates past it gets a MemoryError here instead of taking the machine's memory."""
+    if megabytes > 0:
+        size = megabytes * 1024 * 1024
+        resource.setrlimit(resource.RLIMIT_DATA, (size, size))
+
+
+def _die_with_parent() -> None:
+    try:
+        libc = ctypes.CDLL(None, use_errno=True)
+        libc.prctl(_PR_SET_PDEATHSIG, signal.SIGKILL, 0, 0, 0)
+    except (OSError, AttributeError):
+        return
+
+
+def serve(requests: TextIO, answers: TextIO) -> None:
+    """Answer each request line until the input closes."""
+    host = Host()
+    ops: dict[str, Callable[[dict[str, Any]], dict[str, Any]]] = {
+        "describe": host.describe,
+        "validate": host.validate,
+        "units": host.units,
+    }
+    for line in requests:
+        try:
+            request = json.loads(line)
+            answer = ops[request["op"]](request)
+        except _Refused as refused:
+            answer = refused.answer
+        except MemoryError:
+            answer = {"ok": False, "kind": "memory", "error": "MemoryError"}
+        answers.write(json.dumps(answer) + "\n")
+        answers.flush()
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    parser.add_argument("--memory-mb", type=int, default=0)
+    args = parser.parse_args()
+    _die_with_parent()
+    _limit_memory(args.memory_mb)
+    # the answers go to the standard output it was started with; anything the plugin prints
+    # goes to standard error, never into an answer
+    answers = os.fdopen(os.dup(1), "w")
+    os.dup2(2, 1)
+    serve(sys.stdin, answers)
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,173 @@
+"""Plugin code runs only in its environment: a plugin host answers for a type, the process
+that asks (the service) imports no plugin module, an edit on disk is answered at the next
+question, a plugin installed meanwhile is usable at once, and a plugin that crashes, hangs or
+takes all memory is a message naming the type and the plugin while the asker goes on."""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+import uv
+from pytest_django import Settings
+
+from runs.plans import Node
+from runs.plugin_metadata import environment_at
+from runs.services.submission import create_run
+from runs.task_types import SettingsInvalid, registry
+from runs.validation import errors_of
+from runs.workflow import WorkflowInvalid
+from tests import factories
+from tests.plugins import on_path, write_plugin
+from tests.waiting import DEADLINE_S
+
+TYPES = """
+import os, time
+from pydantic import BaseModel, ConfigDict, Field
+from simrun_harness.plugin import SplitTaskType
+
+LIMIT = {limit}
+
+
+class Settings(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+    n: int = Field(2, ge=1, le=LIMIT)
+    how: str = "fine"
+
+
+class Tricky(SplitTaskType):
+    name = "tricky"
+    settings_model = Settings
+
+    def units(self, ctx):
+        how = ctx.settings.how
+        if how == "crash":
+            os._exit(7)
+        if how == "hang":
+            time.sleep(3600)
+        if how == "hog":
+            return [bytearray(64 * 2**20) for _ in range(10_000)]
+        return list(range(ctx.settings.n))
+"""
+PLUGIN = "plugin tricky-plugin 0.1 (tricky_types:Tricky)"
+
+
+def workflow(settings: str = "{}") -> str:
+    return f"name: w\ntasks:\n  - id: t\n    type: tricky\n    settings: {settings}\n"
+
+
+@pytest.fixture
+def plugin(tmp_path: Path) -> Iterator[Path]:
+    """The plugin's module, on the service's import path as an installed plugin is."""
+    root = write_plugin(
+        tmp_path / "site",
+        package="tricky-plugin",
+        modules={"tricky_types": TYPES.format(limit=10)},
+        types={"tricky": "tricky_types:Tricky"},
+    )
+    with on_path(root):
+        yield root / "tricky_types.py"
+
+
+def submit(text: str) -> None:
+    nodes = [Node(name="local", cores=2, memory_gb=4)]
+    create_run(identity=factories.person(), workflow=text, sources=[], nodes=nodes)
+
+
+@pytest.mark.django_db
+def test_the_service_checks_and_plans_a_plugin_s_type_without_importing_its_module(
+    plugin: Path, store: Path
+) -> None:
+    assert errors_of(workflow("{n: 3}")) == []
+    submit(workflow("{n: 3}"))
+
+    assert "tricky_types" not in sys.modules
+
+
+def test_an_edit_of_the_plugin_on_disk_is_used_at_the_next_validation(plugin: Path) -> None:
+    """No restart, no reinstall: the host that loaded the old code is not asked again."""
+    assert [str(e) for e in errors_of(workflow("{n: 20}"))] == [
+        "task 't': settings.n: Input should be less than or equal to 10"
+    ]
+    plugin.write_text(TYPES.format(limit=100))
+
+    assert errors_of(workflow("{n: 20}")) == []
+
+
+@pytest.mark.django_db
+def test_an_edit_of_units_is_used_at_the_next_submission(plugin: Path, store: Path) -> None:
+    submit(workflow())
+    plugin.write_text(
+        TYPES.format(limit=10).replace(
+            "return list(range(ctx.settings.n))", 'raise ValueError("edited to fail")'
+        )
+    )
+
+    with pytest.raises(WorkflowInvalid) as refused:
+        submit(workflow())
+
+    assert str(refused.value) == (
+        f"task 't': settings: units(): ValueError: edited to fail (raised by {PLUGIN})"
+    )
+
+
+@pytest.mark.django_db
+@pytest.mark.parametrize(
+    ("how", "says"),
+    [
+        ("crash", "its plugin host failed while listing its units: it ended (exit 7)"),
+        ("hang", "its plugin host failed while listing its units: it did not answer within 2 s"),
+        ("hog", "units(): ran out of memory"),
+    ],
+    ids=["crash", "hang", "hog"],
+)
+def test_a_plugin_that_crashes_hangs_or_takes_all_memory_is_a_message_naming_it(
+    plugin: Path, store: Path, settings: Settings, how: str, says: str
+) -> None:
+    settings.SIMRUN_PLUGIN_HOST_TIMEOUT_S = 2 if how == "hang" else DEADLINE_S
+    settings.SIMRUN_PLUGIN_HOST_MEMORY_MB = 512
+
+    with pytest.raises(WorkflowInvalid) as refused:
+        submit(workflow(f"{{how: {how}}}"))
+
+    [error] = refused.value.errors
+    assert error.task == "t"
+    assert "tricky" in error.message and "tricky-plugin" in error.message
+    assert says in error.message
+    submit(workflow("{n: 3}"))  # the next question is answered: nothing here was harmed
+
+
+def test_a_plugin_installed_in_an_environment_after_its_types_were_read_is_usable_at_once(
+    tmp_path: Path,
+) -> None:
+    """`uv pip install -e` of a plugin into an environment whose types were already listed:
+    its `.pth` puts the plugin's directory on the path of processes started afterwards only,
+    which a plugin host is."""
+    environments = tmp_path / "environments"
+    venv = environments / "model"
+    subprocess.run([uv.find_uv_bin(), "venv", "-q", "--python", sys.executable, venv], check=True)
+    [site] = (venv / "lib").glob("python*/site-packages")
+    service_site = next(p for p in sys.path if p.endswith("site-packages"))
+    (site / "service.pth").write_text(f"import site; site.addsitedir({service_site!r})\n")
+    env = environment_at(environments, "model")
+    assert env is not None and "tricky" not in registry(env)
+    project = tmp_path / "tricky-plugin"
+    (project / "src" / "tricky_types").mkdir(parents=True)
+    (project / "src" / "tricky_types" / "__init__.py").write_text(TYPES.format(limit=10))
+    (project / "pyproject.toml").write_text(
+        '[build-system]\nrequires = ["hatchling==1.33.0"]\nbuild-backend = "hatchling.build"\n'
+        '[project]\nname = "tricky-plugin"\nversion = "0.1"\n'
+        '[project.entry-points."simrun.task_types"]\ntricky = "tricky_types:Tricky"\n'
+        '[tool.hatch.build.targets.wheel]\npackages = ["src/tricky_types"]\n'
+    )
+    python = venv / "bin" / "python"
+    install = [uv.find_uv_bin(), "pip", "install", "-q", "--python", python, "-e", project]
+    subprocess.run(install, check=True)
+
+    types = registry(env)
+    assert types.check("tricky", {"n": 3}) == {"n": 3, "how": "fine"}
+    with pytest.raises(SettingsInvalid):
+        types.check("tricky", {"n": 30})
