@@ -50,13 +50,9 @@ def estimate_workflow(
     reserve: str | None = None,
     nodes: list[Node] | None = None,
 ) -> list[TaskEstimateView]:
-    """Every task's estimate, in topological order, planned on the backend's schedulable
-    nodes (or on `nodes` when given), the workflow checked with the types of the model's
-    environment (the service's own until it is built).
-
-    Raises WorkflowInvalid, SubmissionRefused (unknown sources or node) or
-    runs.planner.PlanRefused.
-    """
+    """Every task's estimate, in topological order, planned on the backend's nodes (or on
+    `nodes`), the workflow checked with the types of the model's environment (the service's
+    own until it is built). Raises WorkflowInvalid, SubmissionRefused or PlanRefused."""
     known = set(Snapshot.objects.filter(digest__in=sources).values_list("digest", flat=True))
     missing = [d for d in sources if d not in known]
     if missing:
