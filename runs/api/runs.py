@@ -41,6 +41,7 @@ from runs.api.serializers.runs import (
     WorkerSerializer,
 )
 from runs.api.serializers.workflows import SubmitSerializer
+from runs.selectors.disk import installation_disk
 from runs.selectors.heartbeat import controller_idle_s, late_after_s
 from runs.selectors.logs import task_logs
 from runs.selectors.outputs import byte_range, output_file, run_outputs
@@ -77,6 +78,7 @@ def run_detail(run: Run, identity: Identity) -> dict[str, Any]:
         "may_change": may_change(identity, run),
         "controller_idle_s": controller_idle_s(),
         "controller_late_s": late_after_s(),
+        "disk": (full.as_json() if (full := installation_disk()) is not None else None),
     }
 
 

@@ -16,6 +16,7 @@ from django.db import close_old_connections
 
 from runs.backends import backend
 from runs.controller.tick import tick
+from simrun_site.liveness import stamp
 
 log = logging.getLogger("simrun.watch")
 RETRY_AFTER_S = 1.0
@@ -43,6 +44,7 @@ def watch() -> None:
         try:
             close_old_connections()
             tick(the_backend)
+            stamp("watcher")  # a pass ended: serve's sign that the watcher makes progress
         except Exception:  # the database restarting, say: try again at the next wake
             log.exception("reconcile failed; retrying")
             stopping.wait(RETRY_AFTER_S)

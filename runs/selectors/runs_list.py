@@ -193,7 +193,7 @@ def list_runs(
     """
     if not 1 <= limit <= MAX_LIMIT:
         raise BadFilter(f"limit: must be between 1 and {MAX_LIMIT}")
-    runs = (
+    runs: QuerySet[Run] = (
         Run.objects.select_related("owner", "principal")
         .only(*LISTED_FIELDS)
         .order_by("-created_at", "-id")

@@ -107,3 +107,28 @@ def test_following_waits_out_a_service_that_does_not_answer_and_says_so_once() -
         "is it running? start it with `simrun serve` (still following run r1)",
         "simrun answers again; following run r1",
     ]
+
+
+def test_a_full_disk_is_said_once_each_way_instead_of_the_controller_being_late() -> None:
+    """A full disk stops the controller from recording its passes: following names the disk
+    (its path, what is free, what simrun needs) rather than saying the services are not
+    running, once when it fills and once when there is room again."""
+    from runs.cli.follow_notes import watched
+
+    disk = {"full": True, "path": "/d/.simrun", "free_bytes": 0, "needed_bytes": 4 * 2**20}
+
+    def polled(idle: float, full: bool) -> dict[str, Any]:
+        late = {"controller_idle_s": idle, "controller_late_s": 10.0}
+        return {**run("running"), **late, "disk": disk if full else None}
+
+    said: list[str] = []
+    # right after the disk is freed the controller's last pass is still the old one
+    polls_ = [polled(2.0, False), polled(60.0, True), polled(90.0, True), polled(95.0, False)]
+    polls_.append(polled(1.0, False))
+    list(watched(iter(polls_), said.append))
+
+    assert said == [
+        "warning: the disk of /d/.simrun is full: 0B free, simrun needs 4.0MiB free; the run "
+        "waits until space is freed there (still following run r1)",
+        "there is room on the disk again; following run r1",
+    ]
