@@ -1,7 +1,7 @@
 """The records of simrun. Status lives in these rows: pages and the API read them, never Celery."""
 
 from runs.models.heartbeat import Heartbeat
-from runs.models.identity import Identity, IdentityKind, Token
+from runs.models.identity import Identity, IdentityKind, SubmissionQueue, Token
 from runs.models.observation import ResourceObservation
 from runs.models.run import (
     MergePending,
@@ -27,6 +27,7 @@ __all__ = [
     "RunState",
     "Snapshot",
     "StoredPod",
+    "SubmissionQueue",
     "Task",
     "TaskState",
     "Token",
