@@ -24,6 +24,7 @@ from runs.cli.supervision import GaveUp, Supervisor, become_subreaper
 
 SERVICE_STOP_GRACE_S = 20.0  # a service's time to end after SIGTERM before its group is killed
 STARTUP_TIMEOUT_S = 120.0
+CHECK_EVERY_S = 5.0  # serve's loop looks at least this often (a child's end wakes it at once)
 ROOT = Path(__file__).resolve().parents[2]
 
 
@@ -56,9 +57,15 @@ def serve_supervised(
     if before_start is not None:
         before_start()
     watch = watch or Watchfulness()
-    stopping = threading.Event()
+    stopping, woken = threading.Event(), threading.Event()
+
+    def stop(*_: object) -> None:
+        stopping.set()
+        woken.set()
+
     for signum in (signal.SIGTERM, signal.SIGINT):
-        signal.signal(signum, lambda *_: stopping.set())
+        signal.signal(signum, stop)
+    signal.signal(signal.SIGCHLD, lambda *_: woken.set())
     become_subreaper()
     url = f"http://127.0.0.1:{port}/"
     prober = Prober(
@@ -87,7 +94,11 @@ def serve_supervised(
         if _wait_for_web(url, supervisor, stopping):
             print(f"simrun is serving on {url} (Ctrl-C stops it)", flush=True)
             print("`simrun status` shows its services, `simrun stop` stops it", flush=True)
-        while not stopping.wait(0.5):
+        while not stopping.is_set():
+            # woken by a child's end (SIGCHLD) or a stop at once, else when a restart is
+            # due or the liveness judgement's next look: idle, serve wakes every few seconds
+            woken.wait(supervisor.next_due_s(at_most=CHECK_EVERY_S))
+            woken.clear()
             supervisor.check()
         return 0
     except GaveUp as exc:
