@@ -99,7 +99,7 @@ MODULES: dict[str, Module] = {
     "planner": Module(
         "runs",
         "runs",
-        ("runs/planner.py",),
+        ("runs/planner.py", "runs/plan_units.py"),
         ("tests/runs/test_planner.py", "tests/runs/test_planner_rounding.py"),
     ),
     "reuse": Module(

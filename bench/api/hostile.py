@@ -54,7 +54,7 @@ class Case:
     route: str
     body: bytes
     chunked: bool = False
-    elsewhere: str = ""  # being fixed by another change (issue 16, item 2)
+    elsewhere: str = ""  # being fixed by another change
 
 
 def cases() -> list[Case]:

@@ -30,7 +30,7 @@ from runs.services.submission import SubmissionRefused
 from runs.services.uploads import UnsupportedArchive, UploadRefused, UploadTooLarge
 from runs.snapshots import SnapshotRefused
 from runs.workflow import WorkflowError, WorkflowInvalid
-from runs.workflow_text import WorkflowRefused
+from runs.workflow_limits import WorkflowRefused
 
 
 def workflow_error(error: WorkflowError) -> dict[str, Any]:

@@ -10,7 +10,6 @@ import signal
 import socket
 import subprocess
 import sys
-import threading
 import time
 from pathlib import Path
 from typing import Any
@@ -58,39 +57,10 @@ def register(sub: Any) -> None:
 def watch(args: argparse.Namespace) -> int:
     """Reconcile whenever the backend reports a change, and at least every poll interval."""
     setup_django()
-    from django.conf import settings
-    from django.db import close_old_connections
-
-    from runs.backends import backend
-    from runs.controller.tick import tick
-    from simrun_site.liveness import stamp
+    from runs.controller.watcher import watch as watching
 
     logging.basicConfig(level=logging.INFO, format="%(asctime)s %(name)s %(message)s")
-    the_backend = backend()
-    wake = threading.Event()
-    stopping = threading.Event()
-
-    def stop(*_: object) -> None:
-        stopping.set()
-        wake.set()
-
-    signal.signal(signal.SIGTERM, stop)
-    signal.signal(signal.SIGINT, stop)
-    the_backend.subscribe(wake.set)
-    log.info("watching runs (backend %s)", settings.SIMRUN_BACKEND)
-    while not stopping.is_set():
-        wake.wait(settings.SIMRUN_POLL_S)
-        wake.clear()
-        if stopping.is_set():
-            break
-        try:
-            close_old_connections()
-            tick(the_backend)
-            stamp("watcher")  # a pass ended: serve's sign that the watcher makes progress
-        except Exception:  # the database restarting, say: try again at the next wake
-            log.exception("reconcile failed; retrying")
-            stopping.wait(1.0)
-    the_backend.close()
+    watching()
     return 0
 
 

@@ -21,9 +21,10 @@ from runs.controller import records, rules
 from runs.controller.seen import derived_from
 from runs.controller.store_facts import failure_causes, reported_kills, reported_span
 from runs.controller.writes import Write, note_derived_from, write_if_unchanged
-from runs.models import Run, RunState, StoredPod, Task
+from runs.models import Run, StoredPod, Task
 from runs.plans import TaskPlan
 from runs.ports import Backend, BackendStatus
+from runs.states import RunState
 from runs.store import has_merge_marker, task_paths
 
 

@@ -37,12 +37,13 @@ from runs.controller.plan import Plan, plan_tick
 from runs.controller.reconcile import Derivation, applied, derive
 from runs.controller.seen import Derived, Seen
 from runs.controller.writes import note_derived_from, write_if_unchanged
-from runs.models import Run, RunState, Task
+from runs.models import Run, Task
 from runs.ports import Backend
 from runs.services.fair_share import requeue_submissions
 from runs.services.heartbeats import record_heartbeat
 from runs.services.runs import finish_deletion
 from runs.services.settle import keep_task_logs, settle
+from runs.states import RunState
 from runs.store import task_paths
 
 log = logging.getLogger(__name__)

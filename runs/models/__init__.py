@@ -8,10 +8,8 @@ from runs.models.run import (
     OomKills,
     Run,
     RunEnvironment,
-    RunState,
     StoredPod,
     Task,
-    TaskState,
 )
 from runs.models.snapshot import Snapshot
 
@@ -24,11 +22,9 @@ __all__ = [
     "ResourceObservation",
     "Run",
     "RunEnvironment",
-    "RunState",
     "Snapshot",
     "StoredPod",
     "SubmissionQueue",
     "Task",
-    "TaskState",
     "Token",
 ]

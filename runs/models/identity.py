@@ -61,6 +61,11 @@ class Identity(models.Model):
         return f"{self.name} ({self.kind})"
 
     @property
+    def is_owner(self) -> bool:
+        """The lab's owner: an operator, who may see the owner's pages and clean any run."""
+        return self.kind == IdentityKind.OWNER
+
+    @property
     def principal(self) -> Identity:
         """Whose runs this identity's runs count as: an agent's person, else itself."""
         return self.acts_for if self.acts_for_id is not None and self.acts_for else self

@@ -10,7 +10,7 @@ page reads and acts the same without it.
 from __future__ import annotations
 
 import hashlib
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from django.contrib import messages
 from django.http import HttpResponse
@@ -20,7 +20,6 @@ from django.urls import reverse
 from django.utils.safestring import mark_safe
 from django_htmx.http import HttpResponseClientRedirect
 
-from runs.models import Identity, Run, Task
 from runs.pages import plots, run_plots
 from runs.pages.access import HtmxHttpRequest, forbidden, with_identity
 from runs.pages.dag import DagNode, draw
@@ -33,6 +32,9 @@ from runs.selectors.tasks import TaskView, run_tasks
 from runs.selectors.workers import WorkerView, task_workers
 from runs.services.runs import NotAllowed, RunConflict, RunNotFound, cancel_run, may_change
 from runs.states import TaskState
+
+if TYPE_CHECKING:
+    from runs.models import Identity, Run, Task
 
 TEMPLATE = "runs/run_detail.html"
 NOSCRIPT_REFRESH_S = 10

@@ -6,7 +6,8 @@ from datetime import datetime, timedelta
 
 from django.db.models import Count, Min, Q, QuerySet
 
-from runs.models import RunState, SubmissionQueue
+from runs.models import SubmissionQueue
+from runs.states import RunState
 
 
 def submission_queue(*, now: datetime) -> QuerySet[SubmissionQueue]:

@@ -152,15 +152,17 @@ def submit_crate(
     *,
     identity: Identity,
     archive: Path,
-    nodes: list[Node],
     limits: UploadLimits,
     group: str = "",
     split: SplitMode | None = None,
     reuse: bool = False,
     resume_from: str | None = None,
     idempotency_key: str | None = None,
-) -> Run:
-    """Make the run a crate's zip records again and submit it, `submitting` (as `create_run`).
+    nodes: list[Node] | None = None,
+) -> tuple[Run, bool]:
+    """Make the run a crate's zip records again and submit it, `submitting`; the run and
+    whether it was made now (as `create_run`, which plans it on the backend's nodes, or on
+    `nodes`).
 
     `reuse` is off by default: a re-run computes every unit, which is what it is for.
     Raises UploadRefused (the zip), CrateUnreadable or CrateRefused (the crate), and what
@@ -169,7 +171,7 @@ def submit_crate(
     if idempotency_key:
         existing = Run.objects.filter(owner=identity, idempotency_key=idempotency_key).first()
         if existing is not None:
-            return existing
+            return existing, False  # the crate is not read again for a retried request
     paths = store()
     paths.uploads.mkdir(parents=True, exist_ok=True)
     with tempfile.TemporaryDirectory(dir=paths.uploads, prefix=".crate-") as tmp:
@@ -181,7 +183,7 @@ def submit_crate(
         with _taken_back_on_failure() as added:
             sources = [_store_snapshot(s, identity, added) for s in crate.snapshots]
             with transaction.atomic():  # the submission is enqueued once all of it is written
-                run = create_run(
+                run, created = create_run(
                     identity=identity,
                     workflow=crate.workflow,
                     sources=sources,
@@ -197,4 +199,4 @@ def submit_crate(
                 if crate.constraints is not None:
                     kept_environment.keep(run.pk, {"constraints.txt": crate.constraints})
     run.refresh_from_db()
-    return run
+    return run, created

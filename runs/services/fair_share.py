@@ -37,9 +37,10 @@ from django.conf import settings
 from django.db.models import Count, F, Min, Q
 from django.utils import timezone
 
-from runs.models import Identity, Run, RunState
+from runs.models import Identity, Run
 from runs.refusals import SubmissionThrottled
 from runs.services import background
+from runs.states import RunState
 
 log = logging.getLogger(__name__)
 

@@ -2,7 +2,7 @@
 
 `create_run` answers at once with the run `submitting` (S3). `submit_run` (a Celery task's
 body) builds or finds the environment, reserves the node and creates the workflow; it is
-idempotent and resumable (rule 9): the workflow name is fixed at creation, an existing
+idempotent and resumable (C17): the workflow name is fixed at creation, an existing
 environment is found, a reservation is kept, and a workflow that exists counts as submitted.
 A lease in the row keeps two workers from submitting one run at the same time, and lets the
 controller resume a submission whose worker died (C17). Which waiting run a worker takes, and
@@ -26,15 +26,17 @@ from django.utils import timezone
 from runs import environments, kept_environment
 from runs.environments import SERVICE_ENVIRONMENT
 from runs.local_packages import LocalPackageRefused, local_packages
-from runs.models import Identity, Run, RunEnvironment, RunState, Snapshot, Task
+from runs.models import Identity, Run, RunEnvironment, Snapshot, Task
 from runs.planned_tasks import PlannedTask, plan_tasks, types_for_model
 from runs.plans import Node, TaskPlan
 from runs.ports import Backend, RunLaunch, TaskLaunch
 from runs.priorities import tier_of
 from runs.refusals import SubmissionRefused
+from runs.selectors.servers import schedulable_nodes
 from runs.services import background
 from runs.services.fair_share import admit_submission, claim_next_submission
 from runs.services.reuse import check_resume, plan_reuse
+from runs.states import RunState
 from runs.store import store
 from runs.task_types import COMMAND, Types
 from runs.validation import load, load_data, semantic_errors
@@ -42,8 +44,7 @@ from runs.workflow import (
     SplitMode,
     Workflow,
     WorkflowInvalid,
-    input_path,
-    input_task,
+    input_location,
 )
 
 log = logging.getLogger(__name__)
@@ -76,26 +77,27 @@ def create_run(
     identity: Identity,
     workflow: str | dict[str, Any] | Workflow,
     sources: list[str],
-    nodes: list[Node],
     group: str = "",
     split: SplitMode | None = None,
     reserve: str | None = None,
     idempotency_key: str | None = None,
     reuse: bool = True,
     resume_from: str | None = None,
-) -> Run:
-    """Validate, resolve and plan a workflow and record the run `submitting` (S3).
-
-    `reuse`: units done in earlier runs with the same key are linked, not computed;
-    `resume_from`: the run whose done units are taken first (docs/reuse.md).
+    nodes: list[Node] | None = None,
+) -> tuple[Run, bool]:
+    """Validate, resolve and plan a workflow (on the backend's nodes, or on `nodes`) and
+    record the run `submitting` (S3); the run and whether it was made now (not: the run an
+    earlier submission of this `idempotency_key` made). `reuse`: done units of earlier runs
+    with the same key are linked; `resume_from`: whose are taken first (docs/reuse.md).
     Raises WorkflowInvalid (every error), SubmissionRefused (sources, plan; the identity's
-    share: SubmissionThrottled, runs/services/fair_share.py) or PlanRefused.
-    """
+    share: SubmissionThrottled, runs/services/fair_share.py) or PlanRefused."""
     if idempotency_key:
         existing = Run.objects.filter(owner=identity, idempotency_key=idempotency_key).first()
         if existing is not None:
-            return existing
+            return existing, False
     admit_submission(identity=identity, lock=False)  # a flood is refused before any work
+    if nodes is None:
+        nodes = schedulable_nodes()
     check_resume(reuse=reuse, resume_from=resume_from)
     model = _check_sources(sources)
     types = types_for_model(model)
@@ -125,9 +127,9 @@ def create_run(
         _record(run, spec, rows, model)
     except IntegrityError:
         if idempotency_key:  # a concurrent retry with the same key won the race
-            return Run.objects.get(owner=identity, idempotency_key=idempotency_key)
+            return Run.objects.get(owner=identity, idempotency_key=idempotency_key), False
         raise
-    return run
+    return run, True
 
 
 def checked_workflow(workflow: str | dict[str, Any] | Workflow, types: Types) -> Workflow:
@@ -192,10 +194,7 @@ def _write_files(run: Run, spec: Workflow, rows: list[PlannedTask], model: str |
     for row in rows:
         task = paths.task(row["task_id"])
         task.root.mkdir(parents=True, exist_ok=True)
-        inputs = {}
-        for port, ref in row["inputs"].items():
-            sub = input_path(ref)
-            inputs[port] = f"tasks/{input_task(ref)}/out" + (f"/{sub}" if sub else "")
+        inputs = {port: input_location(ref) for port, ref in row["inputs"].items()}
         task.task_file.write_text(
             json.dumps(
                 {
@@ -347,10 +346,4 @@ def run_launch(run: Run, *, environment: str) -> RunLaunch:
 
 def command_inputs(inputs: dict[str, str]) -> dict[str, str]:
     """`SIMRUN_INPUT_<PORT>`: where a command task finds each input, relative to SIMRUN_RUN_DIR."""
-    found = {}
-    for port, ref in inputs.items():
-        sub = input_path(ref)
-        found[f"SIMRUN_INPUT_{port.upper()}"] = f"tasks/{input_task(ref)}/out" + (
-            f"/{sub}" if sub else ""
-        )
-    return found
+    return {f"SIMRUN_INPUT_{port.upper()}": input_location(ref) for port, ref in inputs.items()}

@@ -29,7 +29,7 @@ def test_cancel_with_the_services_down_stops_the_pods_itself(
     it printed "cancelled" while the pods computed every unit left until the services were
     back."""
     backend.cache_clear()
-    run = create_run(
+    run, _ = create_run(
         identity=factories.person(),
         workflow={"name": "down", "tasks": [LONG]},
         sources=[],

@@ -56,12 +56,13 @@ def crate_outputs(archive: Path) -> dict[str, bytes]:
 
 def run_again(archive: Path, by: Identity | None = None) -> Run:
     backend.cache_clear()
-    return submit_crate(
+    run, _ = submit_crate(
         identity=by or factories.person(),
         archive=archive,
         nodes=backend().nodes(),
         limits=LIMITS,
     )
+    return run
 
 
 def test_a_real_runs_crate_is_valid_for_every_profile_it_declares(
@@ -153,7 +154,7 @@ def test_a_command_run_made_again_in_another_installation_writes_the_same_bytes(
     info = snapshot_directory(store(), model)
     Snapshot.objects.create(digest=info.digest, name="model", files=info.files, bytes=info.bytes)
     backend.cache_clear()
-    made = create_run(
+    made, _ = create_run(
         identity=factories.person(),
         workflow=COMMANDS,
         sources=[info.digest],

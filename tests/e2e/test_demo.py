@@ -40,7 +40,7 @@ def test_the_main_job_runs_the_example_and_says_where_everything_is(tmp_path: Pa
         assert (outputs / "scan" / "out" / "scan.nc").is_file()
         rows = (outputs / "summary" / "out" / "summary.csv").read_text().splitlines()[1:]
         assert {row.split(",")[0] for row in rows} == {str(p) for p in range(40 * 25)}
-        # issue 17 item 5: outputs as real paths, and one time from submission, said twice
+        # Outputs as real paths, and one time from submission, said twice
         assert f"          {outputs / 'summary' / 'out' / 'summary.csv'}\n" in first.stdout
         assert "<task>" not in first.stdout
         took = re.search(r"^time: +([0-9.]+)s from submission to the end$", first.stdout, re.M)

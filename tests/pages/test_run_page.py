@@ -153,7 +153,7 @@ def test_cancel_posted_cancels_the_run_and_returns_to_it(paul: Client) -> None:
 def test_a_cancelled_run_shows_cancelling_and_is_followed_until_a_worker_settled_it(
     paul: Client,
 ) -> None:
-    """Issue 19 item 4: the cancel answers at once; the page says "cancelling…" and keeps
+    """The cancel answers at once; the page says "cancelling…" and keeps
     following its stream while the workflow's cancel, the release and the logs are pending."""
     run = scan_run()
     html = paul.post(f"/runs/{run.id}/cancel/", follow=True).content.decode()

@@ -40,7 +40,7 @@ HELLO = {
 
 def waiting_run(backend: LocalBackend, *, age: timedelta, by: str = "paul") -> Run:
     """A run recorded `submitting` `age` ago that no worker has taken."""
-    run = create_run(
+    run, _ = create_run(
         identity=factories.identity(by), workflow=HELLO, sources=[], nodes=backend.nodes()
     )
     Run.objects.filter(pk=run.pk).update(created_at=timezone.now() - age)

@@ -27,7 +27,7 @@ STUDY = {"name": "study", "tasks": [SCAN, SUMMARY]}
 
 def submitted(workflow: dict[str, Any] = STUDY, **options: Any) -> Run:
     nodes = [Node(name="local", cores=2, memory_gb=4)]
-    run = create_run(
+    run, _ = create_run(
         identity=factories.person(), workflow=workflow, sources=[], nodes=nodes, **options
     )
     plan_reuse(run_id=run.pk, environment="service")

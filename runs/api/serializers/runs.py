@@ -8,8 +8,8 @@ from typing import Any
 from drf_spectacular.utils import extend_schema_field
 from rest_framework import serializers
 
-from runs.models import RunState
 from runs.selectors.runs_list import CURSOR, MAX_LIMIT
+from runs.states import RunState
 
 _STATE = "|".join([*RunState, "live", "ended"])
 STATES = rf"^(({_STATE})(,({_STATE}))*)?$"

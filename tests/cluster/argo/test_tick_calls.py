@@ -1,5 +1,5 @@
 """A controller tick over many Argo workflows asks the API server the same whatever their
-number (issue 21): one list of the runs' workflows' metadata, not a read per workflow; then,
+number: one list of the runs' workflows' metadata, not a read per workflow; then,
 only when some workflow changed or the process has not noted a run, one list of those runs'
 workflows. A restarted process reads no workflow whose revision is the one its record notes.
 The simulator's access log counts the requests."""

@@ -64,7 +64,7 @@ def test_plain_following_prints_each_change_of_state_and_ends_with_the_run() -> 
 
 
 def test_the_controller_is_late_after_its_limit_and_said_once_each_way() -> None:
-    """Issue 15 item 3: one warning when reconciles stop, one line when they are back."""
+    """One warning when reconciles stop, one line when they are back."""
     from runs.cli.follow_notes import ControllerWatch
 
     def polled(idle: float | None, state: str = "running") -> dict[str, Any]:
@@ -81,7 +81,7 @@ def test_the_controller_is_late_after_its_limit_and_said_once_each_way() -> None
 
 
 def test_following_waits_out_a_service_that_does_not_answer_and_says_so_once() -> None:
-    """Issue 15 item 3: the API down is said once with the command that starts it; the run is
+    """The API down is said once with the command that starts it; the run is
     followed on when it answers again."""
     from runs.cli.client import Unreachable
 

@@ -54,7 +54,7 @@ def restarted(store: Path, settings: Settings) -> Iterator[LocalBackend]:
 def submitting(backend: LocalBackend, *, lease_left: timedelta | None, age: timedelta) -> Run:
     """A run recorded `submitting` `age` ago, its worker's lease running out in `lease_left`
     (None: no worker took it yet)."""
-    run = create_run(
+    run, _ = create_run(
         identity=factories.person(),
         workflow={
             "name": "hi",
