@@ -39,6 +39,7 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parent.parent
 WORK = ROOT / ".mutation"
 SCORES = ROOT / "tools" / "mutation_scores.json"
+ALSO_COPIED = ("deploy",)  # e.g. the Argo controller's config map the simulator reads
 
 
 @dataclass(frozen=True)
@@ -98,14 +99,19 @@ MODULES: dict[str, Module] = {
     "planner": Module(
         "runs",
         "runs",
-        ("runs/planner.py",),
+        ("runs/planner.py", "runs/plan_units.py"),
         ("tests/runs/test_planner.py", "tests/runs/test_planner_rounding.py"),
     ),
     "reuse": Module(
         "runs",
         "runs",
         ("runs/reuse.py",),
-        ("tests/runs/test_reuse_keys.py", "tests/runs/test_reuse_key_format.py"),
+        (
+            "tests/runs/test_reuse_keys.py",
+            "tests/runs/test_reuse_key_format.py",
+            "tests/runs/test_reuse_differences.py",
+            "tests/runs/test_reuse_plans.py",
+        ),
     ),
     "services-reuse": Module(
         "runs",
@@ -116,6 +122,7 @@ MODULES: dict[str, Module] = {
             "tests/runs/test_reuse_key_format.py",
             "tests/runs/test_reuse_plans.py",
             "tests/runs/test_reuse_after_command.py",
+            "tests/runs/test_reuse_outputs.py",
         ),
     ),
     "rules": Module("runs", "runs", ("runs/controller/rules.py",), CONTROLLER_TESTS),
@@ -174,6 +181,8 @@ def stage(name: str, module: Module) -> Path:
     ignore = shutil.ignore_patterns("__pycache__", "*.pyc")
     shutil.copytree(ROOT / module.package, where / module.staged_as, ignore=ignore)
     shutil.copytree(ROOT / "tests", where / "tests", ignore=ignore)
+    for data in ALSO_COPIED:  # files the tests read by their path in the work tree
+        shutil.copytree(ROOT / data, where / data, ignore=ignore)
     config = (ROOT / "pyproject.toml").read_text()
     config += (
         "\n[tool.mutmut]\n"
@@ -183,6 +192,11 @@ def stage(name: str, module: Module) -> Path:
         'pytest_add_cli_args = ["-p", "no:cacheprovider", "-q", "--reuse-db", '
         '"-o", "django_find_project=false"]\n'
         "use_git_change_detection = false\n"
+        f"also_copy = {toml_list(ALSO_COPIED)}\n"
+        # mutants forked from a server of their own, not from the process that ran the tests
+        # once for their coverage: that one may have children left (a local backend's pods),
+        # whose end mutmut's `os.wait()` would take for a mutant's and then stop at
+        'process_isolation = "forkserver"\n'
     )
     (where / "pyproject.toml").write_text(config)
     return where

@@ -10,6 +10,9 @@ are about the request body itself (oversized, chunked, deep JSON, not UTF-8), wi
 workflow as the baseline. Peak memory is the kernel's high-water mark of the web process
 (VmHWM), reset before each request (`/proc/<pid>/clear_refs` ← 5), less its RSS at that
 moment. Goal for every class: answered in under 1 s, peak under +50 MB.
+
+The file and upload classes (links out of a run, bombs, archives of many members) are in
+bench/api/hostile_files.py, which uses this module's service and measurement.
 """
 
 from __future__ import annotations
@@ -51,7 +54,7 @@ class Case:
     route: str
     body: bytes
     chunked: bool = False
-    elsewhere: str = ""  # being fixed by another change (issue 16, item 2)
+    elsewhere: str = ""  # being fixed by another change
 
 
 def cases() -> list[Case]:

@@ -61,7 +61,7 @@ def template_run(backend: Any, sim: Any, pods_per_run: int) -> tuple[Any, dict[s
     else:
         settings = {"units": 1000, "seconds": 0.01}
         task = {"id": "scan", "type": "spin", "settings": settings, "split": pods_per_run - 1}
-    run = create_run(
+    run, _ = create_run(
         identity=identity,
         workflow={"name": "tick", "tasks": [task]},
         sources=[],

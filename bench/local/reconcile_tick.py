@@ -90,7 +90,7 @@ def template_run() -> Template:
 
     identity = create_identity(name="bench", kind="person", password="bench-pw-123")
     task = {"id": "scan", "type": "spin", "settings": {"units": 200, "seconds": 0.01}, "split": 2}
-    run = create_run(
+    run, _ = create_run(
         identity=identity,
         workflow={"name": "tick", "tasks": [task]},
         sources=[],

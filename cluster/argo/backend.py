@@ -31,10 +31,11 @@ from cluster.argo.builds import run_build
 from cluster.argo.config import ClusterConfig
 from cluster.argo.listing import read_workflow
 from cluster.argo.logs import task_logs
-from cluster.argo.manifest import POD_LABEL, RUN_LABEL, TASK_LABEL, workflow_manifest
+from cluster.argo.manifest import RUN_LABEL, workflow_manifest
 from cluster.argo.names import STRICT
 from cluster.argo.node_status import NodesUnreadable, offload_version
 from cluster.argo.nodes import WORKER_LABEL, Requests, live, node_from, pod_requests, used_by_others
+from cluster.argo.pod_template import POD_LABEL, TASK_LABEL
 from cluster.argo.reservations import patch_node, releasing, reserving
 from cluster.argo.shutdown import shut_down
 from cluster.argo.status import unreadable_status, workflow_status
@@ -56,7 +57,7 @@ def make_client(config: ClusterConfig) -> ApiClient:
 
 
 class ArgoBackend:
-    """The backend of a cluster of Argo Workflows, Kueue and BuildKit (DESIGN §6)."""
+    """The backend of a cluster of Argo Workflows, Kueue and BuildKit (docs/argo-backend.md)."""
 
     def __init__(self, config: ClusterConfig, api: ApiClient | None = None) -> None:
         """`api`: the API client to use; by default `make_client(config)`."""

@@ -101,16 +101,7 @@ class LocalBackend:
         self.memory_poll_s = memory_poll_s
         self.kill_margin_s = kill_margin_s
         self.scratch_gb = scratch_gb
-        self._standbys = (
-            Standbys(
-                self.state / "standby",
-                count=standby,
-                bin_of=partial(launcher.environment_bin, self.store.environments),
-                idle_s=standby_idle_s,
-            )
-            if standby > 0
-            else None
-        )
+        self._standbys = self._standbys_of(standby, standby_idle_s)
         self._index = RunIndex(self.store, self.state / "workflows")
         self._statuses = RunStatuses(self._index.run)
         self._passes = NodePass(
@@ -128,6 +119,13 @@ class LocalBackend:
         self._loop = Loop(
             self._pass, bell=self.state / BELL_FILE, poll_s=poll_s, quiet=self.quiet_s
         )
+
+    def _standbys_of(self, count: int, idle_s: float) -> Standbys | None:
+        """The standby pods the loop keeps (None: none, every pod a fresh process)."""
+        if count <= 0:
+            return None
+        bin_of = partial(launcher.environment_bin, self.store.environments)
+        return Standbys(self.state / "standby", count=count, bin_of=bin_of, idle_s=idle_s)
 
     def tick(self) -> bool:
         """Advance every live run and admit what can start; whether anything changed."""

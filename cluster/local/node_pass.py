@@ -136,9 +136,7 @@ class NodePass:
                     elif v.startable and not halted:
                         order = (submitted, v.spec.index)
                         demands.append(Demand(key, value, shape.cores, memory, order))
-            self.statuses.passed(names, begun_ns=begun_ns)
-            kept = {run.run_id for run in live}
-            self._reads = {k: v for k, v in self._reads.items() if k in kept}
+            self._passed(live, names, begun_ns)
             reserved = reserved_for(self.state)
             decision = admit(self.cores, self.memory_gb, demands, holdings, reserved)
             self._act(decision, running)
@@ -146,6 +144,12 @@ class NodePass:
         busy = sum(h.cores for h in holdings) + sum(d.cores for d in demands if d.key in started)
         self.idle_cores = self.cores - busy
         return changed or bool(decision.start or decision.evict), tuple(signature)
+
+    def _passed(self, live: list[RunFiles], names: list[str], begun_ns: int) -> None:
+        """What the pass read is all the loop keeps: the runs not live any more are let go."""
+        self.statuses.passed(names, begun_ns=begun_ns)
+        kept = {run.run_id for run in live}
+        self._reads = {k: v for k, v in self._reads.items() if k in kept}
 
     def _advance(self, run: RunFiles, launch: RunLaunch) -> tuple[bool, list[PodView], int]:
         """Settle lost attempts, enforce a stop or cancel, mark an ended run. Under its lock.

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import argparse
 import tempfile
+import time
 from collections.abc import Callable
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -18,6 +19,8 @@ from runs.cli.follow_notes import run_seconds, task_times, watched
 from runs.cli.progress import ENDED, follow_bars, follow_plain, polls
 from runs.cli.workflow_commands import read_workflow
 from runs.states import RunState, TaskState
+
+CANCEL_WAIT_S = 120.0  # a cancel waits this long at most for the run's pods to stop
 
 if TYPE_CHECKING:  # the client is imported when a verb runs: `validate` needs no HTTP
     from runs.cli.client import Client
@@ -240,7 +243,24 @@ def follow_run(
 
 
 def cancel(args: argparse.Namespace) -> int:
-    run = connect().cancel(args.run)
+    client = connect()
+    run = client.cancel(args.run)
+    if run.get("pending") == "cancelling":
+        # said only once the run's pods have stopped: a cancel printed while they computed
+        # on would not be one
+        print(f"cancelling run {run['id']}: stopping its pods", flush=True)
+        deadline = time.monotonic() + CANCEL_WAIT_S
+        while run.get("pending") == "cancelling" and time.monotonic() < deadline:
+            time.sleep(0.5)
+            run = client.show(args.run)
+        if run.get("pending") == "cancelling":
+            print(
+                f"run {run['id']} {run['state']}; its pods are still stopping (simrun's "
+                f"services end them within their grace)"
+            )
+            return 0
+        print(f"run {run['id']} {run['state']}; its pods have stopped")
+        return 0
     print(f"run {run['id']} {run['state']}")
     return 0
 

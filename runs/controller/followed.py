@@ -18,7 +18,8 @@ from typing import Any, NamedTuple
 from django.db.models import BooleanField, ExpressionWrapper, Q, TextField
 from django.db.models.functions import Cast
 
-from runs.models import Run, RunState, Task, TaskState
+from runs.models import Run, Task
+from runs.states import RunState, TaskState
 
 MANY_UNNOTED = 200  # more runs to read the rest of than this: read as the followed runs
 FOLLOWED = (  # the runs the controller follows: live ones and ended ones with work pending

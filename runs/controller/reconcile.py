@@ -21,9 +21,10 @@ from runs.controller import records, rules
 from runs.controller.seen import derived_from
 from runs.controller.store_facts import failure_causes, reported_kills, reported_span
 from runs.controller.writes import Write, note_derived_from, write_if_unchanged
-from runs.models import Run, RunState, StoredPod, Task
+from runs.models import Run, StoredPod, Task
 from runs.plans import TaskPlan
 from runs.ports import Backend, BackendStatus
+from runs.states import RunState
 from runs.store import has_merge_marker, task_paths
 
 
@@ -81,11 +82,7 @@ def observe(run: Run, tasks: list[Task], status: BackendStatus | None, now: date
         stored={t.task_id: t.state for t in tasks},
         status=status,
         markers=markers,
-        awaiting=(
-            {t: d.awaiting for t, d in derived.items()}
-            if status is not None
-            else rules.awaited_when_gone(merge_pending, now=now, grace=grace)
-        ),
+        awaiting=_awaiting(derived, status, merge_pending, now, grace),
     )
     said += ended
     outcome = rules.run_outcome(states)
@@ -98,6 +95,20 @@ def observe(run: Run, tasks: list[Task], status: BackendStatus | None, now: date
     message = records.run_message(said)
     fields.update(_run_change(run, tasks, states, outcome, changes, message, status, now))
     return Observed(run=fields, tasks=changes, outcome=outcome)
+
+
+def _awaiting(
+    derived: dict[str, rules.TaskDerived],
+    status: BackendStatus | None,
+    merge_pending: dict[str, str],
+    now: datetime,
+    grace: timedelta,
+) -> dict[str, bool]:
+    """C6, C10: the tasks awaiting their merge marker: as derived while the workflow is there;
+    once it is gone, those its record says awaited one (True while their grace lasts)."""
+    if status is not None:
+        return {t: d.awaiting for t, d in derived.items()}
+    return rules.awaited_when_gone(merge_pending, now=now, grace=grace)
 
 
 def _record(task: Task, status: BackendStatus | None) -> rules.TaskRecord:

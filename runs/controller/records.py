@@ -1,4 +1,4 @@
-"""The rules that turn the tasks' derived states into the run's record (DESIGN §5): the
+"""The rules that turn the tasks' derived states into the run's record (docs/architecture.md): the
 messages of failed tasks, the states once the workflow ended or went away, a task's fields
 for its new state; plain functions of plain values, like `rules.py`."""
 

@@ -37,13 +37,13 @@ from runs.controller.plan import Plan, plan_tick
 from runs.controller.reconcile import Derivation, applied, derive
 from runs.controller.seen import Derived, Seen
 from runs.controller.writes import note_derived_from, write_if_unchanged
-from runs.models import Run, RunState, Task
+from runs.models import Run, Task
 from runs.ports import Backend
-from runs.services import background
+from runs.services.fair_share import requeue_submissions
 from runs.services.heartbeats import record_heartbeat
 from runs.services.runs import finish_deletion
 from runs.services.settle import keep_task_logs, settle
-from runs.services.submission import stale_submissions
+from runs.states import RunState
 from runs.store import task_paths
 
 log = logging.getLogger(__name__)
@@ -64,8 +64,7 @@ def tick(
 
     Ends by recording the heartbeat of `source` (the watcher, or `worker` for beat's pass),
     which `follow` and `simrun status` read to tell whether the controller runs at all."""
-    for run_id in stale_submissions():
-        background.enqueue(background.SUBMIT_RUN, run_id=run_id)
+    requeue_submissions()  # once per back-off step each, never once per pass
     seen = SEEN if seen is None else seen
     backoff = BACKOFF if backoff is None else backoff
     rows = read_rows(seen)

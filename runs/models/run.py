@@ -105,6 +105,15 @@ class Run(models.Model):
     submit_lease_until = models.DateTimeField(
         null=True, blank=True, help_text="A worker is submitting the run until then."
     )
+    submit_queued_at = models.DateTimeField(
+        null=True,
+        blank=True,
+        help_text="When the controller last sent it again (none yet: its first message "
+        "was sent when it was created).",
+    )
+    submit_requeues = models.PositiveSmallIntegerField(
+        default=0, help_text="Messages sent again for it by the controller (each waits longer)."
+    )
     idempotency_key = models.CharField(max_length=128, null=True, blank=True)  # noqa: DJ001
     reuse = models.BooleanField(
         default=True, help_text="Units done in earlier runs with the same key are reused."

@@ -16,15 +16,18 @@ import statistics
 from collections.abc import Sequence
 from dataclasses import dataclass
 from datetime import datetime
+from typing import TYPE_CHECKING
 
 from django.utils.safestring import SafeString
 
-from runs.models import Run, Task
 from runs.pages import plots
 from runs.plans import TaskPlan
 from runs.selectors.progress_lines import unit_lines
 from runs.selectors.unit_times import learned_unit_seconds
 from runs.selectors.workers import WorkerView, task_workers
+
+if TYPE_CHECKING:
+    from runs.models import Run, Task
 
 
 @dataclass(frozen=True)

@@ -14,10 +14,10 @@ A worker is one pod of a task: `<task>-w0` (the coordinator), `<task>-w1..` (ext
 
 from __future__ import annotations
 
-import re
 from dataclasses import dataclass
 
 from runs.models import Run, StoredPod, Task
+from runs.plans import merge_pod, worker_index, worker_pod
 from runs.ports import PodPhase
 from runs.selectors.progress_lines import unit_lines
 from runs.states import TaskState
@@ -52,9 +52,9 @@ class WorkerView:
 
 def role_of(task: Task, worker: str) -> str:
     """base (coordinator), extra, merge, or exec (the single pod of an unsplit task)."""
-    if worker == f"{task.task_id}-merge":
+    if worker == merge_pod(task.task_id):
         return "merge"
-    if worker == f"{task.task_id}-w0":
+    if worker == worker_pod(task.task_id, 0):
         return "base"
     if task.splittable:
         return "extra"
@@ -64,15 +64,15 @@ def role_of(task: Task, worker: str) -> str:
 def _belongs(task: Task, pod: str) -> bool:
     if not task.splittable:
         return pod == task.task_id
-    prefix = re.escape(task.task_id)
-    return re.fullmatch(rf"{prefix}-(w\d+|merge)", pod) is not None
+    return pod == merge_pod(task.task_id) or worker_index(task.task_id, pod) is not None
 
 
-def _worker_order(name: str) -> tuple[int, int, str]:
-    match = re.search(r"-w(\d+)$", name)
-    if match:
-        return (0, int(match.group(1)), name)
-    return (1 if name.endswith("-merge") else 0, 0, name)
+def _worker_order(task_id: str, name: str) -> tuple[int, int, str]:
+    """The coordinator, the extra workers by number, anything else, the merge last."""
+    index = worker_index(task_id, name)
+    if index is not None:
+        return (0, index, name)
+    return (1 if name == merge_pod(task_id) else 0, 0, name)
 
 
 def task_workers(run: Run, task: Task) -> list[WorkerView]:
@@ -96,7 +96,7 @@ def task_workers(run: Run, task: Task) -> list[WorkerView]:
             units_done=done.get(name, 0),
             units_claimed=claims.get(name, 0),
         )
-        for name in sorted(names, key=_worker_order)
+        for name in sorted(names, key=lambda name: _worker_order(task.task_id, name))
     ]
 
 

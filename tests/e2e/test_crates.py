@@ -56,12 +56,13 @@ def crate_outputs(archive: Path) -> dict[str, bytes]:
 
 def run_again(archive: Path, by: Identity | None = None) -> Run:
     backend.cache_clear()
-    return submit_crate(
+    run, _ = submit_crate(
         identity=by or factories.person(),
         archive=archive,
         nodes=backend().nodes(),
         limits=LIMITS,
     )
+    return run
 
 
 def test_a_real_runs_crate_is_valid_for_every_profile_it_declares(
@@ -153,7 +154,7 @@ def test_a_command_run_made_again_in_another_installation_writes_the_same_bytes(
     info = snapshot_directory(store(), model)
     Snapshot.objects.create(digest=info.digest, name="model", files=info.files, bytes=info.bytes)
     backend.cache_clear()
-    made = create_run(
+    made, _ = create_run(
         identity=factories.person(),
         workflow=COMMANDS,
         sources=[info.digest],
@@ -191,7 +192,8 @@ def test_a_resumed_runs_crate_says_which_units_came_from_which_run(
     wait_for_end(cancelled.pk)
     resumed = succeeded(workflow, resume_from=cancelled.pk)
     reused = Run.objects.get(pk=resumed.pk).tasks.get(task_id="nap").reused[cancelled.pk]
-    assert run_reuse(resumed).reused == len(reused) >= 6
+    names = [f"u{i:06d}" for start, end in reused for i in range(start, end)]
+    assert run_reuse(resumed).reused == len(names) >= 6  # what the service recorded
 
     archive = export_to(run_id=resumed.pk, target=tmp_path / "resumed.crate.zip")
 
@@ -201,8 +203,19 @@ def test_a_resumed_runs_crate_says_which_units_came_from_which_run(
     assert len(derived) == 1
     origin = graph[derived[0]["@id"]]
     assert origin["identifier"] == cancelled.pk
-    assert origin["description"] == "reused, not computed again: " + ", ".join(sorted(reused))
-    assert f"{len(reused)} reused from {cancelled.pk}" in graph["#task/nap"]["description"]
+    assert origin["name"] == f"{len(names)} units of nap computed by run {cancelled.pk}"
+    listed = origin["description"].removeprefix("reused, not computed again: ").split(", ")
+    assert [
+        n for part in listed for n in _unit_names(part)
+    ] == names  # every reused unit, by its name
+    assert f"{len(names)} reused from {cancelled.pk}" in graph["#task/nap"]["description"]
+
+
+def _unit_names(part: str) -> list[str]:
+    """`u000003 to u000005` -> u000003, u000004, u000005; `u000007` -> u000007."""
+    first, _, last = part.partition(" to ")
+    end = int((last or first)[1:]) + 1
+    return [f"u{i:06d}" for i in range(int(first[1:]), end)]
 
 
 EXAMPLE = Path(__file__).resolve().parents[2] / "examples" / "crates" / "repressilator-ode-scan"

@@ -1,6 +1,6 @@
 """The steps of a run's derivation (`rules.derive_task`, `records.py`) with plain values:
 which store facts a status needs, a task's state and what its record keeps, the workflow's
-end, the messages and a task's fields (issue 19 item 2)."""
+end, the messages and a task's fields."""
 
 from __future__ import annotations
 

@@ -187,15 +187,29 @@ def test_a_live_run_is_not_exported(store: Path) -> None:
 
 def test_a_resumed_run_records_which_units_came_from_which_run(store: Path, tmp_path: Path) -> None:
     run = finished_scan()
-    run.tasks.filter(task_id="scan").update(reused={"0earlier0run": ["u000000", "u000001"]})
+    reused = {"0earlier0run": [[0, 1]], "1other1run": [[3, 6], [7, 8]]}
+    run.tasks.filter(task_id="scan").update(units_total=9, reused=reused)
 
     entities = graph(exported(run, tmp_path / "crate"))
 
-    derived = entities["tasks/scan/out/"]["wasDerivedFrom"]
-    origin = entities[derived[0]["@id"]]
-    assert origin["identifier"] == "0earlier0run"
-    assert "u000000, u000001" in origin["description"]
+    derived = [entities[d["@id"]] for d in entities["tasks/scan/out/"]["wasDerivedFrom"]]
+    assert [(d["identifier"], d["description"]) for d in derived] == [
+        ("0earlier0run", "reused, not computed again: u000000"),
+        ("1other1run", "reused, not computed again: u000003 to u000005, u000007"),
+    ]
+    assert derived[1]["name"] == "4 units of scan computed by run 1other1run"
+    assert "5 reused from 0earlier0run, 1other1run" in entities["#task/scan"]["description"]
     assert "wasDerivedFrom" not in entities["tasks/summary/out/"]
+
+
+def test_a_reused_output_of_an_unsplit_task_is_named_as_such(store: Path, tmp_path: Path) -> None:
+    run = finished_scan()
+    run.tasks.filter(task_id="summary").update(reused={"0earlier0run": ["out"]})
+
+    entities = graph(exported(run, tmp_path / "crate"))
+
+    derived = entities["tasks/summary/out/"]["wasDerivedFrom"]
+    assert entities[derived[0]["@id"]]["description"] == "reused, not computed again: its output"
 
 
 def test_a_failed_run_records_its_state_and_message(store: Path, tmp_path: Path) -> None:
