@@ -11,6 +11,16 @@
    directory kind on the same file system.
 
     python bench/harness/overhead.py [--repeats 3] [--processes N] [--dir DIR] [--boost]
+    python bench/harness/overhead.py --sweep 1 2 4 8 16 [--units 4000] [--seconds 0.002]
+
+3. With `--sweep`, the per-unit cost at each number of processes: `--units` units of
+   `--seconds` CPU by one `simrun-worker` of N processes and by `Pool.starmap` of N, in turn,
+   each case `--repeats` times. Printed per N: CPU seconds of the harness and of the pool
+   (best of the repeats) and the harness's extra CPU per unit, `(harness - pool) / units`,
+   which must not grow with N. On a machine with fewer cores than N the processes share
+   them: the wall time says nothing then, but the CPU each unit costs still does (one
+   directory of claims shared by N claimers, a pipe and a progress line per unit, the memory
+   sample of N processes).
 
 `--boost` (Linux, root) runs the benchmark in a session of its own whose autogroup has nice
 -10, so other sessions' load on a shared machine disturbs both sides less.
@@ -140,6 +150,24 @@ def _claim_rate(directory: Path, count: int) -> float:
     return count / (time.perf_counter() - start)
 
 
+def sweep(root: Path, repeats: int, counts: list[int], units: int, seconds: float) -> None:
+    """The harness's extra CPU per unit at each number of processes (see the module's 3.)."""
+    print(f"{units} units of {seconds * 1000:g} ms CPU, best of {repeats}:", flush=True)
+    first: float | None = None
+    for processes in counts:
+        harness = [_harness(root / "store", units, seconds, processes) for _ in range(repeats)]
+        bare = [_bare(units, seconds, processes, "map") for _ in range(repeats)]
+        cpu_h, cpu_b = min(c for _, c in harness), min(c for _, c in bare)
+        per_unit = (cpu_h - cpu_b) / units * 1e6
+        first = per_unit if first is None else first
+        print(
+            f"  {processes:3d} processes: CPU harness {cpu_h:.2f} s, Pool.starmap {cpu_b:.2f} s; "
+            f"extra per unit {per_unit:.0f} µs ({per_unit / first:.2f}x that of {counts[0]}); "
+            f"wall {min(w for w, _ in harness):.2f} s / {min(w for w, _ in bare):.2f} s",
+            flush=True,
+        )
+
+
 def claim_rate(root: Path, repeats: int, count: int = 5000) -> None:
     renames, claims = [], []
     for _ in range(repeats):
@@ -159,6 +187,9 @@ def main() -> None:
     parser.add_argument("--processes", type=int, default=os.cpu_count() or 1)
     parser.add_argument("--dir", type=Path, default=None, help="where the store goes")
     parser.add_argument("--boost", action="store_true", help="autogroup nice -10 (root)")
+    parser.add_argument("--sweep", type=int, nargs="+", help="processes per case, e.g. 1 2 4 8")
+    parser.add_argument("--units", type=int, default=4000, help="units per sweep case")
+    parser.add_argument("--seconds", type=float, default=0.002, help="CPU s per sweep unit")
     args = parser.parse_args()
     if args.boost and os.environ.get(BOOSTED) != "1":
         argv = [sys.executable, str(Path(__file__).resolve()), *sys.argv[1:]]
@@ -171,6 +202,9 @@ def main() -> None:
         boost = f", autogroup nice {BOOST_NICE}" if args.boost else ""
         load = ", ".join(f"{v:.1f}" for v in os.getloadavg())
         print(f"python {sys.version.split()[0]}, {os.cpu_count()} CPUs{boost}, load {load}")
+        if args.sweep:
+            sweep(root, args.repeats, args.sweep, args.units, args.seconds)
+            return
         claim_rate(root, args.repeats)
         pool_overhead(root, args.repeats, args.processes)
     finally:

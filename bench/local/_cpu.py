@@ -3,6 +3,7 @@
 A thread reads every process every `every` seconds and keeps, per process (pid and start
 time), the last user + system seconds it saw, under the part the process belongs to:
 
+    web         the web process of the embedded default (`simrun serve`)
     celery      the Celery worker and its pool processes
     watcher     the `simrun watch` process (the controller loop and the backend's loop)
     supervisor  the supervisors of the pods (memory polling, signals)
@@ -29,7 +30,7 @@ import time
 from collections import defaultdict
 from dataclasses import dataclass
 
-PARTS = ("celery", "watcher", "supervisor", "pod", "units", "merge", "postgres", "bench")
+PARTS = ("web", "celery", "watcher", "supervisor", "pod", "units", "merge", "postgres", "bench")
 TICKS = os.sysconf("SC_CLK_TCK")
 
 SETTLED_S = 1.0
@@ -86,9 +87,16 @@ class CpuSampler:
     """Samples the stack's processes in a background thread between `start` and `stop`."""
 
     def __init__(
-        self, *, celery: int, watcher: int, database: str, store: str, every: float = 0.5
+        self,
+        *,
+        celery: int,
+        watcher: int,
+        database: str,
+        store: str,
+        web: int | None = None,
+        every: float = 0.5,
     ) -> None:
-        self.roots = {celery: "celery", watcher: "watcher"}
+        self.roots = {celery: "celery", watcher: "watcher"} | ({web: "web"} if web else {})
         self.store = store
         self.database = database
         self.every = every
@@ -164,7 +172,7 @@ class CpuSampler:
         if pid in self.roots:  # the Celery worker's and the watcher's own processes
             return self.roots[pid]
         text = self._text(pid, procs)
-        if text.startswith("postgres:") and f" {self.database} " in f"{text} ":
+        if self.database and text.startswith("postgres:") and f" {self.database} " in text + " ":
             return "postgres"
         if any(name in text for name in SUPERVISORS):
             return "supervisor" if ours(pid) else None

@@ -67,6 +67,10 @@ class Stack:
         self.procs[kind] = proc
         return proc
 
+    def pids(self) -> dict[str, int]:
+        """The main process of each service started (worker, watcher)."""
+        return {kind: proc.pid for kind, proc in self.procs.items()}
+
     def stop_all(self) -> None:
         stop_services(self.procs)
         self.procs.clear()

@@ -41,6 +41,15 @@ the cores, what it would have been had they left the cores alone (exact for CPU-
 for the waits in simrun's phases it flatters simrun slightly).
 
     python bench/local/scan.py [--units 2000] [--seconds 0.01] [--repeats 3] [--merge-pod] [--json]
+    python bench/local/scan.py --units 100000 --seconds 0.001 --repeats 1
+
+By default the stack is the embedded default (`simrun serve` in a fresh data directory:
+SQLite, the file broker; `_embedded.py`); `--stack postgres` runs a Celery worker and the
+watcher on Postgres and Redis instead (`_stack.py`), as the figures before this option did.
+After the last repeat it prints what a large scan costs besides its time
+(`_scan_measures.py`): the services' peak resident memory, the store's bytes per unit, and
+the time each of the run's API views (over HTTP) and its page take to answer, the output
+listing among them.
 
 The store is a temporary directory (`TMPDIR`, else /tmp). Each unit of simrun makes a
 directory there, which the bare pool does not: its cost is printed (`directory_cost`), since
@@ -63,7 +72,9 @@ from typing import Any
 
 import psutil
 from _cpu import PARTS, CpuSampler
-from _stack import Stack, stack
+from _embedded import embedded
+from _scan_measures import api_times_ms, page_time_ms, peak_rss_mb, store_bytes
+from _stack import stack
 
 HERE = Path(__file__).resolve().parent
 CORES = 2
@@ -134,7 +145,7 @@ def bare(units: int, seconds: float) -> dict[str, float]:
 
 
 def through_simrun(
-    the_stack: Stack, identity: Any, units: int, seconds: float, merge_pod: bool = False
+    the_stack: Any, identity: Any, units: int, seconds: float, merge_pod: bool = False
 ) -> dict[str, Any]:
     """One scan through simrun: wall time, phases, CPU per part."""
     from _timeline import (
@@ -149,9 +160,11 @@ def through_simrun(
     from runs.models import Task
     from runs.store import store
 
+    pids = the_stack.pids()
     sampler = CpuSampler(
-        celery=the_stack.procs["worker"].pid,
-        watcher=the_stack.procs["watcher"].pid,
+        celery=pids["worker"],
+        watcher=pids["watcher"],
+        web=pids.get("web"),
         database=the_stack.database,
         store=str(the_stack.store),
     ).start()
@@ -194,6 +207,7 @@ def through_simrun(
         names = PHASES
     phases = {name: b - a for name, a, b in zip(names, marks[:-1], marks[1:], strict=True)}
     return {
+        "run_id": run.pk,
         "wall": end - called,
         "phases": phases,
         "cpu": cpu,
@@ -214,10 +228,12 @@ def main() -> None:
     parser.add_argument(
         "--merge-pod", action="store_true", help="merge in a pod of its own, not the coordinator"
     )
+    parser.add_argument("--stack", choices=("embedded", "postgres"), default="embedded")
     args = parser.parse_args()
     bares: list[dict[str, float]] = []
     runs: list[dict[str, Any]] = []
-    with stack(services=True) as the_stack:
+    extras: dict[str, Any] = {}
+    with embedded() if args.stack == "embedded" else stack(services=True) as the_stack:
         from runs.services.identities import create_identity
 
         identity = create_identity(name="bench", kind="person", password="bench-pw-123")
@@ -236,7 +252,47 @@ def main() -> None:
                 f"{r['others_cpu']:.1f} CPU s meanwhile)",
                 flush=True,
             )
+        extras = large_scan_costs(the_stack, identity, runs[-1], args.units)
     report(args, bares, runs)
+    report_costs(extras)
+
+
+def large_scan_costs(
+    the_stack: Any, identity: Any, last: dict[str, Any], units: int
+) -> dict[str, Any]:
+    """What the last run costs besides its time: peak memory of the services, the store's
+    bytes per unit, and how long its views take (the API over HTTP, if the stack serves it)."""
+    from runs.services.identities import create_token
+    from runs.store import store
+
+    run_dir = store().run(last["run_id"]).root
+    allocated, entries = store_bytes(run_dir)
+    found: dict[str, Any] = {
+        "units": units,
+        "peak_rss_mb": peak_rss_mb(the_stack.pids()),
+        "store_bytes_per_unit": allocated / units,
+        "store_entries_per_unit": entries / units,
+        "page_ms": page_time_ms(identity.user, last["run_id"]),
+    }
+    if getattr(the_stack, "url", None):
+        secret = create_token(identity=identity, label="bench").secret
+        found["api_ms"] = api_times_ms(the_stack.url, secret, last["run_id"])
+    return found
+
+
+def report_costs(extras: dict[str, Any]) -> None:
+    if not extras:
+        return
+    print(f"  what the last run of {extras['units']} units costs besides its time:")
+    rss = ", ".join(f"{k} {v:.0f} MB" for k, v in sorted(extras["peak_rss_mb"].items()))
+    print(f"    services' peak resident memory (VmHWM, their processes summed): {rss}")
+    print(
+        f"    the run's store: {extras['store_bytes_per_unit']:.0f} bytes a unit "
+        f"({extras['store_entries_per_unit']:.2f} files and directories a unit)"
+    )
+    print(f"    the run's page: {extras['page_ms']:.0f} ms (median of 5, in this process)")
+    for route, ms in extras.get("api_ms", {}).items():
+        print(f"    GET {route}: {ms:.0f} ms (median of 5, over HTTP)")
 
 
 def report(

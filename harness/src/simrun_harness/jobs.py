@@ -66,6 +66,7 @@ class JobRunner:
         self.context = context
         self.units_dir = units_dir
         self.token = token
+        self._units = str(units_dir) + os.sep  # plain strings on the hot path (per unit)
 
     def setup(self, index: int) -> None:
         """Give this process a scratch directory of its own."""
@@ -96,17 +97,17 @@ class JobRunner:
         back, its private directory swept as abandoned: `Ledger.sweep_partials`) and finds
         the unit done meanwhile counts it as a duplicate, not as a failure of the unit.
         """
-        final = os.path.join(self.units_dir, name)
+        final = self._units + name
         if os.path.isdir(final):
             return True
-        tmp = self.units_dir / f".{name}.{self.token}.{os.getpid()}"
+        tmp = f"{self._units}.{name}.{self.token}.{os.getpid()}"
         try:
             os.mkdir(tmp)
         except FileExistsError:  # left by a killed run of this process id
             shutil.rmtree(tmp)
             os.mkdir(tmp)
         try:
-            task_type.run_unit(self.context, value, tmp)
+            task_type.run_unit(self.context, value, Path(tmp))
         except Exception:
             if not os.path.isdir(tmp) and os.path.isdir(final):
                 return True  # swept while we were late: the unit was done elsewhere

@@ -19,8 +19,11 @@ import contextlib
 import ctypes
 import multiprocessing
 import os
+import pickle
+import select
 import selectors
 import signal
+import struct
 import sys
 from collections import deque
 from collections.abc import Sequence
@@ -31,6 +34,7 @@ from multiprocessing.process import BaseProcess
 from simrun_harness.jobs import Job, JobResult, JobRunner, Outcome, run_job
 
 _PR_SET_PDEATHSIG = 1
+READ_BYTES = 1 << 16  # a read of a process's pipe: many results of short units at once
 
 
 @dataclass(frozen=True)
@@ -74,7 +78,8 @@ def _child_main(
             return
         batch, ring_at = message
         for done, job in enumerate(batch, start=1):
-            conn.send(run_job(runner, job))  # at once: a death names its own job
+            # at once: a death names its own job; plain pickle of a tuple of plain values
+            conn.send_bytes(pickle.dumps(run_job(runner, job), pickle.HIGHEST_PROTOCOL))
             if ring_at is not None and len(batch) - done <= ring_at:
                 ring_at = None  # once: running low, wake the parent (it may let results wait)
                 with contextlib.suppress(BlockingIOError):
@@ -92,6 +97,9 @@ class Slot:
     ended: bool = False
     rings: bool = False
     """Its last batch rings when the process runs low (`ProcessPool.submit`)."""
+    fd: int = -1  # the parent's end of its pipe: read raw, every result there at once
+    sentinel: int = -1
+    unread: bytearray = field(default_factory=bytearray)  # a result read in part
 
     @property
     def pid(self) -> int:
@@ -129,7 +137,9 @@ class ProcessPool:
             )
             process.start()
             child_end.close()
-            self.slots.append(Slot(index, process, parent_end))
+            slot = Slot(index, process, parent_end, fd=parent_end.fileno())
+            slot.sentinel = process.sentinel
+            self.slots.append(slot)
         self._selector = selectors.DefaultSelector()  # after the forks: not inherited
         self._urgent = selectors.DefaultSelector()
         for selector in (self._selector, self._urgent):
@@ -213,19 +223,17 @@ class ProcessPool:
         return events
 
     def _read(self, readable: set[int], events: list[PoolEvent]) -> bool:
-        """One result from each readable pipe, or a death; whether there was any."""
+        """The results of each readable pipe (every one it holds, in one read), or a death;
+        whether there was any."""
         found = False
         for slot in self.slots:
             if slot.ended:
                 continue
-            died = slot.process.sentinel in readable
+            died = slot.sentinel in readable
             if died:
-                events += self._drain(slot)
-            elif slot.conn.fileno() in readable:
-                try:
-                    events.append(self._received(slot, slot.conn.recv()))
-                except (EOFError, OSError):
-                    died = True
+                self._take(slot, events, until_end=True)
+            elif slot.fd in readable:
+                died = not self._take(slot, events)
             if died:
                 slot.process.join(0.5)
                 slot.ended = True
@@ -233,19 +241,50 @@ class ProcessPool:
                 job = slot.outstanding[0] if slot.outstanding else None
                 slot.outstanding.clear()
                 events.append(Death(slot.pid, slot.process.exitcode, job))
-            found = found or died or slot.conn.fileno() in readable
+            found = found or died or slot.fd in readable
         return found
 
-    def _received(self, slot: Slot, outcome: Outcome) -> JobResult:
-        return JobResult(slot.outstanding.popleft(), *outcome)
+    def _take(self, slot: Slot, events: list[PoolEvent], *, until_end: bool = False) -> bool:
+        """Read what a process's pipe holds and make results of its whole messages (framed
+        as `Connection.send_bytes` frames them); False at its end. `until_end` (the process
+        died): everything it sent before, never waiting (a child of its unit may still hold
+        the pipe open)."""
+        while True:
+            if until_end and not select.select([slot.fd], [], [], 0)[0]:
+                return True
+            try:
+                data = os.read(slot.fd, READ_BYTES)
+            except OSError:
+                return False
+            if not data:
+                return False
+            slot.unread += data
+            events += self._results(slot)
+            if not until_end:
+                return True
 
-    def _drain(self, slot: Slot) -> list[PoolEvent]:
-        """The results a process sent before it died."""
+    def _results(self, slot: Slot) -> list[PoolEvent]:
+        """The results of the whole messages read so far (the rest waits for more bytes)."""
         found: list[PoolEvent] = []
-        with contextlib.suppress(EOFError, OSError):
-            while slot.conn.poll():
-                found.append(self._received(slot, slot.conn.recv()))
+        data, at = slot.unread, 0
+        while len(data) - at >= 4:
+            (size,) = struct.unpack_from("!i", data, at)
+            head = 4
+            if size == -1:  # a message of 2 GiB or more: its size follows in 8 bytes
+                if len(data) - at < 12:
+                    break
+                (size,) = struct.unpack_from("!Q", data, at + 4)
+                head = 12
+            if len(data) - at - head < size:
+                break
+            found.append(self._received(slot, bytes(data[at + head : at + head + size])))
+            at += head + size
+        del data[:at]
         return found
+
+    def _received(self, slot: Slot, data: bytes) -> JobResult:
+        outcome: Outcome = pickle.loads(data)  # a tuple our own process made (`run_job`)
+        return JobResult(slot.outstanding.popleft(), *outcome)
 
     def kill(self, pid: int) -> None:
         with contextlib.suppress(ProcessLookupError):

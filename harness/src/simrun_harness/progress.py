@@ -104,11 +104,13 @@ class ProgressWriter:
 
     def unit_done(self, unit: str, seconds: float, peak_memory_gb: float | None) -> None:
         """A unit done: its line waits for the next `flush`."""
-        # formatted by hand: what json.dumps of a dict would write, cheaper
+        # formatted by hand: what json.dumps of a dict would write, cheaper (a unit's name is
+        # letters and digits, `ledger.unit_names`: quoted as it is)
         peak = "null" if peak_memory_gb is None else repr(round(peak_memory_gb, 6))
+        name = f'"{unit}"' if unit.isascii() and unit.isalnum() else json.dumps(unit)
         self._pending.append(
             f'{{"event":"{UNIT_DONE}","time":"{datetime.now(UTC).isoformat()}",'
-            f'"worker":{self._worker_json},"unit":{json.dumps(unit)},'
+            f'"worker":{self._worker_json},"unit":{name},'
             f'"seconds":{round(seconds, 6)!r},"peak_memory_gb":{peak}}}\n'
         )
 
