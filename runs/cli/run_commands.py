@@ -44,6 +44,12 @@ def register(sub: Any) -> None:
         action="store_false",
         help="compute every unit, even those done in earlier runs with the same key",
     )
+    p.add_argument(
+        "--explain-reuse",
+        action="store_true",
+        help="submit nothing: say per task what would be reused and, when not all, which part"
+        " of its key differs from the earlier run",
+    )
     p.set_defaults(handler=submit)
     p = sub.add_parser("runs", help="list recent runs")
     p.add_argument("--limit", type=int, default=20)
@@ -87,11 +93,22 @@ def _sources(parser: argparse.ArgumentParser) -> None:
 def submit(args: argparse.Namespace) -> int:
     text = read_workflow(args.workflow)
     client = connect()
+    if args.explain_reuse:
+        return explain_reuse(client, text, args)
     run = client.submit(
         text, args.source, group=args.group, reuse=args.reuse, resume_from=args.resume
     )
     print(f"submitted run {run['id']} ({run['name']})", flush=True)
     return follow_run(client, run["id"]) if args.follow else 0
+
+
+def explain_reuse(client: Client, text: str, args: argparse.Namespace) -> int:
+    """Per task: the units a submission now would reuse and why not more; nothing submitted."""
+    answer = client.explain_reuse(text, args.source, reuse=args.reuse, resume_from=args.resume)
+    print(f"{answer['text']} (nothing submitted)")
+    for task in answer["tasks"]:
+        print(f"  {task['task_id']:24} {task['note'].get('text', '')}")
+    return 0
 
 
 def list_runs(args: argparse.Namespace) -> int:
