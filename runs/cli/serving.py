@@ -31,8 +31,10 @@ def serve_supervised(
     pods_grace_s: float,
     policy: RestartPolicy,
     store: Path | None = None,
+    on_serving: Callable[[str], None] | None = None,
 ) -> int:
-    """Start the services, keep them up until SIGTERM/SIGINT, then stop them and their pods."""
+    """Start the services, keep them up until SIGTERM/SIGINT, then stop them and their pods;
+    `on_serving` is called with the URL once the web process answers (a login link)."""
     earlier = read_state(data_dir)
     if earlier is not None and earlier.alive() and earlier.pid != os.getpid():
         raise CommandError(
@@ -59,6 +61,8 @@ def serve_supervised(
         if _wait_for_web(url, supervisor, stopping):
             print(f"simrun is serving on {url} (Ctrl-C stops it)", flush=True)
             print("`simrun status` shows its services, `simrun stop` stops it", flush=True)
+            if on_serving is not None:
+                on_serving(url)
         while not stopping.wait(0.5):
             supervisor.check()
         return 0
