@@ -28,7 +28,10 @@ def memory_cause(
         parts.append("was running when the pod was killed")
     if limit_gb is not None:
         per = f", {per_worker_gb:g} GB per worker" if per_worker_gb is not None else ""
-        parts.append(f"with the pod's limit at {limit_gb:.2f} GB{per}")
+        if parts:
+            parts.append(f"with the pod's limit at {limit_gb:.2f} GB{per}")
+        else:
+            parts.append(f"the pod was killed at its limit of {limit_gb:.2f} GB{per}")
     base = next((gb for gb in (peak_gb, per_worker_gb, limit_gb) if gb is not None), None)
     if base is None:
         return " ".join(parts)

@@ -19,6 +19,7 @@ from dataclasses import dataclass
 
 from runs.models import Run, StoredPod, Task
 from runs.ports import PodPhase
+from runs.reuse_plans import count_reused
 from runs.states import TaskState
 from runs.store import reports, task_paths
 from simrun_harness.ledger_reads import claims_by_worker
@@ -48,6 +49,8 @@ class WorkerView:
     oom_killed: bool
     exit_code: int | None
     error: str | None
+    units_reused: int = 0
+    """Units the coordinator linked from earlier runs instead of computing them."""
 
 
 def role_of(task: Task, worker: str) -> str:
@@ -95,6 +98,7 @@ def task_workers(run: Run, task: Task) -> list[WorkerView]:
     claims = claims_by_worker(paths) if task.splittable else {}
     done = _units_done_by_worker(task) if task.splittable else {}
     names = set(by_worker) | set(pods) | set(claims) | set(done)
+    reused = sum(count_reused(units) for units in (task.reused or {}).values())
     return [
         _view(
             task,
@@ -103,6 +107,7 @@ def task_workers(run: Run, task: Task) -> list[WorkerView]:
             pods.get(name),
             units_done=len(done.get(name, ())),
             units_claimed=claims.get(name, 0),
+            units_reused=reused if name == f"{task.task_id}-w0" else 0,
         )
         for name in sorted(names, key=_worker_order)
     ]
@@ -116,6 +121,7 @@ def _view(
     *,
     units_done: int,
     units_claimed: int,
+    units_reused: int = 0,
 ) -> WorkerView:
     last = worker_reports[-1] if worker_reports else None
     reported = {r.attempt for r in worker_reports}
@@ -147,6 +153,7 @@ def _view(
         oom_killed=bool(last and last.oom_kills > 0),
         exit_code=last.exit_code if last else pod.get("exit_code") if pod else None,
         error=last.error.message if last and last.error else None,
+        units_reused=units_reused if task.splittable else 0,
     )
 
 

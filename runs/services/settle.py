@@ -20,9 +20,7 @@ def keep_task_logs(run: Run, task: Task, backend: Backend) -> bool:
         logs = backend.logs(run.workflow_name, task.task_id)
     except KeyError:
         return True  # the workflow is gone: there is nothing left to keep
-    # every attempt's log, once it ended: one that started (or starts) after the task ended,
-    # whose log cannot be read yet, is kept once it has ended, not as "not available"
-    if any(not entry.ended for entry in logs):
+    if any(not entry.ended and entry.error is None for entry in logs):
         return False
     paths = task_paths(run.id, task.task_id)
     for entry in logs:
