@@ -1,4 +1,5 @@
-"""The operators' Django admin: runs and tasks, identities and tokens, observations, snapshots.
+"""The operators' Django admin: runs and tasks, identities and tokens, observations, snapshots,
+and the submissions waiting per identity.
 
 Records the controller owns are read-only here; changes go through the domain services
 (cancel_run, request_settling, create_token, revoke_token), so the admin follows the same
@@ -13,9 +14,19 @@ from django.contrib import admin, messages
 from django.db.models import QuerySet
 from django.http import HttpRequest, HttpResponse
 from django.template.response import TemplateResponse
+from django.utils import timezone
 
-from runs.models import Identity, ResourceObservation, Run, Snapshot, Task, Token
+from runs.models import (
+    Identity,
+    ResourceObservation,
+    Run,
+    Snapshot,
+    SubmissionQueue,
+    Task,
+    Token,
+)
 from runs.pages.access import identity_of
+from runs.selectors.submission_queue import submission_queue
 from runs.services.identities import IdentityError, create_token, revoke_token
 from runs.services.runs import (
     NotAllowed,
@@ -118,7 +129,55 @@ class IdentityAdmin(admin.ModelAdmin):
     list_filter = ("kind",)
     search_fields = ("name", "user__username")
     autocomplete_fields = ("acts_for",)
+    readonly_fields = ("submission_turn_at",)
     inlines = (TokenInline,)
+
+
+@admin.register(SubmissionQueue)
+class SubmissionQueueAdmin(admin.ModelAdmin):
+    """Per identity: its runs waiting for a worker, being submitted, submitted in the last
+    minute, and when a worker last took one of its runs (the fair share's turn; the identity
+    served longest ago goes next). Read only: it changes with every submission."""
+
+    list_display = (
+        "name",
+        "kind",
+        "waiting",
+        "in_progress",
+        "last_minute",
+        "waiting_since",
+        "submission_turn_at",
+    )
+    list_display_links = None
+    search_fields = ("name",)
+
+    def get_queryset(self, request: HttpRequest) -> QuerySet[SubmissionQueue]:
+        return submission_queue(now=timezone.now())
+
+    def has_add_permission(self, request: HttpRequest) -> bool:
+        return False
+
+    def has_change_permission(self, request: HttpRequest, obj: Any = None) -> bool:
+        return False
+
+    def has_delete_permission(self, request: HttpRequest, obj: Any = None) -> bool:
+        return False
+
+    @admin.display(description="waiting for a worker", ordering="waiting")
+    def waiting(self, obj: Any) -> int:
+        return int(obj.waiting)
+
+    @admin.display(description="being submitted", ordering="in_progress")
+    def in_progress(self, obj: Any) -> int:
+        return int(obj.in_progress)
+
+    @admin.display(description="submitted in the last minute", ordering="last_minute")
+    def last_minute(self, obj: Any) -> int:
+        return int(obj.last_minute)
+
+    @admin.display(description="oldest waiting since", ordering="waiting_since")
+    def waiting_since(self, obj: Any) -> Any:
+        return obj.waiting_since
 
 
 @admin.register(Token)

@@ -19,7 +19,7 @@ from pathlib import Path
 
 from runs.models import ResourceObservation, Run, Task
 from runs.models.observation import MERGE, WORKER
-from runs.plans import ObservationValue, TaskPlan
+from runs.plans import ObservationValue, TaskPlan, merge_pod
 from runs.resources import observation_at_limit, observation_of_report
 from simrun_harness import store_reads
 from simrun_harness.layout import TaskPaths, report_name
@@ -142,7 +142,7 @@ def record_kill(
     value = observation_at_limit(
         shape=shape, retried=retried, worker=worker, attempt=attempt, run_id=task.run_id
     )
-    role = MERGE if worker == f"{task.task_id}-merge" else WORKER
+    role = MERGE if worker == merge_pod(task.task_id) else WORKER
     return _save(task=task, marker=marker, value=value, node="", model=model_digest, role=role)
 
 

@@ -35,91 +35,19 @@ Rules (plain values in, a `TaskPlan` out; the submission calls `plan_task`):
 from __future__ import annotations
 
 import math
-from dataclasses import dataclass
 
+from runs.plan_units import MILLI, Capacity, Need, to_granules
 from runs.plans import Node, PodShape, ResolvedResources, TaskPlan
 from runs.priorities import base_class, extra_class
-from runs.resources import GRANULES_PER_GB, retry_step_gb, round_up_gb
+from runs.resources import GRANULES_PER_GB, retry_step_gb
 from runs.workflow import SplitMode
-
-MILLI = 1000
 
 
 class PlanRefused(ValueError):
     """A task that cannot run on any usable node; the message says why, for the submitter."""
 
 
-@dataclass(frozen=True)
-class _Capacity:
-    """A node in whole millicores and 1/32 GiB, rounded down."""
-
-    node: Node
-    milli: int
-    granules: int
-
-    @classmethod
-    def of(cls, node: Node) -> _Capacity:
-        milli = math.floor(node.cores * MILLI)
-        if milli / MILLI > node.cores:  # float noise rounded the product up
-            milli -= 1
-        granules = math.floor(node.memory_gb * GRANULES_PER_GB)
-        if granules / GRANULES_PER_GB > node.memory_gb:
-            granules -= 1
-        return cls(node, max(0, milli), max(0, granules))
-
-
-@dataclass(frozen=True)
-class _Need:
-    """What a task's pods need, in whole millicores and 1/32 GiB (scratch in GiB)."""
-
-    cpp_milli: int
-    base: int
-    per_worker: int
-    gpus: int
-    scratch: float
-
-    @classmethod
-    def of(cls, resources: ResolvedResources) -> _Need:
-        return cls(
-            cpp_milli=max(1, math.ceil(resources.cores_per_process * MILLI - 1e-9)),
-            base=_granules(resources.memory_base_gb) if resources.memory_base_gb > 0 else 0,
-            per_worker=_granules(resources.memory_per_worker_gb),
-            gpus=resources.gpus,
-            scratch=resources.scratch_gb,
-        )
-
-    def scratch_fits(self, node: Node) -> bool:
-        """Whether one pod's scratch fits the node (a node of unknown scratch is not checked)."""
-        return node.scratch_gb is None or self.scratch <= node.scratch_gb
-
-    def max_processes(self, capacity: _Capacity) -> int:
-        """How many processes one pod on this node can run (0: not even one)."""
-        if self.gpus > capacity.node.gpus or not self.scratch_fits(capacity.node):
-            return 0
-        by_cores = capacity.milli // self.cpp_milli
-        by_memory = (capacity.granules - self.base) // self.per_worker
-        return max(0, min(by_cores, by_memory))
-
-    def pods_on(self, capacity: _Capacity, processes: int) -> int:
-        """How many pods of `processes` processes fit this node side by side."""
-        if self.max_processes(capacity) < processes:
-            return 0
-        counts = [
-            capacity.milli // (processes * self.cpp_milli),
-            capacity.granules // (self.base + processes * self.per_worker),
-        ]
-        if self.gpus:
-            counts.append(capacity.node.gpus // self.gpus)
-        if self.scratch > 0 and capacity.node.scratch_gb is not None:
-            counts.append(math.floor(capacity.node.scratch_gb / self.scratch + 1e-9))
-        return min(counts)
-
-
-def _granules(value_gb: float) -> int:
-    return round(round_up_gb(value_gb) * GRANULES_PER_GB)
-
-
-Pods = list[tuple[int, _Capacity]]
+Pods = list[tuple[int, Capacity]]
 """The worker pods of a plan: processes and the node sized for, the coordinator first."""
 
 
@@ -157,8 +85,8 @@ def plan_task(
     """
     base_priority, extra_priority = base_class(tier), extra_class(tier)
     usable = _usable(nodes, reserve)
-    need = _Need.of(resources)
-    capacities = [_Capacity.of(node) for node in usable]
+    need = Need.of(resources)
+    capacities = [Capacity.of(node) for node in usable]
     fixed = resources.processes
     if not splittable:
         fixed = fixed or 1
@@ -185,7 +113,7 @@ def plan_task(
 
 
 def _worker_pods(
-    need: _Need, capacities: list[_Capacity], fixed: int | None, busy: int | None, split: SplitMode
+    need: Need, capacities: list[Capacity], fixed: int | None, busy: int | None, split: SplitMode
 ) -> Pods:
     """The worker pods of a split mode: one, one per node ("auto"), or a fixed number."""
     if split == "none":
@@ -206,11 +134,11 @@ def _usable(nodes: list[Node], reserve: str | None) -> list[Node]:
     return [node for node in nodes if node.reserved_by is None]
 
 
-def _largest_first(capacities: list[_Capacity]) -> list[_Capacity]:
+def _largest_first(capacities: list[Capacity]) -> list[Capacity]:
     return sorted(capacities, key=lambda c: (-c.granules, -c.milli, -c.node.gpus, c.node.name))
 
 
-def _one_pod(need: _Need, capacities: list[_Capacity], fixed: int | None, busy: int | None) -> Pods:
+def _one_pod(need: Need, capacities: list[Capacity], fixed: int | None, busy: int | None) -> Pods:
     """One pod, on the node that runs the most processes (the largest on a tie)."""
     best = max(_largest_first(capacities), key=need.max_processes)
     most = need.max_processes(best)
@@ -218,7 +146,7 @@ def _one_pod(need: _Need, capacities: list[_Capacity], fixed: int | None, busy: 
 
 
 def _pod_per_node(
-    need: _Need, capacities: list[_Capacity], fixed: int | None, busy: int | None
+    need: Need, capacities: list[Capacity], fixed: int | None, busy: int | None
 ) -> Pods:
     """One pod per node that holds one, each as large as its node allows, the largest first
     while the units keep them busy, cut to a common level when they hold more processes than
@@ -253,7 +181,7 @@ def _level(processes: list[int], busy: int) -> int:
 
 
 def _fixed_pods(
-    need: _Need, capacities: list[_Capacity], fixed: int | None, busy: int | None, count: int
+    need: Need, capacities: list[Capacity], fixed: int | None, busy: int | None, count: int
 ) -> Pods:
     """`count` pods (at most one per unit), as large as lets them run side by side."""
     pods = count if busy is None else min(count, busy)
@@ -281,7 +209,7 @@ def _fixed_pods(
 
 
 def _shapes(
-    need: _Need, resources: ResolvedResources, pods: Pods, *, uniform: bool
+    need: Need, resources: ResolvedResources, pods: Pods, *, uniform: bool
 ) -> list[PodShape]:
     """Each worker pod's shape, sized for its node; `uniform`: the pods of a fixed split share
     nodes and one shape (capped by the smallest node), so each may start on any of them."""
@@ -291,7 +219,7 @@ def _shapes(
     return [_shape(need, resources, processes, c.granules) for processes, c in pods]
 
 
-def _shape(need: _Need, resources: ResolvedResources, processes: int, granules: int) -> PodShape:
+def _shape(need: Need, resources: ResolvedResources, processes: int, granules: int) -> PodShape:
     """A worker pod's shape, its retry memory capped by the memory (in 1/32 GiB) of the node
     it was sized for."""
     memory = need.base + processes * need.per_worker
@@ -299,7 +227,7 @@ def _shape(need: _Need, resources: ResolvedResources, processes: int, granules: 
     if wanted_retry is None:
         first = need.per_worker / GRANULES_PER_GB
         wanted_retry = first + retry_step_gb(first)
-    retry_per_worker = min(max(_granules(wanted_retry), need.per_worker), granules - need.base)
+    retry_per_worker = min(max(to_granules(wanted_retry), need.per_worker), granules - need.base)
     retry_memory = min(need.base + processes * retry_per_worker, granules)
     return PodShape(
         cores=processes * need.cpp_milli / MILLI,
@@ -315,20 +243,20 @@ def _shape(need: _Need, resources: ResolvedResources, processes: int, granules: 
 
 
 def _merge_pod(
-    need: _Need, resources: ResolvedResources, capacities: list[_Capacity]
+    need: Need, resources: ResolvedResources, capacities: list[Capacity]
 ) -> tuple[PodShape, str]:
     """The merge pod's shape (one process, no GPU) and the node it was sized for: the largest
     that holds one process's cores and the scratch (a worker's node always does)."""
     holding = [c for c in capacities if c.milli >= need.cpp_milli and need.scratch_fits(c.node)]
     node = _largest_first(holding)[0]
     wanted = resources.merge_memory_gb
-    first = _granules(wanted) if wanted is not None else need.base + need.per_worker
+    first = to_granules(wanted) if wanted is not None else need.base + need.per_worker
     memory = max(1, min(first, node.granules))
     wanted_retry = resources.merge_retry_memory_gb
     if wanted_retry is None:
         step = retry_step_gb(memory / GRANULES_PER_GB)
         wanted_retry = memory / GRANULES_PER_GB + step
-    retry = min(max(_granules(wanted_retry), memory), node.granules)
+    retry = min(max(to_granules(wanted_retry), memory), node.granules)
     base = min(need.base, memory - 1)
     shape = PodShape(
         cores=need.cpp_milli / MILLI,
@@ -345,7 +273,7 @@ def _merge_pod(
 
 
 def _refusal(
-    need: _Need,
+    need: Need,
     resources: ResolvedResources,
     processes: int,
     usable: list[Node],
@@ -372,12 +300,12 @@ def _refusal(
         largest = max(usable, key=lambda n: (n.scratch_gb or 0.0, n.memory_gb))
         text = f"{asked}; no node has room for its scratch: the largest, {_offer(largest)}"
     else:
-        largest = _largest_first([_Capacity.of(n) for n in usable])[0].node
+        largest = _largest_first([Capacity.of(n) for n in usable])[0].node
         text = f"{asked}; the largest node {_offer(largest)}"
     elsewhere = [
         n
         for n in nodes
-        if n.reserved_by is not None and need.max_processes(_Capacity.of(n)) >= processes
+        if n.reserved_by is not None and need.max_processes(Capacity.of(n)) >= processes
     ]
     if elsewhere:
         held = ", ".join(f"{n.name} (by run {n.reserved_by})" for n in elsewhere)

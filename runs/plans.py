@@ -1,4 +1,5 @@
-"""The planner's plain values: nodes, pod shapes, task plans, resolved resources.
+"""The planner's plain values: nodes, pod shapes, task plans, resolved resources, and the
+names of a task's pods, which the planner, both backends, the controller and the pages share.
 
 Each has a stable JSON form (`to_json` / `from_json`) because plans are stored in the run's
 record and read back by the controller after a restart.
@@ -9,6 +10,33 @@ from __future__ import annotations
 import math
 from dataclasses import asdict, dataclass, field
 from typing import Any, NotRequired, TypedDict, cast
+
+
+def worker_pod(task_id: str, index: int | str) -> str:
+    """M1: worker `index` of a split task, `<task>-w<index>` (0: the coordinator, from 1 the
+    extra workers); `index` may be an engine's placeholder for it."""
+    return f"{task_id}-w{index}"
+
+
+def merge_pod(task_id: str) -> str:
+    """M1: the merge of a split task, `<task>-merge` (none when the coordinator merges)."""
+    return f"{task_id}-merge"
+
+
+def worker_index(task_id: str, pod: str) -> int | None:
+    """The index of `pod` among the workers of task `task_id`; None for its merge, for an
+    unsplit task's pod (named as the task) and for another task's pod."""
+    index = pod.removeprefix(f"{task_id}-w")
+    return int(index) if index != pod and index.isdigit() else None
+
+
+def task_pods(task_id: str, *, splittable: bool, pods: int, coordinator_merges: bool) -> list[str]:
+    """Every pod of a task, by name: an unsplit task's one pod is named as the task; a split
+    task has `pods` workers, then its merge unless the coordinator merges."""
+    if not splittable:
+        return [task_id]
+    names = [worker_pod(task_id, i) for i in range(pods)]
+    return names if coordinator_merges else [*names, merge_pod(task_id)]
 
 
 class PodShapeJson(TypedDict):
@@ -184,12 +212,12 @@ class TaskPlan:
         return self.worker_shapes[index] if 0 <= index < self.pods else self.shape
 
     def shape_of_pod(self, *, task_id: str, pod: str) -> PodShape:
-        """The shape of a pod of task `task_id` by its name: `<task>-merge` the merge's,
-        `<task>-w<i>` worker i's, anything else (the unsplit `<task>`) the coordinator's."""
-        if pod == f"{task_id}-merge":
+        """The shape of a pod of task `task_id` by its name: the merge's, worker i's, anything
+        else (the unsplit task's pod) the coordinator's."""
+        if pod == merge_pod(task_id):
             return self.shape_of(None)
-        index = pod.removeprefix(f"{task_id}-w")
-        return self.shape_of(int(index)) if index != pod and index.isdigit() else self.shape
+        index = worker_index(task_id, pod)
+        return self.shape if index is None else self.shape_of(index)
 
     def to_json(self) -> TaskPlanJson:
         data = asdict(self)

@@ -15,7 +15,7 @@ from __future__ import annotations
 
 import logging
 import os
-from collections.abc import Callable, Collection, Iterable, Mapping
+from collections.abc import Callable, Collection, Hashable, Iterable, Mapping
 from dataclasses import dataclass, field
 from enum import StrEnum
 from pathlib import Path
@@ -180,6 +180,18 @@ def read_log(
     return data[:limit].decode("utf-8", errors="replace"), truncated
 
 
+@dataclass(frozen=True)
+class Changes:
+    """What `Backend.changes` answers: the workflows whose status may have changed (None: the
+    backend cannot say, read them all), and the mark to ask with next time."""
+
+    names: frozenset[str] | None
+    mark: Hashable | None = None
+
+
+UNKNOWN_CHANGES = Changes(None)
+
+
 @runtime_checkable
 class Backend(Protocol):
     """Where runs execute. Every method may block on I/O; none is called under a row lock."""
@@ -209,6 +221,16 @@ class Backend(Protocol):
         revision has the same status, so a tick reads only the statuses of the others, and a
         restarted one none of a workflow at the revision its record notes. None from a backend
         without revisions (its `statuses` are answered from what it observed itself)."""
+
+    def changes(self, since: Hashable | None) -> Changes:
+        """The workflows whose status may have changed since the backend answered `since`
+        (the mark of an earlier answer; None: never asked), and the mark of this answer, to
+        ask with next. A tick then reads the statuses of those only. `Changes.names` is None
+        when the backend cannot say (a mark it does not know, no loop of its own observing
+        the workflows): every status is read then.
+
+        The mark is taken before the statuses are read: a change between the two is named
+        again at the next call, so none is missed."""
 
     def cancel(self, name: str) -> None:
         """Terminate a workflow and its pods now; KeyError when it does not exist."""

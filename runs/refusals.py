@@ -18,3 +18,12 @@ class NotAllowed(PermissionError):
 
 class SubmissionRefused(ValueError):
     """A submission that cannot be accepted; the message says what to change."""
+
+
+class SubmissionThrottled(SubmissionRefused):
+    """An identity is at its limit of runs in submission or of submissions a minute
+    (runs/services/fair_share.py); `retry_after_s`: when trying again may succeed."""
+
+    def __init__(self, message: str, *, retry_after_s: int) -> None:
+        super().__init__(message)
+        self.retry_after_s = retry_after_s

@@ -1,4 +1,4 @@
-"""The states of a run and of its tasks (DESIGN §5, rule 10): one vocabulary for the rows,
+"""The states of a run and of its tasks (docs/architecture.md): one vocabulary for the rows,
 the controller's rules, the selectors, the pages, the API and the CLI.
 
 Each member is a `str`, so a state compares equal to the text stored in the row and sent

@@ -26,7 +26,8 @@ from runs.workflow import (
     line_of,
     structure_errors,
 )
-from runs.workflow_text import check_data, parse_text
+from runs.workflow_limits import check_data
+from runs.workflow_text import parse_text
 
 
 def load(text: str, *, types: Mapping[str, Any] | None = None) -> Workflow:

@@ -110,6 +110,13 @@ def input_path(ref: str) -> str:
     return sub
 
 
+def input_location(ref: str) -> str:
+    """Where an input reads, relative to its run's directory: its task's output, or a path
+    below it (`scan.table` reads `tasks/scan/out/table`)."""
+    sub = input_path(ref)
+    return f"tasks/{input_task(ref)}/out" + (f"/{sub}" if sub else "")
+
+
 def find_cycle(workflow: Workflow) -> list[str] | None:
     """The task ids of a cycle, closed (first == last), or None when the graph is a DAG."""
     ids = {t.id for t in workflow.tasks}

@@ -7,8 +7,8 @@ for every middleware (`MiddlewareMixin` runs `process_request` and `process_resp
 Through the WSGI handler it makes one hop and runs the whole stack in that thread: 0.5-1.5 ms.
 So every request goes to the WSGI handler (a2wsgi's `WSGIMiddleware`, on a pool of
 SIMRUN_WEB_THREADS threads; the database pool has SIMRUN_WEB_READERS connections more)
-except the snapshot uploads of `ASYNC_PATHS`, which Django's ASGI handler spools in the event
-loop. Django's ASGI handler would also hold a thread for each of its requests until its
+except the uploads of `ASYNC_PATHS` (snapshots, crates), which Django's ASGI handler spools in
+the event loop. Django's ASGI handler would also hold a thread for each of its requests until its
 response ends (its `ThreadSensitiveContext`), so the streams (a run's events, the pages' live
 parts, logs followed) go to the WSGI side too: their views answer with a first part and hand
 the rest over to the event loop, which sends it without a thread (`runs.edge.streams`).
@@ -28,10 +28,10 @@ from django.core.wsgi import get_wsgi_application
 
 from runs.edge.upload_limit import App, Receive, Scope, Send, UploadSizeLimit
 
-ASYNC_PATHS = re.compile(r"^/api/snapshots/$")
-"""Paths served by the ASGI handler: snapshot uploads, whose body the upload limit cuts as it
-arrives (`runs.edge.upload_limit`): Django's ASGI handler then answers 413, where a WSGI view
-would take the cut body for a short archive and answer first."""
+ASYNC_PATHS = re.compile(r"^/api/(snapshots|runs/from_crate)/$")
+"""Paths served by the ASGI handler: uploads (snapshots, crates to run again), whose body the
+upload limit cuts as it arrives (`runs.edge.upload_limit`): Django's ASGI handler then answers
+413, where a WSGI view would take the cut body for a short archive and answer first."""
 
 
 class Dispatch:

@@ -19,7 +19,13 @@ This subclass changes three things and nothing else:
 - **a message that cannot be read is set aside**: logged once as an error and moved to `bad/`,
   and the consumer goes on with the next file;
 - the exchange tables in the control folder are replaced by rename too (kombu rewrote them in
-  place, so a publisher could read a truncated table while a worker started).
+  place, so a publisher could read a truncated table while a worker started);
+- anything in the queue folder that is not a regular file (a FIFO, a device, a link, a
+  directory) is set aside the same way without being opened: reading a FIFO would wait for a
+  writer for ever, and with it the worker;
+- a message that cannot be written whole (the disk is full) is removed from `staging/`, and
+  `clean_staging` removes what producers killed half way left there (`simrun serve` calls it
+  when it starts).
 
 A message is deleted once it is handed to the worker, as kombu does: a worker killed with
 SIGKILL loses the message it held. simrun copes with that above the broker: a submission whose
@@ -32,6 +38,8 @@ import contextlib
 import fcntl
 import logging
 import os
+import stat
+import time
 import uuid
 from collections.abc import Iterator
 from pathlib import Path
@@ -72,8 +80,12 @@ class Channel(filesystem.Channel):
         # kombu's name: the milliseconds order the queue, the uuid makes it unique
         name = f"{round(monotonic() * 1000)}_{uuid.uuid4()}.{queue}.msg"
         staged = self.staging_folder / name
-        staged.write_bytes(dumps(message).encode())
-        os.rename(staged, os.path.join(self.data_folder_out, name))
+        try:
+            staged.write_bytes(dumps(message).encode())
+            os.rename(staged, os.path.join(self.data_folder_out, name))
+        except BaseException:
+            staged.unlink(missing_ok=True)  # a disk that filled up leaves no half message
+            raise
 
     def _get(self, queue: str, timeout: float | None = None) -> Any:
         """The oldest readable message of `queue`, claimed by rename; unreadable ones set aside."""
@@ -95,7 +107,7 @@ class Channel(filesystem.Channel):
     def _read(self, claimed: Path) -> Any:
         """The message in `claimed`, or None after moving the file to bad/ (logged once)."""
         try:
-            payload = loads(claimed.read_bytes().decode())
+            payload = loads(_regular_file_bytes(claimed).decode())
             self.Message(payload, channel=self)  # what the consumer does next; raises the same
             return payload
         except Exception as exc:  # anything unreadable: empty, garbage, not a kombu message
@@ -143,6 +155,40 @@ class Channel(filesystem.Channel):
             queues = self.get_table(exchange)
             if entry in queues:
                 self._write_table(table, [q for q in queues if q != entry])
+
+
+class NotAMessageFile(ValueError):
+    """A queue entry that is no regular file (a FIFO, a device, a directory, a link)."""
+
+
+def _regular_file_bytes(path: Path) -> bytes:
+    """The bytes of `path` if it is a regular file; opened without following a link and
+    without waiting (a FIFO's open would wait for a writer), then checked."""
+    fd = os.open(path, os.O_RDONLY | os.O_NONBLOCK | os.O_NOFOLLOW)
+    try:
+        mode = os.fstat(fd).st_mode
+        if not stat.S_ISREG(mode):
+            raise NotAMessageFile(f"not a regular file (mode {stat.filemode(mode)})")
+        with os.fdopen(fd, "rb", closefd=False) as handle:
+            return handle.read()
+    finally:
+        os.close(fd)
+
+
+def clean_staging(folder: Path, *, older_than_s: float = 60.0) -> list[str]:
+    """Remove what producers left half written in `folder` (the broker's `staging/`): entries
+    older than `older_than_s`, which no producer is still writing. The names removed."""
+    removed = []
+    now = time.time()
+    with contextlib.suppress(FileNotFoundError):
+        for entry in os.scandir(folder):
+            with contextlib.suppress(OSError):
+                if now - entry.stat(follow_symlinks=False).st_mtime > older_than_s:
+                    if entry.is_dir(follow_symlinks=False):
+                        continue
+                    os.unlink(entry.path)
+                    removed.append(entry.name)
+    return removed
 
 
 class Transport(filesystem.Transport):

@@ -12,6 +12,7 @@ from pathlib import Path
 
 from django.core.exceptions import ImproperlyConfigured
 
+from runs.disk_space import DEFAULT_MIN_FREE_MB
 from simrun_site import env, installation
 from simrun_site.private_files import private_file, private_folder, private_sqlite
 
@@ -168,6 +169,12 @@ if CELERY_BROKER_URL.startswith("filesystem://"):
         # submission by half a second on average); a listing of a small folder costs little
         "polling_interval": 0.1,
     }
+    # Threads, not the prefork pool: on a broker without an event loop (this one polls)
+    # Celery's prefork pool is billiard's blocking pool, whose processes share one queue and
+    # its lock, and a pool process killed while holding it froze the others for good
+    # (celery/celery#2011). Threads of the worker's one process have no lock a kill can
+    # orphan; a kill takes the whole worker, which serve starts again.
+    CELERY_WORKER_POOL = "threads"
 elif not CELERY_BROKER_URL.startswith(("redis://", "rediss://", "memory://")):
     raise ImproperlyConfigured(
         f"CELERY_BROKER_URL={CELERY_BROKER_URL!r}: use redis://, rediss:// or filesystem://"
@@ -181,12 +188,23 @@ CELERY_TASK_REJECT_ON_WORKER_LOST = True
 CELERY_WORKER_PREFETCH_MULTIPLIER = 1
 CELERY_TASK_IGNORE_RESULT = True
 CELERY_BEAT_SCHEDULE_FILENAME = str(DATA_DIR / "celerybeat-schedule")
+# beat touches its liveness stamp at each tick (simrun_site/beat.py), and ticks at least
+# this often even when no task is due, so `simrun serve` sees it alive
+CELERY_BEAT_SCHEDULER = "simrun_site.beat:StampingScheduler"
 
 # --- simrun ---------------------------------------------------------------------------------
 SIMRUN_STORE = env.path("SIMRUN_STORE", DATA_DIR / "store")
 SIMRUN_BACKEND = env.choice("SIMRUN_BACKEND", "local", ("local", "argo"))
 SIMRUN_POLL_S = env.number("SIMRUN_POLL_S", 2.0, minimum=0.05)
+# The controller reads the rows written since its last read, this much before it (a write
+# stamped before the read that commits after it), and every followed row this often.
+SIMRUN_TICK_LAG_S = env.number("SIMRUN_TICK_LAG_S", 10.0, minimum=0)
+SIMRUN_TICK_RESYNC_S = env.number("SIMRUN_TICK_RESYNC_S", 300.0, minimum=1)
 SIMRUN_SUBMIT_LEASE_S = env.number("SIMRUN_SUBMIT_LEASE_S", 30.0, minimum=1)
+# fair share between identities (runs/services/fair_share.py): runs in submission and
+# submissions a minute per identity (429 beyond)
+SIMRUN_SUBMIT_MAX_PENDING = env.integer("SIMRUN_SUBMIT_MAX_PENDING", 20, minimum=1)
+SIMRUN_SUBMITS_PER_MINUTE = env.integer("SIMRUN_SUBMITS_PER_MINUTE", 60, minimum=1)
 SIMRUN_GRACE_S = env.integer("SIMRUN_GRACE_S", 30, minimum=1)
 SIMRUN_MERGE_MARKER_GRACE_S = env.number("SIMRUN_MERGE_MARKER_GRACE_S", 120.0, minimum=0)
 SIMRUN_EVENTS_POLL_S = env.number("SIMRUN_EVENTS_POLL_S", 1.0, minimum=0.05)
@@ -213,7 +231,7 @@ SIMRUN_UPLOAD_MAX_UNPACKED_BYTES = env.integer(
 # Listings of a run's files (outputs): entries looked at, directory levels, seconds
 SIMRUN_LISTING_MAX_ENTRIES = env.integer("SIMRUN_LISTING_MAX_ENTRIES", 100_000, minimum=1)
 SIMRUN_LISTING_MAX_DEPTH = env.integer("SIMRUN_LISTING_MAX_DEPTH", 32, minimum=1)
-SIMRUN_LISTING_MAX_S = env.number("SIMRUN_LISTING_MAX_S", 1.0, minimum=0.01)
+SIMRUN_LISTING_MAX_S = env.number("SIMRUN_LISTING_MAX_S", 0.5, minimum=0.01)
 # Workflow documents (runs/workflow_text.py): size, nesting, values after aliases, a string
 SIMRUN_WORKFLOW_MAX_BYTES = env.integer("SIMRUN_WORKFLOW_MAX_BYTES", 1024 * 1024, minimum=1)
 SIMRUN_WORKFLOW_MAX_DEPTH = env.integer("SIMRUN_WORKFLOW_MAX_DEPTH", 64, minimum=4)
@@ -249,6 +267,15 @@ SIMRUN_PYTHON = env.string("SIMRUN_PYTHON", "3.13")
 # `simrun serve` gives up on a service that exits more than BURST times within WINDOW seconds
 SIMRUN_RESTART_BURST = env.integer("SIMRUN_RESTART_BURST", 5, minimum=0)
 SIMRUN_RESTART_WINDOW_S = env.number("SIMRUN_RESTART_WINDOW_S", 60.0, minimum=1)
+# ... and restarts one that shows no sign of progress for this long (docs/local-backend.md)
+SIMRUN_LIVENESS_S = env.number("SIMRUN_LIVENESS_S", 120.0, minimum=2)
+CELERY_BEAT_MAX_LOOP_INTERVAL = max(1.0, SIMRUN_LIVENESS_S / 8)
+# simrun counts a disk it writes to as full below this much free space (runs/selectors/disk.py)
+SIMRUN_DISK_MIN_FREE_MB = env.number("SIMRUN_DISK_MIN_FREE_MB", DEFAULT_MIN_FREE_MB, minimum=0)
+# `simrun serve` keeps each service's log in logs/<name>.log, rotated at this size, keeping
+# this many earlier ones (<name>.log.1 is the newest)
+SIMRUN_LOG_MAX_BYTES = env.integer("SIMRUN_LOG_MAX_BYTES", 10 * 1024 * 1024, minimum=1024)
+SIMRUN_LOG_BACKUPS = env.integer("SIMRUN_LOG_BACKUPS", 3, minimum=0)
 
 # --- The Argo backend (SIMRUN_BACKEND=argo): the cluster it runs on (docs/argo-backend.md) ---
 SIMRUN_KUBECONFIG = env.string("SIMRUN_KUBECONFIG", "")  # empty: the pod's service account

@@ -39,6 +39,7 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parent.parent
 WORK = ROOT / ".mutation"
 SCORES = ROOT / "tools" / "mutation_scores.json"
+ALSO_COPIED = ("deploy",)  # e.g. the Argo controller's config map the simulator reads
 
 
 @dataclass(frozen=True)
@@ -98,7 +99,7 @@ MODULES: dict[str, Module] = {
     "planner": Module(
         "runs",
         "runs",
-        ("runs/planner.py",),
+        ("runs/planner.py", "runs/plan_units.py"),
         ("tests/runs/test_planner.py", "tests/runs/test_planner_rounding.py"),
     ),
     "reuse": Module(
@@ -116,6 +117,7 @@ MODULES: dict[str, Module] = {
             "tests/runs/test_reuse_key_format.py",
             "tests/runs/test_reuse_plans.py",
             "tests/runs/test_reuse_after_command.py",
+            "tests/runs/test_reuse_outputs.py",
         ),
     ),
     "rules": Module(
@@ -176,6 +178,8 @@ def stage(name: str, module: Module) -> Path:
     ignore = shutil.ignore_patterns("__pycache__", "*.pyc")
     shutil.copytree(ROOT / module.package, where / module.staged_as, ignore=ignore)
     shutil.copytree(ROOT / "tests", where / "tests", ignore=ignore)
+    for data in ALSO_COPIED:  # files the tests read by their path in the work tree
+        shutil.copytree(ROOT / data, where / data, ignore=ignore)
     config = (ROOT / "pyproject.toml").read_text()
     config += (
         "\n[tool.mutmut]\n"
@@ -185,6 +189,7 @@ def stage(name: str, module: Module) -> Path:
         'pytest_add_cli_args = ["-p", "no:cacheprovider", "-q", "--reuse-db", '
         '"-o", "django_find_project=false"]\n'
         "use_git_change_detection = false\n"
+        f"also_copy = {toml_list(ALSO_COPIED)}\n"
     )
     (where / "pyproject.toml").write_text(config)
     return where

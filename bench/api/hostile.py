@@ -17,6 +17,9 @@ process's peak as above, and the worker's: the highest VmHWM above its RSS befor
 worker's processes (the pool's children run the submission), until the submission keyed the
 task's units (`unit-keys.txt` written) — then the run is cancelled. Goal: the worker within
 +100 MB (a task may have SIMRUN_MAX_UNITS_PER_TASK units, a million by default).
+
+The file and upload classes (links out of a run, bombs, archives of many members) are in
+bench/api/hostile_files.py, which uses this module's service and measurement.
 """
 
 from __future__ import annotations
@@ -58,7 +61,7 @@ class Case:
     route: str
     body: bytes
     chunked: bool = False
-    elsewhere: str = ""  # being fixed by another change (issue 16, item 2)
+    elsewhere: str = ""  # being fixed by another change
 
 
 def cases() -> list[Case]:

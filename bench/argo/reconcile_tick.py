@@ -61,7 +61,7 @@ def template_run(backend: Any, sim: Any, pods_per_run: int) -> tuple[Any, dict[s
     else:
         settings = {"units": 1000, "seconds": 0.01}
         task = {"id": "scan", "type": "spin", "settings": settings, "split": pods_per_run - 1}
-    run = create_run(
+    run, _ = create_run(
         identity=identity,
         workflow={"name": "tick", "tasks": [task]},
         sources=[],
@@ -145,7 +145,7 @@ def measure(backend: Any, sim: Any, seen: Any, *, profile: bool = False) -> dict
     from runs.controller import tick as tick_module
 
     calls = {"statuses": 0.0, "derived": 0.0}
-    statuses, derive = backend.statuses, tick_module.reconcile_with
+    statuses, derive = backend.statuses, tick_module.derive
 
     def timed_statuses(*args: Any, **kwargs: Any) -> Any:
         started = time.perf_counter()
@@ -158,7 +158,7 @@ def measure(backend: Any, sim: Any, seen: Any, *, profile: bool = False) -> dict
         calls["derived"] += 1
         return derive(*args, **kwargs)
 
-    backend.statuses, tick_module.reconcile_with = timed_statuses, counted
+    backend.statuses, tick_module.derive = timed_statuses, counted
     before = len(sim.access_log)
     load = os.getloadavg()[0]
     profiler = cProfile.Profile() if profile else None
@@ -175,7 +175,7 @@ def measure(backend: Any, sim: Any, seen: Any, *, profile: bool = False) -> dict
             stats.sort_stats("cumulative").print_stats(40)
             stats.sort_stats("tottime").print_stats(25)
         del backend.statuses
-        tick_module.reconcile_with = derive
+        tick_module.derive = derive
     return {
         "runs": runs,
         "total": total,

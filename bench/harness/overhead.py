@@ -37,7 +37,7 @@ from simrun_harness.ledger_creation import create_ledger
 HERE = Path(__file__).resolve().parent
 BIN = Path(sys.executable).parent
 CASES = [(2000, 0.005), (200, 0.1)]
-GOALS = {0.005: 1.1, 0.1: 1.05}  # issue 21: the harness at most 1.1x starmap on 5 ms units
+GOALS = {0.005: 1.1, 0.1: 1.05}  # the harness at most 1.1x starmap on 5 ms units
 BOOSTED = "SIMRUN_BENCH_BOOSTED"
 BOOST_NICE = -10
 

@@ -1,73 +1,117 @@
-"""The processes of a `simrun serve` the soak kills and measures: services, pods, their memory."""
+"""The processes of a `simrun serve` the soak kills and measures: every kind of process of the
+installation, their memory, and what a run's files say about its units."""
 
 from __future__ import annotations
 
 import contextlib
 import json
+import os
 import random
 import statistics
 from dataclasses import dataclass, field
+from datetime import datetime
 from pathlib import Path
 
 import psutil
 
-SERVICES = ("web", "worker", "watcher")
+SERVICES = ("web", "worker", "beat", "watcher")
+# every kind of process the chaos kills; `serve` is killed and then started again by the soak
+KINDS = ("web", "worker", "pool", "beat", "watcher", "pod", "supervisor", "standby", "serve")
 POD_COMMANDS = ("simrun-worker", "simrun-merge", "simrun-exec")
 SUPERVISOR = "cluster.local.supervisor"
 STANDBY = "cluster.local.standby_supervisor"  # a standby pod's, and a pod's once handed one
 
 
-def service_pids(data_dir: Path) -> dict[str, int]:
-    """The main process of each running service, from serve's services.json."""
+def _state(data_dir: Path) -> dict[str, object]:
     try:
-        state = json.loads((data_dir / "services.json").read_text())
+        found = json.loads((data_dir / "services.json").read_text())
     except (OSError, ValueError):
         return {}
-    return {s["name"]: s["pid"] for s in state["services"] if s.get("pid")}
+    return found if isinstance(found, dict) else {}
+
+
+def service_pids(data_dir: Path) -> dict[str, int]:
+    """The main process of each running service, from serve's services.json."""
+    services = _state(data_dir).get("services", [])
+    return {s["name"]: s["pid"] for s in services if s.get("pid")}  # type: ignore[union-attr]
 
 
 def service_restarts(data_dir: Path) -> dict[str, int]:
-    try:
-        state = json.loads((data_dir / "services.json").read_text())
-    except (OSError, ValueError):
-        return {}
-    return {s["name"]: s["restarts"] for s in state["services"]}
+    services = _state(data_dir).get("services", [])
+    return {s["name"]: s["restarts"] for s in services}  # type: ignore[union-attr]
 
 
-def pod_processes(store: Path) -> list[psutil.Process]:
-    """The pods' own processes (the harness and its pool), not their supervisors: by their
-    name, and their run directory or working directory in the store (a pod handed to a
-    standby has the SIMRUN_* variables in its environment, but not in /proc's copy of the
-    environment it started with)."""
+def processes_of(data_dir: Path) -> list[psutil.Process]:
+    """Every live process of the installation: its SIMRUN_DATA_DIR, or a path under the data
+    directory in its command line, working directory or environment (pods, supervisors,
+    standbys have no SIMRUN_DATA_DIR of their own)."""
+    under = f"{data_dir}{os.sep}"
     found = []
-    for proc in psutil.process_iter(["name", "environ", "cwd", "status"]):
-        if proc.info.get("status") == psutil.STATUS_ZOMBIE:
-            continue
-        if proc.info.get("name") not in POD_COMMANDS:
+    for proc in psutil.process_iter(["environ", "cmdline", "cwd", "status", "name"]):
+        if proc.pid == os.getpid() or proc.info.get("status") == psutil.STATUS_ZOMBIE:
             continue
         environ = proc.info.get("environ") or {}
-        where = f"{environ.get('SIMRUN_RUN_DIR', '')} {proc.info.get('cwd') or ''}"
-        if str(store) in where:
+        named = [*(proc.info.get("cmdline") or []), proc.info.get("cwd") or "", *environ.values()]
+        if environ.get("SIMRUN_DATA_DIR") == str(data_dir) or any(under in n for n in named):
             found.append(proc)
     return found
 
 
-def kill_one(data_dir: Path, rng: random.Random) -> str | None:
-    """kill -9 of a random service or pod process; what was killed, or None."""
+def _line(proc: psutil.Process) -> str:
+    with contextlib.suppress(psutil.Error):
+        return " ".join(proc.cmdline())
+    return ""
+
+
+def victims(data_dir: Path, kind: str) -> list[psutil.Process]:
+    """The live processes of one kind (`KINDS`, but `serve`, which the soak kills itself)."""
     services = service_pids(data_dir)
-    pods = pod_processes(data_dir / "store")
-    if pods and (not services or rng.random() < 0.5):
-        victim = rng.choice(pods)
-        what = f"pod {victim.info.get('name')}"
-    elif services:
-        name = rng.choice(sorted(services))
-        victim, what = psutil.Process(services[name]), name
-    else:
+    if kind in SERVICES:
+        with contextlib.suppress(psutil.Error, KeyError):
+            return [psutil.Process(services[kind])]
+        return []
+    if kind == "pool":  # the worker's pool processes, if its pool has any
+        with contextlib.suppress(psutil.Error, KeyError):
+            return psutil.Process(services["worker"]).children()
+        return []
+    mine = processes_of(data_dir)
+    if kind == "pod":
+        return [p for p in mine if p.info.get("name") in POD_COMMANDS]
+    if kind == "supervisor":
+        return [p for p in mine if SUPERVISOR in _line(p) and STANDBY not in _line(p)]
+    if kind == "standby":  # waiting standbys: their supervisor, or the process started ahead
+        ready = {
+            int(path.stem)
+            for path in (data_dir / "store" / "local" / "standby").glob("*/*.ready")
+            if path.stem.isdigit()
+        }
+        return [p for p in mine if p.pid in ready]
+    raise ValueError(f"unknown kind {kind!r}")
+
+
+def kill_kind(data_dir: Path, kind: str, rng: random.Random) -> int | None:
+    """kill -9 of a random live process of `kind`; its pid, or None when there is none."""
+    found = victims(data_dir, kind)
+    if not found:
         return None
+    victim = rng.choice(found)
     with contextlib.suppress(psutil.Error):
         victim.kill()
-        return what
+        return victim.pid
     return None
+
+
+class KindCycle:
+    """The kinds in a new random order each round, so every kind is killed as often."""
+
+    def __init__(self, rng: random.Random, kinds: tuple[str, ...] = KINDS) -> None:
+        self.rng, self.kinds, self.todo = rng, kinds, list[str]()
+
+    def next(self) -> str:
+        if not self.todo:
+            self.todo = list(self.kinds)
+            self.rng.shuffle(self.todo)
+        return self.todo.pop()
 
 
 def tree_rss(pid: int) -> int:
@@ -117,6 +161,27 @@ class Memory:
         return result
 
 
+def _unit_done_lines(progress: Path) -> list[dict[str, object]]:
+    lines: list[dict[str, object]] = []
+    text = progress.read_text() if progress.is_file() else ""
+    for line in text.splitlines():
+        with contextlib.suppress(ValueError):
+            event = json.loads(line)
+            if event.get("event") == "unit_done":
+                lines.append(event)
+    return lines
+
+
+def first_progress(run_dir: Path) -> float | None:
+    """When the run's first unit was done (epoch seconds), from its progress files."""
+    times = [
+        datetime.fromisoformat(str(e["time"])).timestamp()
+        for progress in run_dir.glob("tasks/*/progress.jsonl")
+        for e in _unit_done_lines(progress)
+    ]
+    return min(times) if times else None
+
+
 def ledger_counts(run_dir: Path) -> tuple[int, int, int]:
     """(units, lost, done twice) of a run's split tasks: a unit is lost when the ledger does
     not have it done, done twice when the progress file has two `unit_done` lines for it."""
@@ -130,12 +195,7 @@ def ledger_counts(run_dir: Path) -> tuple[int, int, int]:
         units += total
         lost += total - done
         seen: dict[str, int] = {}
-        progress = task / "progress.jsonl"
-        lines = progress.read_text().splitlines() if progress.is_file() else []
-        for line in lines:
-            with contextlib.suppress(ValueError):
-                event = json.loads(line)
-                if event.get("event") == "unit_done":
-                    seen[event["unit"]] = seen.get(event["unit"], 0) + 1
+        for event in _unit_done_lines(task / "progress.jsonl"):
+            seen[str(event["unit"])] = seen.get(str(event["unit"]), 0) + 1
         twice += sum(1 for n in seen.values() if n > 1)
     return units, lost, twice

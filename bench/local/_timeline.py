@@ -16,7 +16,8 @@ from typing import Any
 
 from _stack import wait_for
 
-from runs.models import Identity, Run, RunState
+from runs.models import Identity, Run
+from runs.states import RunState
 from runs.store import store
 
 
@@ -119,7 +120,7 @@ def submit(identity: Identity, task: dict[str, object], name: str) -> tuple[Run,
 
     nodes = backend().nodes()
     called = time.time()
-    run = create_run(  # reuse off: the benchmarks submit one workflow again and again
+    run, _ = create_run(  # reuse off: the benchmarks submit one workflow again and again
         identity=identity,
         workflow={"name": name, "tasks": [task]},
         sources=[],

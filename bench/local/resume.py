@@ -37,7 +37,7 @@ def _submit(identity: Any, task: dict[str, Any], **options: Any) -> tuple[Any, f
 
     nodes = backend().nodes()
     called = time.time()
-    run = create_run(
+    run, _ = create_run(
         identity=identity,
         workflow={"name": "resume-bench", "tasks": [task]},
         sources=[],

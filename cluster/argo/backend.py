@@ -18,7 +18,7 @@ from __future__ import annotations
 import json
 import logging
 import threading
-from collections.abc import Callable, Collection, Mapping
+from collections.abc import Callable, Collection, Hashable, Mapping
 from typing import Any
 
 from kubernetes import config as kube_config
@@ -31,16 +31,17 @@ from cluster.argo.builds import run_build
 from cluster.argo.config import ClusterConfig
 from cluster.argo.listing import read_workflow
 from cluster.argo.logs import task_logs
-from cluster.argo.manifest import POD_LABEL, RUN_LABEL, TASK_LABEL, workflow_manifest
+from cluster.argo.manifest import RUN_LABEL, workflow_manifest
 from cluster.argo.names import STRICT
 from cluster.argo.node_status import NodesUnreadable, offload_version
 from cluster.argo.nodes import WORKER_LABEL, Requests, live, node_from, pod_requests, used_by_others
+from cluster.argo.pod_template import POD_LABEL, TASK_LABEL
 from cluster.argo.reservations import patch_node, releasing, reserving
 from cluster.argo.shutdown import shut_down
 from cluster.argo.status import unreadable_status, workflow_status
 from cluster.argo.watch import GROUP, PLURAL, VERSION, WorkflowWatch
 from runs.plans import Node
-from runs.ports import BackendStatus, Placement, PodLog, RunLaunch
+from runs.ports import UNKNOWN_CHANGES, BackendStatus, Changes, Placement, PodLog, RunLaunch
 
 log = logging.getLogger(__name__)
 
@@ -56,7 +57,7 @@ def make_client(config: ClusterConfig) -> ApiClient:
 
 
 class ArgoBackend:
-    """The backend of a cluster of Argo Workflows, Kueue and BuildKit (DESIGN §6)."""
+    """The backend of a cluster of Argo Workflows, Kueue and BuildKit (docs/argo-backend.md)."""
 
     def __init__(self, config: ClusterConfig, api: ApiClient | None = None) -> None:
         """`api`: the API client to use; by default `make_client(config)`."""
@@ -98,6 +99,11 @@ class ArgoBackend:
     def status(self, name: str) -> BackendStatus:
         """B1, B2: the workflow's status; KeyError when it does not exist."""
         return self._status_of(read_workflow(self.custom, self.config.namespace, name))
+
+    def changes(self, since: Hashable | None) -> Changes:
+        """The workflows that changed are found by their revisions (`revisions`), which a
+        tick lists anyway: this says nothing more."""
+        return UNKNOWN_CHANGES
 
     def revisions(self, names: Collection[str]) -> dict[str, str]:
         """B1, B2: the resourceVersion of each named workflow that exists, from one list of the

@@ -12,8 +12,6 @@ from cluster.argo.node_status import NODES_LIMIT_BYTES
 
 SERVICE_ENVIRONMENT = "service"
 """The environment of a model without a pyproject.toml: the cluster's default image."""
-STALE_MARGIN_S = 60
-"""M3: the coordinator takes a worker as gone after the grace plus this many seconds."""
 GRACE_MARGIN_S = 30
 """M9: a pod's termination grace is the harness's grace plus this, for the executor."""
 RETRY_LIMIT = 100

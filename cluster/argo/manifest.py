@@ -16,203 +16,31 @@ DAG task passes its pod's name (`pod`, as the controller names it: `<task>`, `<t
 `<task>-merge`) and task id (`task`) to its template, so the status can name pods from the
 spec alone (`cluster/argo/status.py`).
 
-Every pod (M4-M10, M13): Kueue's queue and priority labels, `priorityClassName`, the
-annotation asking for one node per pod, requests = limits, a retry strategy that retries
-stopped attempts only (no exit code, 137, 143) up to 100 times, a `podSpecPatch` that gives an
-attempt after an exit 137 the retry memory (and memory per worker, processes) and every attempt
-the termination grace, the run's directory of the store read-write and the snapshots
-read-only, scratch on the node's disk, the harness's environment, the run, task, pod and group
-labels. A reserved run's pods select the node's label and tolerate its taint.
+Every pod's template: `cluster/argo/pod_template.py`.
 
 The Argo features this relies on, and where Argo implements them: docs/argo-backend.md.
 """
 
 from __future__ import annotations
 
-import json
 from typing import Any
 
 from hera.workflows import Workflow
 from hera.workflows import models as m
 
-from cluster.argo.config import GRACE_MARGIN_S, RETRY_LIMIT, STALE_MARGIN_S, ClusterConfig
-from cluster.argo.images import environment_image
-from cluster.argo.names import argo_name, cpu_quantity, label_value, memory_quantity, number_text
-from runs.plans import PodShape
+from cluster.argo.config import ClusterConfig
+from cluster.argo.names import argo_name, label_value
+from cluster.argo.pod_template import SCRATCH_VOLUME, STORE_VOLUME, pod_template
+from runs.plans import PodShape, merge_pod, worker_pod
 from runs.ports import RunLaunch, TaskLaunch
-from runs.resources import attempt_memory
-from simrun_harness.exits import EXIT_POOL_BROKEN, EXIT_TERMINATED
 
-QUEUE_LABEL = "kueue.x-k8s.io/queue-name"
-PRIORITY_LABEL = "kueue.x-k8s.io/priority-class"
-TOPOLOGY_ANNOTATION = "kueue.x-k8s.io/podset-required-topology"
-HOSTNAME = "kubernetes.io/hostname"
 RUN_LABEL = "simrun/run"
-TASK_LABEL = "simrun/task"
-POD_LABEL = "simrun/pod"
 GROUP_KEY = "simrun/group"
 RESERVED_KEY = "simrun/reserved"
-GPU = "nvidia.com/gpu"
 ENTRYPOINT = "run"
-MAIN = "main"
-STORE_VOLUME = "store"
-SCRATCH_VOLUME = "scratch"
-NO_EXIT_CODE = "-1"
-"""`lastRetry.exitCode` of an attempt without an exit code (a deleted or lost pod)."""
-RETRY_EXPRESSION = " || ".join(
-    f"lastRetry.exitCode == '{code}'" for code in (NO_EXIT_CODE, EXIT_POOL_BROKEN, EXIT_TERMINATED)
-)
-"""M8, K7: only a stopped attempt is retried; expr compares strings ("3" != 3 holds)."""
 WORKER_COMMAND = "simrun-worker"
 MERGE_COMMAND = "simrun-merge"
 EXEC_COMMAND = "simrun-exec"
-POD = "{{inputs.parameters.pod}}"
-
-
-def _per_attempt(retry: str, first: str) -> str:
-    """M9: an Argo expression tag: `retry` for an attempt after an exit 137, else `first`."""
-    if retry == first:
-        return first
-    return f"{{{{=lastRetry.exitCode == '{EXIT_POOL_BROKEN}' ? '{retry}' : '{first}'}}}}"
-
-
-def pod_spec_patch(shape: PodShape, grace_s: int) -> str:
-    """M9: the patch of every attempt: the grace, and memory, memory per worker and
-    processes, which are the retry values after an exit 137 and the first values otherwise."""
-    limit, per_worker, processes = attempt_memory(shape, retried=False)
-    if shape.retry_memory_gb > 0:
-        retry_limit, retry_per_worker, retry_processes = attempt_memory(shape, retried=True)
-    else:
-        retry_limit, retry_per_worker, retry_processes = limit, per_worker, processes
-    memory = _per_attempt(memory_quantity(retry_limit), memory_quantity(limit))
-    values = {
-        "SIMRUN_MEMORY_LIMIT_GB": (number_text(retry_limit), number_text(limit)),
-        "SIMRUN_MEMORY_PER_WORKER_GB": (
-            number_text(retry_per_worker or per_worker),
-            number_text(per_worker),
-        ),
-        "SIMRUN_PROCESSES": (str(retry_processes), str(processes)),
-    }
-    patch = {
-        "terminationGracePeriodSeconds": grace_s + GRACE_MARGIN_S,
-        "containers": [
-            {
-                "name": MAIN,
-                "resources": {"requests": {"memory": memory}, "limits": {"memory": memory}},
-                "env": [
-                    {"name": name, "value": _per_attempt(retry, first)}
-                    for name, (retry, first) in values.items()
-                ],
-            }
-        ],
-    }
-    return json.dumps(patch, sort_keys=True)
-
-
-def _resources(shape: PodShape) -> m.ResourceRequirements:
-    """M4, M13: requests equal to limits; GPUs and ephemeral storage when the shape has them."""
-    amounts = {"cpu": cpu_quantity(shape.cores), "memory": memory_quantity(shape.memory_gb)}
-    if shape.gpus > 0:
-        amounts[GPU] = str(shape.gpus)
-    if shape.scratch_gb > 0:
-        amounts["ephemeral-storage"] = memory_quantity(shape.scratch_gb)
-    return m.ResourceRequirements(
-        requests={k: m.Quantity(v) for k, v in amounts.items()},
-        limits={k: m.Quantity(v) for k, v in amounts.items()},
-    )
-
-
-def _env(
-    launch: RunLaunch, task: TaskLaunch, config: ClusterConfig, shape: PodShape, worker: bool
-) -> list[m.EnvVar]:
-    """M4, M10: the harness's environment; memory values come from the attempt's patch."""
-    run_dir = f"{config.pod_store}/runs/{launch.run_id}"
-    values = {
-        "PYTHONUNBUFFERED": "1",
-        "SIMRUN_RUN": launch.run_id,
-        "SIMRUN_TASK": task.task_id,
-        "SIMRUN_WORKER": POD,
-        "SIMRUN_ATTEMPT": "{{retries}}",
-        "SIMRUN_RUN_DIR": run_dir,
-        "SIMRUN_TASK_DIR": f"{run_dir}/tasks/{task.task_id}",
-        "SIMRUN_SNAPSHOTS_DIR": f"{config.pod_store}/snapshots",
-        "SIMRUN_SCRATCH": config.scratch_path,
-        "SIMRUN_GRACE_S": str(launch.grace_s),
-        "SIMRUN_CORES": number_text(shape.cores),
-    }
-    if worker:
-        values["SIMRUN_ROLE"] = "{{inputs.parameters.role}}"
-        values["SIMRUN_STALE_S"] = str(launch.grace_s + STALE_MARGIN_S)
-        values["SIMRUN_COORDINATOR_MERGES"] = "1" if task.plan.coordinator_merges else "0"
-    values.update(task.env)
-    env = [m.EnvVar(name=k, value=v) for k, v in values.items()]
-    node = m.EnvVarSource(field_ref=m.ObjectFieldSelector(field_path="spec.nodeName"))
-    env.append(m.EnvVar(name="SIMRUN_NODE", value_from=node))
-    return env
-
-
-def _mounts(launch: RunLaunch, task: TaskLaunch, config: ClusterConfig) -> list[m.VolumeMount]:
-    """M4: the run read-write, the snapshots read-only, this pod's scratch directory."""
-    run = f"runs/{launch.run_id}"
-    return [
-        m.VolumeMount(name=STORE_VOLUME, mount_path=f"{config.pod_store}/{run}", sub_path=run),
-        m.VolumeMount(
-            name=STORE_VOLUME,
-            mount_path=f"{config.pod_store}/snapshots",
-            sub_path="snapshots",
-            read_only=True,
-        ),
-        m.VolumeMount(
-            name=SCRATCH_VOLUME,
-            mount_path=config.scratch_path,
-            sub_path=f"{launch.run_id}/{task.task_id}/{POD}",
-        ),
-    ]
-
-
-def _template(
-    name: str,
-    launch: RunLaunch,
-    task: TaskLaunch,
-    config: ClusterConfig,
-    *,
-    shape: PodShape,
-    command: list[str],
-    priority: str,
-    worker: bool = False,
-) -> m.Template:
-    """A pod template of `shape`: Kueue metadata, resources, retries and the per-attempt
-    patch."""
-    parameters = ["pod", "task"] + (["priority", "role"] if worker else [])
-    image = task.image if task.command is not None and task.image else None
-    return m.Template(
-        name=name,
-        inputs=m.Inputs(parameters=[m.Parameter(name=p) for p in parameters]),
-        metadata=m.Metadata(
-            labels={
-                QUEUE_LABEL: config.queue,
-                PRIORITY_LABEL: priority,
-                TASK_LABEL: label_value(task.task_id),
-                POD_LABEL: POD,
-            },
-            annotations={TOPOLOGY_ANNOTATION: HOSTNAME},
-        ),
-        priority_class_name=priority,
-        container=m.Container(
-            name=MAIN,
-            image=image or environment_image(launch.environment, config),
-            command=command,
-            env=_env(launch, task, config, shape, worker),
-            resources=_resources(shape),
-            volume_mounts=_mounts(launch, task, config),
-        ),
-        retry_strategy=m.RetryStrategy(
-            limit=m.IntOrString(RETRY_LIMIT),
-            retry_policy="Always",
-            expression=RETRY_EXPRESSION,
-        ),
-        pod_spec_patch=pod_spec_patch(shape, launch.grace_s),
-    )
 
 
 def _arguments(pod: str, task: TaskLaunch, **more: str) -> m.Arguments:
@@ -225,7 +53,7 @@ def waited_for(task: TaskLaunch) -> str:
     base = argo_name(task.task_id)
     if not task.splittable:
         return base
-    return f"{base}-w0" if task.plan.coordinator_merges else f"{base}-merge"
+    return worker_pod(base, 0) if task.plan.coordinator_merges else merge_pod(base)
 
 
 def _task_nodes(
@@ -236,7 +64,7 @@ def _task_nodes(
     plan = task.plan
     if not task.splittable:
         command = list(task.command) if task.command is not None else [EXEC_COMMAND]
-        template = _template(
+        template = pod_template(
             f"{base}-pod",
             launch,
             task,
@@ -254,8 +82,8 @@ def _task_nodes(
         return [template], [dag]
     templates, tasks = _workers(launch, task, config, after)
     if not plan.coordinator_merges:
-        merge = _template(
-            f"{base}-merge",
+        merge = pod_template(
+            merge_pod(base),
             launch,
             task,
             config,
@@ -266,10 +94,10 @@ def _task_nodes(
         templates.append(merge)
         tasks.append(
             m.DAGTask(
-                name=f"{base}-merge",
+                name=merge_pod(base),
                 template=merge.name,
-                dependencies=[f"{base}-w0"],
-                arguments=_arguments(f"{task.task_id}-merge", task),
+                dependencies=[worker_pod(base, 0)],
+                arguments=_arguments(merge_pod(task.task_id), task),
             )
         )
     return templates, tasks
@@ -298,7 +126,7 @@ def _workers(
     def worker(name: str, shape: PodShape) -> m.Template:
         priority = "{{inputs.parameters.priority}}"
         command = [WORKER_COMMAND]
-        return _template(
+        return pod_template(
             name, launch, task, config, shape=shape, command=command, priority=priority, worker=True
         )
 
@@ -306,11 +134,11 @@ def _workers(
     by_shape = {plan.shape: templates[0].name}
     tasks = [
         m.DAGTask(
-            name=f"{base}-w0",
+            name=worker_pod(base, 0),
             template=templates[0].name,
             dependencies=after,
             arguments=_arguments(
-                f"{task.task_id}-w0", task, priority=plan.base_priority, role="base"
+                worker_pod(task.task_id, 0), task, priority=plan.base_priority, role="base"
             ),
         )
     ]
@@ -328,7 +156,7 @@ def _workers(
                     start=m.IntOrString(str(first)), count=m.IntOrString(str(count))
                 ),
                 arguments=_arguments(
-                    f"{task.task_id}-w{{{{item}}}}",
+                    worker_pod(task.task_id, "{{item}}"),
                     task,
                     priority=plan.extra_priority,
                     role="extra",

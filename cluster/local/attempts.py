@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import contextlib
 import os
+import shutil
 import signal
 import time
 from dataclasses import dataclass
@@ -223,6 +224,8 @@ def settle_lost(attempt: Attempt, now: float) -> bool:
     if not supervisor_lost(attempt, now):
         return False
     kill_group(attempt.child, signal.SIGKILL)
+    spec = read_json(attempt.path / ATTEMPT_FILE) or {}
+    remove_partial_units(dict(spec.get("env") or {}))
     message = "its supervisor is gone"
     try:  # the pod's code may have replaced the log: no link followed, its end only read
         with store_reads.open_file(attempt.path, SUPERVISOR_LOG) as log:
@@ -234,3 +237,28 @@ def settle_lost(attempt: Attempt, now: float) -> bool:
     if said:
         message += f": {said.splitlines()[-1][:300]}"
     return write_exit(attempt.path, ExitStatus(None, False, now, lost=True, message=message))
+
+
+def remove_partial_units(env: dict[str, str]) -> list[str]:
+    """Remove the unit outputs this attempt's pod left half written (it ended, so nothing of
+    it writes them any more: cancelled, evicted, killed); the names removed. Others' are
+    left alone: their holders may still be writing, and the ledger's sweep handles theirs."""
+    from simrun_harness.ledger import partial_unit  # after the pod: its start waits for nothing
+
+    task_dir, worker = env.get("SIMRUN_TASK_DIR"), env.get("SIMRUN_WORKER")
+    attempt = env.get("SIMRUN_ATTEMPT")
+    if not (task_dir and worker and attempt):
+        return []
+    units = Path(task_dir) / "units"
+    token = f"{worker}@{attempt}"
+    removed = []
+    try:
+        entries = os.listdir(units)
+    except OSError:
+        return []
+    for entry in entries:
+        parsed = partial_unit(entry)
+        if parsed is not None and parsed[1] == token:
+            shutil.rmtree(units / entry, ignore_errors=True)
+            removed.append(entry)
+    return removed

@@ -39,9 +39,18 @@ from cluster.local.node_pass import NodePass
 from cluster.local.run_files import CANCELLED, STOPPED
 from cluster.local.run_index import RunIndex
 from cluster.local.standby import Standbys
-from cluster.local.statuses import RunStatuses
+from cluster.local.statuses import RunStatuses, status_node
 from runs.plans import Node
-from runs.ports import LOG_LIMIT_BYTES, BackendStatus, Placement, PodLog, RunLaunch, read_log
+from runs.ports import (
+    LOG_LIMIT_BYTES,
+    UNKNOWN_CHANGES,
+    BackendStatus,
+    Changes,
+    Placement,
+    PodLog,
+    RunLaunch,
+    read_log,
+)
 from simrun_harness import store_reads
 from simrun_harness.layout import StorePaths
 
@@ -170,9 +179,18 @@ class LocalBackend:
             self.tick()
             may_reuse = names
         [node] = self.nodes()
-        found = self._statuses.read(names, node, may_reuse=may_reuse, since_ns=since)
-        self._statuses.forget(names)
-        return found
+        return self._statuses.read(names, node, may_reuse=may_reuse, since_ns=since)
+
+    def changes(self, since: Hashable | None) -> Changes:
+        """What changed since the mark `since`, from the statuses the loop's passes read
+        (`RunStatuses.changes`); without a loop, or for another node (its statuses differ),
+        it cannot say."""
+        if not self._looping():
+            return UNKNOWN_CHANGES
+        node = status_node(self.nodes()[0])
+        known = isinstance(since, tuple) and len(since) == 2 and since[0] == node
+        found = self._statuses.changes(since[1] if known else None)  # type: ignore[index]
+        return Changes(found.names, (node, found.mark))
 
     def revisions(self, names: Collection[str]) -> None:
         """None: the statuses come from the loop's pass (`statuses`), already without a read

@@ -22,9 +22,9 @@ from cluster.local.attempts import ATTEMPT_FILE, SUPERVISOR_FILE, SUPERVISOR_LOG
 from cluster.local.launches import PodSpec
 from runs.plans import PodShape
 from runs.ports import RunLaunch, TaskLaunch
+from simrun_harness.pod_env import pod_env as pod_env_of_harness
 
 SERVICE_ENVIRONMENT = "service"  # run in the service's own Python environment
-STALE_MARGIN_S = 60  # the coordinator takes a worker as gone after its grace plus this
 REPO_ROOT = Path(__file__).resolve().parents[2]
 PASSED_THROUGH = ("HOME", "USER", "LOGNAME", "LANG", "LC_ALL", "LC_CTYPE", "TZ", "TMPDIR")
 HARNESS_KINDS = ("exec", "coordinator", "extra", "merge")  # pods that run a harness script
@@ -103,32 +103,25 @@ def pod_env(
 ) -> dict[str, str]:
     """The environment of one attempt of a pod of `shape` (the plan's shape of this pod) at
     `memory_gb`, `per_worker_gb` and `processes` (the retry values after a kill for memory)."""
-    env = base_env(place.bin_dir)
-    env.update(
-        SIMRUN_RUN=launch.run_id,
-        SIMRUN_TASK=task.task_id,
-        SIMRUN_WORKER=spec.worker,
-        SIMRUN_ATTEMPT=str(attempt),
-        SIMRUN_NODE=node,
-        SIMRUN_RUN_DIR=str(place.run_dir),
-        SIMRUN_TASK_DIR=str(place.task_dir),
-        SIMRUN_SCRATCH=str(place.scratch),
-        SIMRUN_GRACE_S=str(launch.grace_s),
-        SIMRUN_MEMORY_LIMIT_GB=f"{memory_gb:g}",
-        SIMRUN_MEMORY_PER_WORKER_GB=f"{per_worker_gb:g}",
-        SIMRUN_CORES=f"{shape.cores:g}",
-        SIMRUN_PROCESSES=str(processes),
+    return base_env(place.bin_dir) | pod_env_of_harness(
+        run_id=launch.run_id,
+        task_id=task.task_id,
+        worker=spec.worker,
+        attempt=attempt,
+        run_dir=str(place.run_dir),
+        task_dir=str(place.task_dir),
+        scratch=str(place.scratch),
+        snapshots_dir=str(place.snapshots_dir) if place.snapshots_dir.is_dir() else None,
+        grace_s=launch.grace_s,
+        cores=shape.cores,
+        role=spec.role if spec.kind in ("coordinator", "extra") else None,
+        coordinator_merges=task.plan.coordinator_merges,
+        node=node,
+        memory_limit_gb=memory_gb,
+        memory_per_worker_gb=per_worker_gb,
+        processes=processes,
+        task_env=task.env,
     )
-    if place.snapshots_dir.is_dir():
-        env["SIMRUN_SNAPSHOTS_DIR"] = str(place.snapshots_dir)
-    if spec.kind in ("coordinator", "extra"):
-        env.update(
-            SIMRUN_ROLE=spec.role,
-            SIMRUN_STALE_S=str(launch.grace_s + STALE_MARGIN_S),
-            SIMRUN_COORDINATOR_MERGES="1" if task.plan.coordinator_merges else "0",
-        )
-    env.update(task.env)
-    return env
 
 
 def start_attempt(

@@ -15,7 +15,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any, Literal
 
-from runs.plans import PodShape, TaskPlan
+from runs.plans import PodShape, TaskPlan, merge_pod, worker_pod
 from runs.ports import RunLaunch, TaskLaunch
 
 PodKind = Literal["command", "exec", "coordinator", "extra", "merge"]
@@ -57,12 +57,13 @@ def task_pods(task: TaskLaunch, start: int = 0) -> list[PodSpec]:
     if task.command is not None or not task.splittable:
         kind: PodKind = "command" if task.command is not None else "exec"
         return [PodSpec(tid, tid, kind, base, start, tid)]
-    pods = [PodSpec(f"{tid}-w0", tid, "coordinator", base, start, f"{tid}-w0")]
+    coordinator = worker_pod(tid, 0)
+    pods = [PodSpec(coordinator, tid, "coordinator", base, start, coordinator)]
     for i in range(1, max(plan.pods, 1)):
-        name = f"{tid}-w{i}"
+        name = worker_pod(tid, i)
         pods.append(PodSpec(name, tid, "extra", extra, start + i, name))
     if not plan.coordinator_merges:
-        name = f"{tid}-merge"
+        name = merge_pod(tid)
         pods.append(PodSpec(name, tid, "merge", base, start + len(pods), name))
     return pods
 

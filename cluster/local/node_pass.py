@@ -68,6 +68,8 @@ class NodePass:
     def run(self) -> tuple[bool, Hashable]:
         """One pass: whether it changed anything, and a signature of the pods it saw."""
         launcher.reap()
+        begun_ns = time.time_ns()
+        names: list[str] = []  # the live runs' workflows this pass read
         changed = False
         signature: list[Hashable] = []
         demands: list[Demand] = []
@@ -87,6 +89,7 @@ class NodePass:
                         changed |= advanced
                         halted = run.halted
                     self.statuses.saw(run, launch, views, halted=halted, read_ns=read_ns)
+                    names.append(launch.workflow_name)
                 except (OSError, ValueError, KeyError):  # one broken run stops no other
                     log.exception("local backend: cannot advance run %s", run.run_id)
                     continue
@@ -112,6 +115,7 @@ class NodePass:
                     elif v.startable and not halted:
                         order = (submitted, v.spec.index)
                         demands.append(Demand(key, value, shape.cores, memory, order))
+            self.statuses.passed(names, begun_ns=begun_ns)
             reserved = reserved_for(self.state)
             decision = admit(self.cores, self.memory_gb, demands, holdings, reserved)
             self._act(decision, running)

@@ -26,6 +26,12 @@ a run that changed in the last seconds is read again at every call until it has 
 The backend's loop reads every live run at each pass anyway; it hands what it read to `saw`,
 and `latest` answers from it with no file access at all. Every entry is the newest read of its
 run (by when the read began), so an answer is never older than one given before.
+
+Every entry whose status changed is counted in a log of changes (`changes`): a controller's
+tick asks which workflows changed since the mark of its last answer, and reads only those.
+The log keeps the last changes of a few times the live runs; a mark older than that, or from
+another instance, or asked while the loop has not passed for `PASS_TRUST_S`, is answered
+"cannot say" (every status read).
 """
 
 from __future__ import annotations
@@ -34,19 +40,20 @@ import logging
 import os
 import threading
 import time
-from collections.abc import Callable, Collection, Mapping, Sequence
+from collections.abc import Callable, Collection, Hashable, Mapping, Sequence
 from dataclasses import dataclass, replace
 
 from cluster.local.dag import PodView, backend_status
 from cluster.local.launches import run_pods
 from cluster.local.run_files import RunFiles
 from runs.plans import Node
-from runs.ports import ENDED_PHASES, BackendStatus, RunLaunch
+from runs.ports import ENDED_PHASES, BackendStatus, Changes, RunLaunch
 
 log = logging.getLogger(__name__)
 
 RACY_S = 2.0
 PASS_TRUST_S = 60.0  # a pass's read older than this is read again
+LOG_MIN = 1024  # changes the log keeps at least (and 4 per entry)
 MISSING = -1  # the time of a directory that does not exist
 
 
@@ -177,6 +184,13 @@ def _passed(
     return found, rest
 
 
+def status_node(node: Node) -> Node:
+    """The node as far as a status depends on it (its name, cores and memory: why a pod can
+    never start), so that its free scratch or a reservation changing does not make every
+    status anew."""
+    return Node(node.name, node.cores, node.memory_gb)
+
+
 def _trusted_since() -> int:
     """The time (ns) a pass's read must have begun after to be answered."""
     return time.time_ns() - int(PASS_TRUST_S * 1e9)
@@ -201,6 +215,42 @@ class RunStatuses:
         # read an entry half replaced, or a forget racing a saw could drop a fresher entry.
         self._lock = threading.Lock()
         self.reads = 0  # statuses read from the files by a caller (not from a signature)
+        self._epoch = object()  # marks of another instance are not known here
+        self._count = 0  # changes counted so far
+        self._log: list[tuple[int, str]] = []  # (count, workflow) of each change, oldest first
+        self._floor = 0  # the changes up to this count are no longer in the log
+        self._passed_ns = 0  # when the loop's last whole pass began
+
+    def _changed(self, name: str) -> None:
+        """Count a change of the workflow's status (under the lock)."""
+        self._count += 1
+        self._log.append((self._count, name))
+        if len(self._log) > max(LOG_MIN, 4 * len(self._entries)):
+            half = len(self._log) // 2
+            self._floor = self._log[half - 1][0]
+            del self._log[:half]
+
+    def changes(self, since: Hashable | None) -> Changes:
+        """The workflows whose status changed after the mark `since` (None: the log cannot
+        say), and the mark of now."""
+        with self._lock:
+            mark = (self._epoch, self._count)
+            known = isinstance(since, tuple) and len(since) == 2 and since[0] is self._epoch
+            if not known or since[1] < self._floor or self._passed_ns < _trusted_since():  # type: ignore[index]
+                return Changes(None, mark)
+            names = set()
+            for count, name in reversed(self._log):
+                if count <= since[1]:  # type: ignore[index]
+                    break
+                names.add(name)
+        return Changes(frozenset(names), mark)
+
+    def passed(self, names: Collection[str], *, begun_ns: int) -> None:
+        """A pass of the loop that began at `begun_ns` read these workflows (every live one):
+        the entries of the others are dropped (their runs ended or went away)."""
+        self.forget(names)
+        with self._lock:
+            self._passed_ns = max(self._passed_ns, begun_ns)
 
     def read(
         self,
@@ -217,6 +267,7 @@ class RunStatuses:
         after = may_reuse if isinstance(may_reuse, Mapping) else {}
         reuse = may_reuse if isinstance(may_reuse, Mapping) else set(may_reuse)
         passed = _trusted_since() if since_ns is None else since_ns
+        node = status_node(node)
         with self._lock:  # one copy, no lock per run; the node as the entries hold it
             entries = dict(self._entries)
             node = self._node = self._node if node == self._node else node
@@ -238,6 +289,7 @@ class RunStatuses:
     def latest(self, name: str, node: Node, *, since_ns: int | None = None) -> BackendStatus:
         """What the last pass read of the workflow if it began after `since_ns` (default:
         `PASS_TRUST_S` ago), else what its files say now."""
+        node = status_node(node)
         with self._lock:
             entry = self._entries.get(name)
         since = _trusted_since() if since_ns is None else since_ns
@@ -261,8 +313,8 @@ class RunStatuses:
         read_ns: int,
     ) -> None:
         """What a pass of the loop read of a run (under its lock), begun at `read_ns`. Its
-        status is made here (in the loop's thread) when one was asked for before, and is the
-        same object as before while equal, so comparing it costs nothing."""
+        status is made here (in the loop's thread) for the node statuses were last asked for,
+        and is the same object as before while equal, so comparing it costs nothing."""
         name = launch.workflow_name
         with self._lock:
             before = self._entries.get(name)
@@ -272,16 +324,22 @@ class RunStatuses:
         if before is not None and before.status is not None and before.node is not None:
             node = before.node
             made = backend_status(launch, views, node, halted=halted)
-            status = before.status if made == before.status else made
+            status = before.status if made == before.status else made  # None: not made
+        elif self._node is not None:  # a new run, for the node statuses were last asked for
+            node = self._node
+            status = backend_status(launch, views, node, halted=halted)
         with self._lock:
             current = self._entries.get(name)
             if current is None or current.read_ns < read_ns:
                 self._entries[name] = _Entry(
                     run, launch, read_ns, status, node, views=views, halted=halted
                 )
+                if before is None or current is not before or status is not before.status:
+                    self._changed(name)  # new, replaced meanwhile, or its status changed
 
     def one(self, name: str, node: Node) -> BackendStatus:
         """The status of one workflow as its files say now; KeyError when it does not exist."""
+        node = status_node(node)
         with self._lock:
             entry = self._entries.get(name)
         unchanged = _unchanged(entry, node)
@@ -308,6 +366,8 @@ class RunStatuses:
             if current is None or current.read_ns < taken:
                 if current is not None and current.status is not None and current.status == status:
                     status = current.status  # the same object while equal
+                else:
+                    self._changed(name)
                 self._entries[name] = _Entry(
                     run,
                     launch,

@@ -13,8 +13,13 @@ the attempt's log, and until the pod ends it:
   before it could handle signals is not lost; an attempt evicted before its pod process
   started ends with 143 without starting it.
 
-When the pod process ends, whatever is left of its tree is killed, the exit status is written
-once into `exit.json` of the attempt directory, and the backend's doorbell is rung.
+When the pod process ends, whatever is left of its tree is killed, the unit outputs it left
+half written are removed, the exit status is written once into `exit.json` of the attempt
+directory, and the backend's doorbell is rung.
+
+Under `simrun serve` the supervisor is tied to serve (`serve_tie`): when serve ends, however
+it ends, the pod is stopped as on SIGTERM, and until then the supervisor and its pod are on
+serve's record of processes.
 
 A standby supervisor (`cluster.local.standby_supervisor`) calls `supervise` with the pod
 process it started ahead: the attempt is handed to that process instead of a fresh one being
@@ -44,9 +49,11 @@ from cluster.local.attempts import (
     LOG_FILE,
     ExitStatus,
     ProcessId,
+    remove_partial_units,
     write_exit,
 )
 from cluster.local.doorbell import ring
+from cluster.local.serve_tie import record, serve_gone_fd, serve_identity, unrecord
 from simrun_harness.exits import EXIT_POOL_BROKEN, EXIT_TERMINATED
 
 if TYPE_CHECKING:  # psutil is imported once the pod has started: its start waits for nothing
@@ -167,6 +174,9 @@ class Supervision:
         self.known: dict[int, psutil.Process] = {}
         self.standby = standby
         self.adopted: float | None = None  # when the standby took the attempt
+        # the supervisor's own environment, inherited from the service that started it (or,
+        # for a standby, from the watcher): it names the serve the pod belongs to
+        self.env_of_service = dict(os.environ)
 
     def _remember(self, pids: list[int]) -> None:
         """Keep a handle on every process seen in the tree, to kill it even if it leaves."""
@@ -218,21 +228,31 @@ class Supervision:
                 raise
 
     def watch(self, child: subprocess.Popen[bytes]) -> int:
-        """Supervise until the child ends; its return code."""
+        """Supervise until the child ends; its return code. The end of the serve this pod
+        belongs to (if any) counts as a SIGTERM."""
         ended = _exit_fd(child.pid)
+        serve_gone = serve_gone_fd(serve_identity(self.env_of_service))
         try:
             while True:
                 returncode = self._poll(child)
                 if returncode is not None:
                     return returncode
                 # until the next poll, or the pod's end at once (its run, its doorbell)
-                if ended is None:
-                    time.sleep(self.poll_s)
+                waits = [fd for fd in (ended, serve_gone) if fd is not None]
+                if waits:
+                    readable, _, _ = select.select(waits, [], [], self.poll_s)
                 else:
-                    select.select([ended], [], [], self.poll_s)
+                    readable = []
+                    time.sleep(self.poll_s)
+                if serve_gone is not None and serve_gone in readable:
+                    print("supervisor: simrun serve ended: stopping the pod", file=sys.stderr)
+                    self.on_term(signal.SIGTERM, None)
+                    os.close(serve_gone)
+                    serve_gone = None
         finally:
-            if ended is not None:
-                os.close(ended)
+            for fd in (ended, serve_gone):
+                if fd is not None:
+                    os.close(fd)
 
     def _poll(self, child: subprocess.Popen[bytes]) -> int | None:
         """One look at the pod: its return code once it ended, else memory and signals."""
@@ -339,10 +359,14 @@ def supervise(
     if run.adopted is not None:  # started ahead: when it took the attempt
         started["adopted"] = run.adopted
     write_json(directory / CHILD_FILE, started)
+    what = f"pod {run.env.get('SIMRUN_WORKER', '?')} of run {run.env.get('SIMRUN_RUN', '?')}"
+    recorded = record(supervisor=os.getpid(), pod=child.pid, what=what)
     returncode = run.watch(child)
     kill_all(child.pid, run.known)  # the pod ended: nothing of it may stay behind
+    remove_partial_units(run.env)
     status = run.status(returncode)
     write_exit(directory, status)
+    unrecord(recorded)
     if run.doorbell is not None:
         ring(run.doorbell)  # the backend's loop passes now, not at its next interval
     return status.exit_code or 0

@@ -12,15 +12,18 @@ one made elsewhere, and a change of the identity's kind or person, within that t
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import TYPE_CHECKING
 
 from django.conf import settings
 from rest_framework.authentication import BaseAuthentication
 from rest_framework.exceptions import AuthenticationFailed, NotAuthenticated
 from rest_framework.request import Request
 
-from runs.models import Identity
 from runs.services.identities import hash_token, identity_for_token
 from runs.token_checks import token_checks
+
+if TYPE_CHECKING:
+    from runs.models import Identity
 
 SCHEME = "bearer"
 

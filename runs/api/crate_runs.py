@@ -9,7 +9,7 @@ then checked and run by `runs.services.crate_runs`. A refused crate changes noth
 from __future__ import annotations
 
 from drf_spectacular.types import OpenApiTypes
-from drf_spectacular.utils import OpenApiParameter, extend_schema
+from drf_spectacular.utils import OpenApiParameter, OpenApiResponse, extend_schema
 from rest_framework.request import Request
 from rest_framework.response import Response
 
@@ -22,7 +22,6 @@ from runs.api.serializers.runs import RunDetailSerializer
 from runs.api.serializers.workflows import CrateRunQuerySerializer
 from runs.api.snapshots import upload_body, upload_limits
 from runs.selectors.runs_list import get_run
-from runs.selectors.servers import schedulable_nodes
 from runs.services.crate_runs import submit_crate
 from runs.services.uploads import ZIP, UnsupportedArchive, UploadTooLarge, archive_kind, spool
 from runs.store import store
@@ -45,7 +44,15 @@ class CrateRunView(ApiView):
             ),
         ],
         request={"application/zip": OpenApiTypes.BINARY},
-        responses={201: RunDetailSerializer, 400: E, 401: E, 413: E, 415: E, 429: E},
+        responses={
+            201: RunDetailSerializer,
+            200: OpenApiResponse(RunDetailSerializer, description="The run of this key."),
+            400: E,
+            401: E,
+            413: E,
+            415: E,
+            429: E,
+        },
     )
     def post(self, request: Request) -> Response:
         """Check a crate's zip (the run profiles, every file's digest, its snapshots, its task
@@ -71,10 +78,9 @@ class CrateRunView(ApiView):
         paths = store()
         archive = spool(upload_body(request), directory=paths.uploads, limit=limits.max_bytes)
         try:
-            run = submit_crate(
+            run, created = submit_crate(
                 identity=identity,
                 archive=archive,
-                nodes=schedulable_nodes(),
                 limits=limits,
                 idempotency_key=key,
                 **query.validated_data,
@@ -84,6 +90,6 @@ class CrateRunView(ApiView):
         detail = run_detail(get_run(run.id), identity)
         return Response(
             RunDetailSerializer(detail).data,
-            status=201,
+            status=201 if created else 200,
             headers={"Location": f"/api/runs/{run.id}/"},
         )

@@ -23,6 +23,8 @@ from django.http import Http404, HttpRequest, HttpResponse, JsonResponse
 from django.utils.deprecation import MiddlewareMixin
 from django.views import defaults
 
+from runs.selectors.disk import disk_of_failure, is_disk_full
+
 log = logging.getLogger("simrun.api")
 
 API_PREFIX = "/api/"
@@ -38,8 +40,23 @@ def error(status: int, code: str, detail: str, **more: Any) -> JsonResponse:
     return JsonResponse({"detail": detail, "code": code, **more}, status=status)
 
 
+def disk_full_response(exc: BaseException) -> JsonResponse:
+    """507 naming the full disk: a write refused for want of space is no fault to look up by
+    an id (whose log line could not be written on that disk either)."""
+    full = disk_of_failure(exc)
+    return error(
+        507,
+        "disk_full",
+        f"{full.message()}; nothing was changed: free space there and try again",
+        disk=full.as_json(),
+    )
+
+
 def server_error_response(request: HttpRequest, exc_info: ExcInfo | None) -> JsonResponse:
-    """500 with an id; the fault is logged once, with its traceback, under the same id."""
+    """500 with an id; the fault is logged once, with its traceback, under the same id. A
+    full disk is 507, naming it (`disk_full_response`)."""
+    if exc_info is not None and is_disk_full(exc_info[1]):
+        return disk_full_response(exc_info[1])
     error_id = secrets.token_hex(6)
     log.error("server error %s: %s %s", error_id, request.method, request.path, exc_info=exc_info)
     return error(
@@ -81,9 +98,12 @@ def page_not_found(request: HttpRequest, exception: Exception) -> HttpResponse:
 
 def server_error(request: HttpRequest) -> HttpResponse:
     """handler500: a fault outside any view (a middleware); called while it is handled."""
-    if not is_api(request):
-        return defaults.server_error(request)
     info = sys.exc_info()
+    if not is_api(request):
+        if info[1] is not None and is_disk_full(info[1]):
+            text = f"{disk_of_failure(info[1]).message()}; free space there and try again\n"
+            return HttpResponse(text, status=507, content_type="text/plain")
+        return defaults.server_error(request)
     return server_error_response(request, info if info[0] is not None else None)
 
 

@@ -4,7 +4,8 @@ Domain exceptions map to statuses here, so views never translate them one by one
 unknown run → 404, someone else's run to change → 403, a run in the wrong state → 409, an
 invalid workflow → 400 with every error and its location (`workflow_refused` for text past a
 limit of `runs.workflow_text`: too large, too deep, not UTF-8…), a refused submission, plan or
-upload → 400, an upload too large → 413, not an archive → 415.
+upload → 400, an upload too large → 413, not an archive → 415, an identity past its
+submission limits → 429 with Retry-After.
 """
 
 from __future__ import annotations
@@ -20,6 +21,7 @@ from rest_framework.views import exception_handler
 from runs.crates.reading import CrateRefused
 from runs.crates.validation import CrateUnreadable
 from runs.planner import PlanRefused
+from runs.refusals import SubmissionThrottled
 from runs.selectors.outputs import OutputNotFound, RangeNotSatisfiable
 from runs.selectors.runs_list import BadFilter
 from runs.services.runs import NotAllowed, RunConflict, RunNotFound
@@ -28,7 +30,7 @@ from runs.services.submission import SubmissionRefused
 from runs.services.uploads import UnsupportedArchive, UploadRefused, UploadTooLarge
 from runs.snapshots import SnapshotRefused
 from runs.workflow import WorkflowError, WorkflowInvalid
-from runs.workflow_text import WorkflowRefused
+from runs.workflow_limits import WorkflowRefused
 
 
 def workflow_error(error: WorkflowError) -> dict[str, Any]:
@@ -80,8 +82,14 @@ def _fields_text(detail: Any, prefix: str = "") -> list[str]:
     return [f"{prefix}: {detail}" if prefix else str(detail)]
 
 
+class TooManySubmissions(exceptions.Throttled):
+    default_code = "too_many_submissions"
+
+
 def api_exception_handler(exc: Exception, context: dict[str, Any]) -> Response | None:
     """DRF's handler, with the domain's exceptions mapped and every body of one shape."""
+    if isinstance(exc, SubmissionThrottled):  # 429 with Retry-After, by DRF's handler
+        exc = TooManySubmissions(wait=exc.retry_after_s, detail=str(exc))
     if isinstance(exc, WorkflowInvalid):
         errors = [workflow_error(e) for e in exc.errors]
         refused = isinstance(exc, WorkflowRefused)

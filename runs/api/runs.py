@@ -10,7 +10,7 @@ An unknown run is 404.
 from __future__ import annotations
 
 from dataclasses import asdict
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from django.http import HttpResponseBase
 from drf_spectacular.types import OpenApiTypes
@@ -41,19 +41,21 @@ from runs.api.serializers.runs import (
     WorkerSerializer,
 )
 from runs.api.serializers.workflows import SubmitSerializer
-from runs.models import Identity, Run
+from runs.selectors.disk import installation_disk
 from runs.selectors.heartbeat import controller_idle_s, late_after_s
 from runs.selectors.logs import task_logs
 from runs.selectors.outputs import byte_range, output_file, run_outputs
 from runs.selectors.reuse import run_reuse
 from runs.selectors.runs_list import get_run, list_runs, run_item
-from runs.selectors.servers import schedulable_nodes
 from runs.selectors.tasks import run_tasks
 from runs.selectors.workers import task_workers
 from runs.services.crates import exported_zip
 from runs.services.runs import cancel_run, may_change, request_deletion
 from runs.services.submission import create_run
 from runs.workflow import TASK_ID
+
+if TYPE_CHECKING:
+    from runs.models import Identity, Run
 
 IDEMPOTENCY_KEY = "Idempotency-Key"
 E = ErrorSerializer
@@ -76,6 +78,7 @@ def run_detail(run: Run, identity: Identity) -> dict[str, Any]:
         "may_change": may_change(identity, run),
         "controller_idle_s": controller_idle_s(),
         "controller_late_s": late_after_s(),
+        "disk": (full.as_json() if (full := installation_disk()) is not None else None),
     }
 
 
@@ -168,14 +171,10 @@ class RunViewSet(ApiViewSet):
         body = SubmitSerializer(data=request.data)
         body.is_valid(raise_exception=True)
         data = body.validated_data
-        replay = (
-            key is not None and Run.objects.filter(owner=identity, idempotency_key=key).exists()
-        )
-        run = create_run(
+        run, created = create_run(
             identity=identity,
             workflow=data["workflow"],
             sources=data["sources"],
-            nodes=[] if replay else schedulable_nodes(),
             group=data["group"],
             split=data["split"],
             reserve=data["reserve"],
@@ -186,7 +185,7 @@ class RunViewSet(ApiViewSet):
         detail = run_detail(get_run(run.id), identity)
         return Response(
             RunDetailSerializer(detail).data,
-            status=200 if replay else 201,
+            status=201 if created else 200,
             headers={"Location": f"/api/runs/{run.id}/"},
         )
 

@@ -25,7 +25,7 @@ from runs.api.serializers.snapshots import (
     RegisterSnapshotSerializer,
     SnapshotSerializer,
 )
-from runs.models import Snapshot
+from runs.selectors.snapshots import newest_snapshots, snapshot_of
 from runs.services.snapshot_records import record_snapshot, register_stored_snapshot
 from runs.services.uploads import (
     DOCUMENTED_TYPES,
@@ -78,8 +78,7 @@ class SnapshotListView(ApiView):
 
     @extend_schema(responses={200: SnapshotSerializer(many=True), 401: E, 429: E})
     def get(self, request: Request) -> Response:
-        snapshots = Snapshot.objects.select_related("created_by").order_by("-created_at", "-id")
-        return Response(SnapshotSerializer(snapshots[:LISTED], many=True).data)
+        return Response(SnapshotSerializer(newest_snapshots(LISTED), many=True).data)
 
     @extend_schema(
         parameters=[ProvenanceQuerySerializer],
@@ -152,7 +151,7 @@ class SnapshotView(ApiView):
 
     @extend_schema(responses={200: SnapshotSerializer, 401: E, 404: E, 429: E})
     def get(self, request: Request, digest: str) -> Response:
-        snapshot = Snapshot.objects.select_related("created_by").filter(digest=digest).first()
+        snapshot = snapshot_of(digest)
         if snapshot is None:
             return Response({"detail": f"no snapshot {digest!r}", "code": "not_found"}, status=404)
         return Response(SnapshotSerializer(snapshot).data)

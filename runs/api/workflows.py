@@ -25,12 +25,11 @@ from runs.api.serializers.workflows import (
 )
 from runs.priorities import tier_of
 from runs.selectors.reuse_preview import preview_reuse
-from runs.selectors.servers import schedulable_nodes
 from runs.selectors.task_estimates import estimate_workflow, types_for_sources
 from runs.task_types import registry
 from runs.validation import load, load_data
 from runs.workflow import Workflow, WorkflowInvalid
-from runs.workflow_text import WorkflowRefused
+from runs.workflow_limits import WorkflowRefused
 
 ERRORS = {400: ErrorSerializer, 401: ErrorSerializer, 429: ErrorSerializer}
 
@@ -93,7 +92,6 @@ class EstimateView(ApiView):
             identity=identity_of(request),
             workflow=data["workflow"],
             sources=data["sources"],
-            nodes=schedulable_nodes(),
             split=data["split"],
             reserve=data["reserve"],
         )

@@ -16,23 +16,29 @@ from __future__ import annotations
 import http.client
 import json
 import os
-import shutil
 import sys
 import tarfile
 import tempfile
 import urllib.error
 import urllib.parse
 import urllib.request
-from collections.abc import Iterator, Mapping, Sequence
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from dataclasses import asdict
 from pathlib import Path
-from typing import IO, Any
+from typing import IO, Any, Protocol
 
 from runs.cli.base import CommandError
 from runs.states import TaskState
 
 AUTOSTART = "SIMRUN_AUTOSTART"
+BLOCK = 256 * 1024
 SERVE_COMMAND = "simrun serve"
+
+
+class Readable(Protocol):
+    """A body sent as it is read (a file, or one counted while it is read)."""
+
+    def read(self, size: int = -1, /) -> bytes: ...
 
 
 class ApiError(Exception):
@@ -167,20 +173,40 @@ class Client:
             for line in response:
                 yield line.decode(errors="replace").rstrip("\n")
 
-    def download(self, path: str, target: Path, **params: Any) -> Path:
+    def download(
+        self, path: str, target: Path, *, moved: Callable[[int], None] | None = None, **params: Any
+    ) -> Path:
         """The answer to GET `path` streamed into the file `target` (written aside first, then
-        renamed into place, so a broken transfer leaves no partial file under its name)."""
+        renamed into place, so a broken transfer leaves no partial file under its name);
+        `moved` is told the bytes received so far after each block."""
         partial = target.with_name(f".{target.name}.part")
         try:
             with (
                 self._open("GET", path, params, timeout=None) as response,
                 partial.open("wb") as out,
             ):
-                shutil.copyfileobj(response, out)
+                received = 0
+                while block := response.read(BLOCK):
+                    out.write(block)
+                    received += len(block)
+                    if moved is not None:
+                        moved(received)
         except (OSError, http.client.HTTPException) as error:
             partial.unlink(missing_ok=True)
             raise Unreachable(self.url, f"a download cut short: {error}", sent=True) from None
         return partial.replace(target)
+
+    def submit_crate(self, crate: Readable, size: int, **options: Any) -> Any:
+        """Send a crate's zip (`size` bytes, read from `crate`) to be run again; the run,
+        `submitting`. Options: group, reuse, resume_from (as the API's query)."""
+        params = {k: v for k, v in options.items() if v is not None}
+        if "reuse" in params:
+            params["reuse"] = "true" if params["reuse"] else "false"
+        headers = {"Content-Type": "application/zip", "Content-Length": str(size)}
+        answer = self.call(
+            "POST", "runs/from_crate/", params=params, data=crate, headers=headers, timeout=None
+        )
+        return with_task_totals(answer)
 
     def compare(self, run_ids: Sequence[str]) -> Any:
         return self.call("GET", "compare/", params={"runs": ",".join(run_ids)})

@@ -1,5 +1,7 @@
-"""`simrun export` and `simrun crate validate`: a run as a Workflow Run RO-Crate, and the check
-of any crate with `roc-validator`, offline (docs/provenance.md)."""
+"""`simrun export` and `simrun crate validate`: a run as a Workflow Run RO-Crate, and the check of
+any crate with `roc-validator`, offline (docs/provenance.md). The export is a request of the API
+(runs/cli/client.py), with a bar of the bytes received in a terminal; validation needs no
+service. A crate is run again by `simrun submit --from-crate` (runs/cli/run_commands.py)."""
 
 from __future__ import annotations
 
@@ -56,11 +58,16 @@ def export(args: argparse.Namespace) -> int:
     from urllib.parse import quote
 
     from runs.cli.client import connect
+    from runs.cli.transfers import transfer_bar
 
     target: Path = args.out or Path(f"simrun-{args.run}.crate.zip")
     zipped = target if target.suffix.lower() == ".zip" else target.with_name(f".{target.name}.zip")
     only = "true" if args.metadata_only else None
-    connect().download(f"runs/{quote(args.run, safe='')}/crate/", zipped, metadata_only=only)
+    client = connect()
+    with transfer_bar(f"exporting {args.run}", None) as moved:
+        client.download(
+            f"runs/{quote(args.run, safe='')}/crate/", zipped, moved=moved, metadata_only=only
+        )
     if zipped != target:
         from runs.services.crate_archives import unpack_crate
         from runs.services.uploads import UploadLimits

@@ -8,11 +8,13 @@ that starts it) and once when it is back; the run is followed throughout.
 
 from __future__ import annotations
 
+import time
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from datetime import datetime
 from typing import Any
 
+from runs.disk_space import size_text
 from runs.states import RunState
 
 ENDED = frozenset(RunState.ended())
@@ -20,16 +22,47 @@ START_COMMAND = "simrun serve"
 
 
 @dataclass
+class DiskWatch:
+    """Notes whether the service's disk was last seen full (`disk` of a run's detail)."""
+
+    full: str | None = None  # the path of the full disk
+
+    def note(self, run: dict[str, Any]) -> str | None:
+        """The line to print about the disk after this poll, if that changed."""
+        disk = run.get("disk") or None
+        path = str(disk["path"]) if disk else None
+        if path == self.full:
+            return None
+        self.full = path
+        if disk is None:
+            return f"there is room on the disk again; following run {run['id']}"
+        needed = disk["needed_bytes"]
+        return (
+            f"warning: the disk of {path} is full: {size_text(disk['free_bytes'])} free, "
+            f"simrun needs {size_text(needed)} free; the run waits until space is freed there "
+            f"(still following run {run['id']})"
+        )
+
+
+@dataclass
 class ControllerWatch:
     """Notes whether the controller of a followed run was last seen late."""
 
     late: bool = False
+    quiet_until: float = 0.0  # monotonic: a disk just freed gives the controller its time
 
     def note(self, run: dict[str, Any]) -> str | None:
-        """The line to print about the controller after this poll, if its liveness changed."""
+        """The line to print about the controller after this poll, if its liveness changed.
+        A full disk explains a controller that cannot record its passes: not said then, nor
+        before the controller had its usual time to pass again once space was freed."""
         limit = run.get("controller_late_s")
         if limit is None or run["state"] in ENDED:
             return None  # a server that does not say, or nothing left to advance
+        if run.get("disk"):
+            self.quiet_until = time.monotonic() + float(limit)
+            return None
+        if time.monotonic() < self.quiet_until and not self.late:
+            return None
         idle = run.get("controller_idle_s")
         late = idle is None or idle > limit
         if late == self.late:
@@ -45,12 +78,13 @@ class ControllerWatch:
 
 
 def watched(runs: Iterator[dict[str, Any]], say: Callable[[str], None]) -> Iterator[dict[str, Any]]:
-    """The polls of a run, saying when its controller stops and comes back."""
-    watch = ControllerWatch()
+    """The polls of a run, saying when its service's disk fills and has room again, and when
+    its controller stops and comes back."""
+    disk, controller = DiskWatch(), ControllerWatch()
     for run in runs:
-        line = watch.note(run)
-        if line is not None:
-            say(line)
+        for line in (disk.note(run), controller.note(run)):
+            if line is not None:
+                say(line)
         yield run
 
 

@@ -121,10 +121,10 @@ def create_identity(args: argparse.Namespace) -> int:
 
 def create_token(args: argparse.Namespace) -> int:
     setup_django()
-    from runs.models import Identity
+    from runs.selectors.identities import identity_named
     from runs.services.identities import create_token as create
 
-    identity = Identity.objects.filter(name=args.name).first()
+    identity = identity_named(args.name)
     if identity is None:
         raise CommandError(f"no identity named {args.name!r}")
     new = create(identity=identity, label=args.label)
@@ -135,10 +135,10 @@ def create_token(args: argparse.Namespace) -> int:
 
 def list_tokens(args: argparse.Namespace) -> int:
     setup_django()
-    from runs.models import Token
+    from runs.selectors.identities import tokens
 
     print(f"{'ID':>4}  {'PREFIX':10} {'IDENTITY':20} {'STATE':8} {'LAST USED':20} LABEL")
-    for t in Token.objects.select_related("identity").order_by("identity__name", "created_at"):
+    for t in tokens():
         state = "revoked" if t.revoked_at else "active"
         used = t.last_used_at.strftime("%Y-%m-%d %H:%M") if t.last_used_at else "never"
         print(f"{t.pk:>4}  {t.prefix:10} {t.identity.name:20} {state:8} {used:20} {t.label}")

@@ -8,6 +8,7 @@ identities and tokens, plugin) work on this machine's installation directly.
 from __future__ import annotations
 
 import argparse
+import errno
 import os
 import sys
 from collections.abc import Callable, Sequence
@@ -77,6 +78,11 @@ def main(argv: Sequence[str] | None = None) -> int:
     except BrokenPipeError:  # `simrun runs | head`: the reader has what it wanted
         os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())  # no flush at exit
         return SIGPIPE_EXIT
+    except OSError as exc:
+        if exc.errno not in (errno.ENOSPC, errno.EDQUOT):
+            raise
+        print(f"simrun: {_disk_full(exc)}; free space there and try again", file=sys.stderr)
+        return 1
     except Exception as exc:
         # the service's refusal or absence: one line, not a traceback; the client module is
         # loaded only by the run verbs, so it is looked up rather than imported here
@@ -90,6 +96,16 @@ def main(argv: Sequence[str] | None = None) -> int:
         raise
     except KeyboardInterrupt:
         return 130
+
+
+def _disk_full(exc: OSError) -> str:
+    """The line naming the full disk a write of this command failed on."""
+    from runs.disk_space import failed_write
+    from simrun_site import installation
+
+    configured = os.environ.get(installation.VARIABLE, "").strip()
+    data_dir = Path(configured) if configured else installation.nearest(Path.cwd().resolve())
+    return failed_write(exc, data_dir=data_dir.resolve() if data_dir else None).message()
 
 
 if __name__ == "__main__":  # pragma: no cover

@@ -1,4 +1,5 @@
-"""`simrun submit|runs|show|follow|cancel|logs|outputs|compare|estimate`: the run verbs.
+"""`simrun submit|runs|show|follow|cancel|logs|outputs|compare|estimate`: the run verbs
+(`submit --from-crate` runs a crate again).
 
 Each is a request of the API through `runs/cli/client.py` (this machine's `simrun serve`, or
 SIMRUN_URL) and prints its answer; none reads the database or the store itself.
@@ -7,14 +8,19 @@ SIMRUN_URL) and prints its answer; none reads the database or the store itself.
 from __future__ import annotations
 
 import argparse
+import tempfile
+import time
 from collections.abc import Callable
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from runs.cli.base import CommandError
 from runs.cli.follow_notes import run_seconds, task_times, watched
 from runs.cli.progress import ENDED, follow_bars, follow_plain, polls
 from runs.cli.workflow_commands import read_workflow
 from runs.states import RunState, TaskState
+
+CANCEL_WAIT_S = 120.0  # a cancel waits this long at most for the run's pods to stop
 
 if TYPE_CHECKING:  # the client is imported when a verb runs: `validate` needs no HTTP
     from runs.cli.client import Client
@@ -27,8 +33,16 @@ def connect() -> Client:
 
 
 def register(sub: Any) -> None:
-    p = sub.add_parser("submit", help="submit a workflow")
-    p.add_argument("workflow", type=Path)
+    p = sub.add_parser("submit", help="submit a workflow, or run a crate again")
+    p.add_argument("workflow", type=Path, nargs="?", help="the workflow (YAML or JSON)")
+    p.add_argument(
+        "--from-crate",
+        type=Path,
+        metavar="CRATE",
+        default=None,
+        help="run the Workflow Run RO-Crate CRATE (a zip or a directory) again, instead of a "
+        "workflow: its workflow, sources and settings, checked against their digests",
+    )
     _sources(p)
     p.add_argument("--group", default="")
     p.add_argument("--follow", action="store_true", help="follow the run until it ends")
@@ -38,11 +52,18 @@ def register(sub: Any) -> None:
         default=None,
         help="reuse the units RUN has done first (then those of any earlier run)",
     )
-    p.add_argument(
+    reuse = p.add_mutually_exclusive_group()
+    reuse.add_argument(
         "--no-reuse",
         dest="reuse",
         action="store_false",
         help="compute every unit, even those done in earlier runs with the same key",
+    )
+    reuse.add_argument(
+        "--reuse",
+        dest="reuse",
+        action="store_true",
+        help="with --from-crate: reuse units done here before (a crate's run computes all)",
     )
     p.add_argument(
         "--explain-reuse",
@@ -50,7 +71,7 @@ def register(sub: Any) -> None:
         help="submit nothing: say per task what would be reused and, when not all, which part"
         " of its key differs from the earlier run",
     )
-    p.set_defaults(handler=submit)
+    p.set_defaults(handler=submit, reuse=None)
     p = sub.add_parser("runs", help="list recent runs")
     p.add_argument("--limit", type=int, default=20)
     p.set_defaults(handler=list_runs)
@@ -91,24 +112,66 @@ def _sources(parser: argparse.ArgumentParser) -> None:
 
 
 def submit(args: argparse.Namespace) -> int:
+    if args.from_crate is not None:
+        if args.workflow is not None or args.source:
+            raise CommandError(
+                "--from-crate: the crate holds the workflow and its sources; give no workflow "
+                "and no --source with it"
+            )
+        return submit_crate(args)
+    if args.workflow is None:
+        raise CommandError("give the workflow to submit (or --from-crate CRATE)")
     text = read_workflow(args.workflow)
     client = connect()
+    reuse = True if args.reuse is None else args.reuse
     if args.explain_reuse:
-        return explain_reuse(client, text, args)
-    run = client.submit(
-        text, args.source, group=args.group, reuse=args.reuse, resume_from=args.resume
-    )
+        return explain_reuse(client, text, args, reuse=reuse)
+    run = client.submit(text, args.source, group=args.group, reuse=reuse, resume_from=args.resume)
     print(f"submitted run {run['id']} ({run['name']})", flush=True)
     return follow_run(client, run["id"]) if args.follow else 0
 
 
-def explain_reuse(client: Client, text: str, args: argparse.Namespace) -> int:
+def explain_reuse(client: Client, text: str, args: argparse.Namespace, *, reuse: bool) -> int:
     """Per task: the units a submission now would reuse and why not more; nothing submitted."""
-    answer = client.explain_reuse(text, args.source, reuse=args.reuse, resume_from=args.resume)
+    answer = client.explain_reuse(text, args.source, reuse=reuse, resume_from=args.resume)
     print(f"{answer['text']} (nothing submitted)")
     for task in answer["tasks"]:
         print(f"  {task['task_id']:24} {task['note'].get('text', '')}")
     return 0
+
+
+def submit_crate(args: argparse.Namespace) -> int:
+    """`simrun submit --from-crate CRATE`: the crate's zip (a directory is packed first, a
+    link in it refused) sent to the API, which checks it and runs it again."""
+    from runs.cli.client import connect
+    from runs.cli.transfers import CountingReader, transfer_bar, zip_crate
+
+    crate: Path = args.from_crate
+    if not crate.exists():
+        raise CommandError(f"--from-crate {crate}: no such file or directory")
+    client = connect()
+    with tempfile.TemporaryFile() as packed:
+        if crate.is_dir():
+            zip_crate(crate, packed)
+            size = packed.tell()
+            packed.seek(0)
+            source: Any = packed
+        else:
+            size = crate.stat().st_size
+            source = crate.open("rb")
+        with source, transfer_bar(f"sending {crate.name}", size) as moved:
+            run = client.submit_crate(
+                CountingReader(source, moved),
+                size,
+                group=args.group,
+                reuse=bool(args.reuse),
+                resume_from=args.resume,
+            )
+    print(
+        f"submitted run {run['id']} ({run['name']}), a re-run of crate {run['from_crate']}",
+        flush=True,
+    )
+    return follow_run(client, run["id"]) if args.follow else 0
 
 
 def list_runs(args: argparse.Namespace) -> int:
@@ -138,6 +201,7 @@ def show(args: argparse.Namespace) -> int:
     if reuse:
         sources = ", ".join(f"{n} from {r}" for r, n in sorted(reuse["sources"].items()))
         print(f"  {reuse['text']}" + (f" ({sources})" if sources else ""))
+    print(f"  {lineage(run)}")
     for task in run["tasks"]:
         count = f"{task['done']}/{task['total']}"
         print(f"  {task['id']:24} {task['state']:10} {count:>11}  {task_times(task)}")
@@ -149,6 +213,14 @@ def show(args: argparse.Namespace) -> int:
         if note.get("copies"):
             print(f"    {note['copies']}")
     return 0
+
+
+def lineage(run: dict[str, Any]) -> str:
+    """Where the run came from and where it went: a crate's re-run or submitted here, and how
+    many times it was exported as a crate."""
+    exports = int(run.get("exports") or 0)
+    origin = f"re-run of crate {run['from_crate']}" if run.get("from_crate") else "submitted here"
+    return f"{origin}; exported {exports} time{'' if exports == 1 else 's'}"
 
 
 def follow(args: argparse.Namespace) -> int:
@@ -188,7 +260,24 @@ def follow_run(
 
 
 def cancel(args: argparse.Namespace) -> int:
-    run = connect().cancel(args.run)
+    client = connect()
+    run = client.cancel(args.run)
+    if run.get("pending") == "cancelling":
+        # said only once the run's pods have stopped: a cancel printed while they computed
+        # on would not be one
+        print(f"cancelling run {run['id']}: stopping its pods", flush=True)
+        deadline = time.monotonic() + CANCEL_WAIT_S
+        while run.get("pending") == "cancelling" and time.monotonic() < deadline:
+            time.sleep(0.5)
+            run = client.show(args.run)
+        if run.get("pending") == "cancelling":
+            print(
+                f"run {run['id']} {run['state']}; its pods are still stopping (simrun's "
+                f"services end them within their grace)"
+            )
+            return 0
+        print(f"run {run['id']} {run['state']}; its pods have stopped")
+        return 0
     print(f"run {run['id']} {run['state']}")
     return 0
 
@@ -251,10 +340,31 @@ def compare(args: argparse.Namespace) -> int:
             section = row["section"]
             print(f"[{section}]")
         values = ["-" if v is None else str(v) for v in row["values"]]
+        if section == "outputs" and row["key"] != NOT_COMPARED:
+            values = [v[:12] for v in values]  # a SHA-256: its first 12 digits tell them apart
         print(f"{row['key']:{width}}  " + "  ".join(f"{v:18}" for v in values).rstrip())
     if not rows:
         print("no differences")
+    print(outputs_verdict([r for r in comparison["rows"] if r["section"] == "outputs"]))
     return 0
+
+
+NOT_COMPARED = "(not compared)"
+"""The key of the outputs row of a run whose files the service did not hash (too many)."""
+
+
+def outputs_verdict(rows: list[dict[str, Any]]) -> str:
+    """Whether the runs made the same bytes, from the outputs section's rows (one per file)."""
+    skipped = [r for r in rows if r["key"] == NOT_COMPARED]
+    if skipped:
+        why = "; ".join(str(v) for v in skipped[0]["values"] if v)
+        return f"outputs: not compared ({why})"
+    if not rows:
+        return "outputs: none"
+    differ = sum(1 for r in rows if r["differs"])
+    if differ:
+        return f"outputs: {differ} of {len(rows)} files differ"
+    return f"outputs: identical ({len(rows)} files, byte for byte)"
 
 
 def estimate(args: argparse.Namespace) -> int:

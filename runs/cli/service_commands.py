@@ -10,7 +10,6 @@ import signal
 import socket
 import subprocess
 import sys
-import threading
 import time
 from pathlib import Path
 from typing import Any
@@ -58,42 +57,19 @@ def register(sub: Any) -> None:
 def watch(args: argparse.Namespace) -> int:
     """Reconcile whenever the backend reports a change, and at least every poll interval."""
     setup_django()
-    from django.conf import settings
-    from django.db import close_old_connections
-
-    from runs.backends import backend
-    from runs.controller.tick import tick
+    from runs.controller.watcher import watch as watching
 
     logging.basicConfig(level=logging.INFO, format="%(asctime)s %(name)s %(message)s")
-    the_backend = backend()
-    wake = threading.Event()
-    stopping = threading.Event()
-
-    def stop(*_: object) -> None:
-        stopping.set()
-        wake.set()
-
-    signal.signal(signal.SIGTERM, stop)
-    signal.signal(signal.SIGINT, stop)
-    the_backend.subscribe(wake.set)
-    log.info("watching runs (backend %s)", settings.SIMRUN_BACKEND)
-    while not stopping.is_set():
-        wake.wait(settings.SIMRUN_POLL_S)
-        wake.clear()
-        if stopping.is_set():
-            break
-        try:
-            close_old_connections()
-            tick(the_backend)
-        except Exception:  # the database restarting, say: try again at the next wake
-            log.exception("reconcile failed; retrying")
-            stopping.wait(1.0)
-    the_backend.close()
+    watching()
     return 0
 
 
-def _free_port(preferred: int) -> int:
+def serve_port(preferred: int) -> int:
+    """`preferred` if the web server can bind it, else a free port. Bound as uvicorn binds
+    (SO_REUSEADDR), so connections of an earlier serve waiting out TIME_WAIT on it do not
+    count as taking it; a process listening on it does."""
     with socket.socket() as s:
+        s.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
         try:
             s.bind(("127.0.0.1", preferred))
             return preferred
@@ -105,8 +81,8 @@ def _free_port(preferred: int) -> int:
 def service_command(
     kind: str, *, port: int = 8000, name: str | None = None, beat_schedule: Path | None = None
 ) -> list[str]:
-    """The command line of one service process: `web`, `worker` (with beat when given its
-    schedule file) or `watcher`. Tests and benchmarks start the same processes with it."""
+    """The command line of one service process: `web`, `worker`, `beat` (its schedule in
+    `beat_schedule`) or `watcher`. Tests and benchmarks start the same processes with it."""
     bin_dir = Path(sys.executable).parent
     if kind == "web":
         return [
@@ -136,19 +112,25 @@ def service_command(
         ]
         if name:
             command += ["-n", name]
+        return command
+    if kind == "beat":
+        command = [str(bin_dir / "celery"), "-A", "simrun_site", "beat", "--loglevel", "WARNING"]
         if beat_schedule is not None:
-            command += ["-B", "--schedule", str(beat_schedule)]
+            command += ["--schedule", str(beat_schedule)]
         return command
     if kind == "watcher":
         return [sys.executable, str(ROOT / "manage.py"), "simrun", "watch"]
-    raise ValueError(f"unknown service process {kind!r} (web, worker, watcher)")
+    raise ValueError(f"unknown service process {kind!r} (web, worker, beat, watcher)")
 
 
 def service_commands(*, port: int, data_dir: Path) -> dict[str, list[str]]:
-    """The three services of the embedded default: web, a Celery worker with beat, the watcher."""
+    """The four services of the embedded default: web, a Celery worker, Celery beat (a
+    process of its own, which serve restarts like the others: inside the worker, `-B`, a
+    dead beat went unnoticed) and the watcher."""
     return {
         "web": service_command("web", port=port),
-        "worker": service_command("worker", beat_schedule=data_dir / "celerybeat-schedule"),
+        "worker": service_command("worker"),
+        "beat": service_command("beat", beat_schedule=data_dir / "celerybeat-schedule"),
         "watcher": service_command("watcher"),
     }
 
@@ -179,7 +161,8 @@ def serve(args: argparse.Namespace) -> int:
 
     from runs.cli.restarts import RestartPolicy
     from runs.cli.service_state import read_token, write_token
-    from runs.cli.serving import serve_supervised
+    from runs.cli.serving import Watchfulness, serve_supervised
+    from runs.selectors.disk import installation_paths, min_free_bytes
     from runs.services.identities import machine_token, owner_identity
 
     call_command("migrate", verbosity=0)
@@ -198,13 +181,33 @@ def serve(args: argparse.Namespace) -> int:
         on_serving=greet,
         data_dir=data_dir,
         store=Path(settings.SIMRUN_STORE),
-        port=_free_port(args.port),
+        port=serve_port(args.port),
         commands=lambda port: service_commands(port=port, data_dir=data_dir),
         pods_grace_s=float(settings.SIMRUN_GRACE_S) + POD_STOP_MARGIN_S,
         policy=RestartPolicy(
             burst=settings.SIMRUN_RESTART_BURST, window_s=settings.SIMRUN_RESTART_WINDOW_S
         ),
+        watch=Watchfulness(
+            deadline_s=settings.SIMRUN_LIVENESS_S,
+            disks=tuple(installation_paths()),
+            min_free=min_free_bytes(),
+            log_max_bytes=settings.SIMRUN_LOG_MAX_BYTES,
+            log_backups=settings.SIMRUN_LOG_BACKUPS,
+        ),
+        before_start=_clean_broker,
     )
+
+
+def _clean_broker() -> None:
+    """What producers killed half way left in the file broker's staging folder."""
+    from django.conf import settings
+
+    from simrun_site.file_broker import clean_staging
+
+    options = getattr(settings, "CELERY_BROKER_TRANSPORT_OPTIONS", {})
+    staging = options.get("staging_folder")
+    if staging:
+        clean_staging(Path(str(staging)))
 
 
 def demo(args: argparse.Namespace) -> int:

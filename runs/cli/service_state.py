@@ -31,6 +31,12 @@ class ServiceRecord:
     restarts: int
     log: str
     state: str  # running, restarting (waiting out its backoff), stopped
+    started: float | None = None  # its process's create_time (a later process with its pid
+    # is not it), for ending what a serve that died left (runs/cli/leftovers.py)
+    sign_at: float | None = None  # its last sign of life (runs/cli/liveness.py), epoch
+    sign: str = ""  # what that sign was: "answered /healthz", "reconciled" ...
+    cause: str = ""  # why it was last restarted: "exited with code -9", "showed no sign ..."
+    cause_at: float | None = None  # when
 
 
 @dataclass

@@ -13,14 +13,31 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 
+import psutil
+
 from runs.cli.base import CommandError
+from runs.cli.leftovers import end_leftovers, records_dir
+from runs.cli.liveness import Prober, stamp_dir
 from runs.cli.restarts import RestartPolicy
 from runs.cli.service_state import ServeRecord, read_state
 from runs.cli.supervision import GaveUp, Supervisor, become_subreaper
 
 SERVICE_STOP_GRACE_S = 20.0  # a service's time to end after SIGTERM before its group is killed
 STARTUP_TIMEOUT_S = 120.0
+CHECK_EVERY_S = 5.0  # serve's loop looks at least this often (a child's end wakes it at once)
 ROOT = Path(__file__).resolve().parents[2]
+
+
+@dataclass(frozen=True)
+class Watchfulness:
+    """How serve judges and logs its services: the liveness deadline, the disks it watches
+    and the free space it needs on them, and the size and count of its log files."""
+
+    deadline_s: float = 120.0
+    disks: tuple[Path, ...] = ()
+    min_free: int = 0
+    log_max_bytes: int = 10 * 1024 * 1024
+    log_backups: int = 3
 
 
 def serve_supervised(
@@ -31,45 +48,95 @@ def serve_supervised(
     pods_grace_s: float,
     policy: RestartPolicy,
     store: Path | None = None,
+    watch: Watchfulness | None = None,
+    before_start: Callable[[], None] | None = None,
     on_serving: Callable[[str], None] | None = None,
 ) -> int:
-    """Start the services, keep them up until SIGTERM/SIGINT, then stop them and their pods;
-    `on_serving` is called with the URL once the web process answers (a login link)."""
+    """End what an earlier serve left, start the services, keep them up (and making
+    progress) until SIGTERM/SIGINT, then stop them and their pods; `on_serving` is called
+    with the URL once the web process answers (a login link)."""
+    _take_over(data_dir)
+    if before_start is not None:
+        before_start()
+    watch = watch or Watchfulness()
+    stopping, woken = threading.Event(), threading.Event()
+
+    def stop(*_: object) -> None:
+        stopping.set()
+        woken.set()
+
+    for signum in (signal.SIGTERM, signal.SIGINT):
+        signal.signal(signum, stop)
+    signal.signal(signal.SIGCHLD, lambda *_: woken.set())
+    become_subreaper()
+    url = f"http://127.0.0.1:{port}/"
+    prober = Prober(
+        data_dir=data_dir,
+        url=url,
+        deadline_s=watch.deadline_s,
+        disks=list(watch.disks),
+        min_free=watch.min_free,
+        signs={},
+    )
+    supervisor = Supervisor(
+        commands=commands(port),
+        env=services_env(data_dir),
+        cwd=ROOT,
+        data_dir=data_dir,
+        url=url,
+        store=str(store) if store is not None else "",
+        policy=policy,
+        prober=prober,
+        log_max_bytes=watch.log_max_bytes,
+        log_backups=watch.log_backups,
+    )
+    try:
+        supervisor.start()
+        prober.start()
+        if _wait_for_web(url, supervisor, stopping):
+            print(f"simrun is serving on {url} (Ctrl-C stops it)", flush=True)
+            print("`simrun status` shows its services, `simrun stop` stops it", flush=True)
+            if on_serving is not None:
+                on_serving(url)
+        while not stopping.is_set():
+            # woken by a child's end (SIGCHLD) or a stop at once, else when a restart is
+            # due or the liveness judgement's next look: idle, serve wakes every few seconds
+            woken.wait(supervisor.next_due_s(at_most=CHECK_EVERY_S))
+            woken.clear()
+            supervisor.check()
+        return 0
+    except GaveUp as exc:
+        raise CommandError(str(exc)) from None
+    finally:
+        prober.stop()
+        supervisor.stop(grace_s=SERVICE_STOP_GRACE_S, pods_grace_s=pods_grace_s)
+
+
+def _take_over(data_dir: Path) -> None:
+    """Refuse a data directory another serve serves; end what a serve that died left."""
     earlier = read_state(data_dir)
     if earlier is not None and earlier.alive() and earlier.pid != os.getpid():
         raise CommandError(
             f"simrun is already serving this data directory ({data_dir}) at {earlier.url} "
             f"(pid {earlier.pid}); `simrun stop` stops it"
         )
-    stopping = threading.Event()
-    for signum in (signal.SIGTERM, signal.SIGINT):
-        signal.signal(signum, lambda *_: stopping.set())
-    become_subreaper()
-    url = f"http://127.0.0.1:{port}/"
-    env = {**os.environ, "SIMRUN_DATA_DIR": str(data_dir), "PYTHONUNBUFFERED": "1"}
-    supervisor = Supervisor(
-        commands=commands(port),
-        env=env,
-        cwd=ROOT,
-        data_dir=data_dir,
-        url=url,
-        store=str(store) if store is not None else "",
-        policy=policy,
-    )
-    try:
-        supervisor.start()
-        if _wait_for_web(url, supervisor, stopping):
-            print(f"simrun is serving on {url} (Ctrl-C stops it)", flush=True)
-            print("`simrun status` shows its services, `simrun stop` stops it", flush=True)
-            if on_serving is not None:
-                on_serving(url)
-        while not stopping.wait(0.5):
-            supervisor.check()
-        return 0
-    except GaveUp as exc:
-        raise CommandError(str(exc)) from None
-    finally:
-        supervisor.stop(grace_s=SERVICE_STOP_GRACE_S, pods_grace_s=pods_grace_s)
+    ended = end_leftovers(data_dir, running=None)
+    if ended is not None:
+        print(ended, flush=True)
+
+
+def services_env(data_dir: Path) -> dict[str, str]:
+    """The environment of serve's services: serve's, and what ties them to this serve."""
+    me = psutil.Process()
+    return {
+        **os.environ,
+        "SIMRUN_DATA_DIR": str(data_dir),
+        "PYTHONUNBUFFERED": "1",
+        # their pods end with this serve and are on its record (cluster/local/serve_tie.py)
+        "SIMRUN_SERVE": f"{me.pid}:{me.create_time()!r}",
+        "SIMRUN_PROCESS_RECORDS": str(records_dir(data_dir)),
+        "SIMRUN_LIVENESS_DIR": str(stamp_dir(data_dir)),
+    }
 
 
 def _wait_for_web(url: str, supervisor: Supervisor, stopping: threading.Event) -> bool:

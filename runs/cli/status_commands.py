@@ -48,14 +48,38 @@ def status(args: argparse.Namespace) -> int:
     record = _running(data_dir)
     if record is None:
         print(f"simrun is not running here ({data_dir}); `simrun serve` starts it")
+        _say_disk()
         return NOT_RUNNING
     print(f"simrun serve (pid {record.pid}) at {record.url}, up since {_when(record.started)}")
-    print(f"{'SERVICE':8} {'STATE':10} {'PID':>7}  {'UP SINCE':19} {'RESTARTS':>8}  LOG")
+    print(
+        f"{'SERVICE':8} {'STATE':10} {'PID':>7}  {'UP SINCE':19} {'RESTARTS':>8}  "
+        f"{'LAST SIGN OF LIFE':28}  LOG"
+    )
+    now = time.time()
     for s in record.services:
         pid = str(s.pid) if s.pid else "-"
-        print(f"{s.name:8} {s.state:10} {pid:>7}  {_when(s.up_since):19} {s.restarts:>8}  {s.log}")
+        sign = f"{s.sign} {max(0, int(now - s.sign_at))} s ago" if s.sign_at else "none yet"
+        print(
+            f"{s.name:8} {s.state:10} {pid:>7}  {_when(s.up_since):19} {s.restarts:>8}  "
+            f"{sign:28}  {s.log}"
+        )
+    restarted = [s for s in record.services if s.cause]
+    if restarted:
+        print("last restarts:")
+        for s in restarted:
+            print(f"  {s.name}: restarted {_when(s.cause_at)}: {s.cause}")
     print(f"last reconcile: {_last_reconciles()}")
+    _say_disk()
     return 0
+
+
+def _say_disk() -> None:
+    """A line naming a full disk of this installation, if one is."""
+    from runs.selectors.disk import installation_disk
+
+    full = installation_disk()
+    if full is not None:
+        print(f"disk: {full.message()}; simrun goes on once space is freed")
 
 
 def _last_reconciles() -> str:
@@ -79,21 +103,27 @@ def _last_reconciles() -> str:
 
 
 def stop(args: argparse.Namespace) -> int:
-    """SIGTERM to the serve of this data directory, and wait until it has stopped everything."""
+    """SIGTERM to the serve of this data directory, and wait until it has stopped everything;
+    then end what earlier serves left running (runs/cli/leftovers.py), saying what."""
+    from runs.cli.leftovers import end_leftovers
+
     data_dir = _data_dir()
     record = _running(data_dir)
     if record is None:
-        print(f"simrun is not running here ({data_dir})")
-        return 0
-    print(f"stopping simrun serve (pid {record.pid}) and its services", flush=True)
-    os.kill(record.pid, signal.SIGTERM)
-    deadline = time.monotonic() + STOP_TIMEOUT_S
-    while record.alive():
-        if time.monotonic() > deadline:
-            raise CommandError(
-                f"simrun serve (pid {record.pid}) did not stop within {STOP_TIMEOUT_S:.0f}s; "
-                f"see {data_dir / 'logs'}"
-            )
-        time.sleep(0.2)
-    print("stopped")
+        print(f"simrun is not running here ({data_dir})", flush=True)
+    else:
+        print(f"stopping simrun serve (pid {record.pid}) and its services", flush=True)
+        os.kill(record.pid, signal.SIGTERM)
+        deadline = time.monotonic() + STOP_TIMEOUT_S
+        while record.alive():
+            if time.monotonic() > deadline:
+                raise CommandError(
+                    f"simrun serve (pid {record.pid}) did not stop within "
+                    f"{STOP_TIMEOUT_S:.0f}s; see {data_dir / 'logs'}"
+                )
+            time.sleep(0.2)
+        print("stopped", flush=True)
+    ended = end_leftovers(data_dir, running=None)
+    if ended is not None:
+        print(ended)
     return 0

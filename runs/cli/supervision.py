@@ -1,10 +1,15 @@
 """`simrun serve`'s supervisor: it keeps web, worker and watcher up and stops all it started.
 
 A service that exits is started again after the delay of its `CrashHistory` (the exit, its
-code and the log to read are said on stderr); one that crashes more often than the policy
-allows stops everything with `GaveUp`. A service's leftovers (a Celery worker's pool and
-beat) are killed with its process group before it starts again; pods are in sessions of
-their own and go on running, so runs in flight continue under the new service.
+code and the log to read are said on stderr); so is one that shows no sign of progress for
+the liveness deadline (`runs/cli/liveness.py`: its whole process group is killed first, and
+the line says how long it was silent). One that crashes more often than the policy allows
+stops everything with `GaveUp`. Pods are in sessions of their own and go on running through a
+service's restart, so runs in flight continue under the new service.
+
+Each service dies with serve, however serve dies (a parent-death signal,
+`runs/cli/parent_death.py`), and writes into a pipe that serve copies to its log, rotated by
+size (`runs/cli/service_logs.py`).
 
 `serve` makes itself the child subreaper of everything below it: a pod's supervisor whose
 service died is re-parented to serve rather than to init, so serve reaps it when it exits
@@ -28,7 +33,10 @@ from pathlib import Path
 
 import psutil
 
+from runs.cli.liveness import Prober, Sign, overdue
+from runs.cli.parent_death import dying_with_me
 from runs.cli.restarts import CrashHistory, RestartPolicy
+from runs.cli.service_logs import LogPump, RotatingLog
 from runs.cli.service_state import ServeRecord, ServiceRecord, remove_state, write_state
 
 PR_SET_CHILD_SUBREAPER = 36
@@ -58,12 +66,29 @@ class Service:
     up_since: float | None = None
     restarts: int = 0
     restart_at: float | None = None  # monotonic time of the next start while backing off
+    started: float | None = None  # its process's create_time
+    cause: str = ""  # why it was last restarted
+    cause_at: float | None = None
+    output: RotatingLog | None = None
 
-    def record(self) -> ServiceRecord:
+    def record(self, sign: Sign | None) -> ServiceRecord:
         running = self.proc is not None and self.proc.poll() is None
         state = "running" if running else "restarting" if self.restart_at else "stopped"
         pid = self.proc.pid if running and self.proc is not None else None
-        return ServiceRecord(self.name, pid, self.up_since, self.restarts, str(self.log), state)
+        mine = sign if sign is not None and sign.at >= (self.up_since or 0) else None
+        return ServiceRecord(
+            self.name,
+            pid,
+            self.up_since,
+            self.restarts,
+            str(self.log),
+            state,
+            started=self.started if running else None,
+            sign_at=mine.at if mine else None,
+            sign=mine.what if mine else "",
+            cause=self.cause,
+            cause_at=self.cause_at,
+        )
 
 
 @dataclass
@@ -79,33 +104,60 @@ class Supervisor:
     policy: RestartPolicy = field(default_factory=RestartPolicy)
     say: Callable[[str], None] = lambda line: print(f"simrun: {line}", file=sys.stderr, flush=True)
     services: dict[str, Service] = field(default_factory=dict)
+    prober: Prober | None = None  # signs of life; None: a service is judged by its exit only
+    log_max_bytes: int = 10 * 1024 * 1024
+    log_backups: int = 3
+
+    def __post_init__(self) -> None:
+        self.pump = LogPump()
+        self._saved_round = -1
 
     def start(self) -> None:
         logs = self.data_dir / "logs"
         logs.mkdir(parents=True, exist_ok=True)
         for name, command in self.commands.items():
             service = Service(name, command, logs / f"{name}.log", CrashHistory(self.policy))
+            service.output = RotatingLog(
+                service.log, max_bytes=self.log_max_bytes, backups=self.log_backups
+            )
             self.services[name] = service
             self._spawn(service)
         self.save()
 
     def _spawn(self, service: Service) -> None:
-        with service.log.open("ab") as out:
+        """Start the service in a session of its own, dying with serve, its output piped
+        into its log. Called from serve's main thread only (the parent-death signal is tied
+        to the thread that starts the process)."""
+        read, write = os.pipe()
+        try:
             service.proc = subprocess.Popen(
-                service.command,
+                dying_with_me(service.command),
                 cwd=self.cwd,
                 env=self.env,
-                stdout=out,
+                stdin=subprocess.DEVNULL,
+                stdout=write,
                 stderr=subprocess.STDOUT,
                 start_new_session=True,
             )
+        except BaseException:
+            os.close(read)
+            raise
+        finally:
+            os.close(write)
+        assert service.output is not None
+        self.pump.add(read, service.output)
         service.started_mono = time.monotonic()
         service.up_since = time.time()
         service.restart_at = None
+        with contextlib.suppress(psutil.Error):
+            service.started = psutil.Process(service.proc.pid).create_time()
+        if self.prober is not None:
+            self.prober.forget(service.name)
 
     def check(self) -> None:
-        """Restart what is due, note what exited, reap exited pod supervisors; GaveUp when a
-        service crashed too often."""
+        """Reap what ended, restart what is due, note what exited or shows no progress;
+        GaveUp when a service crashed too often."""
+        self.reap()
         now = time.monotonic()
         changed = False
         for service in self.services.values():
@@ -118,50 +170,114 @@ class Supervisor:
                 if code is not None:
                     self._exited(service, code, now)
                     changed = True
-        self.reap()
-        if changed:
+                elif self._silent(service, now):
+                    changed = True
+        if changed or (self.prober is not None and self.prober.rounds != self._saved_round):
             self.save()
 
     def _exited(self, service: Service, code: int, now: float) -> None:
         assert service.proc is not None
-        with contextlib.suppress(ProcessLookupError):  # its pool and beat, not its pods
+        with contextlib.suppress(ProcessLookupError):  # what it started in its group
             os.killpg(service.proc.pid, signal.SIGKILL)
+        self._restart_later(
+            service,
+            now,
+            cause=f"exited with code {code}",
+            said=f"exited with code {code}; see {service.log}",
+        )
+
+    def _silent(self, service: Service, now: float) -> bool:
+        """Kill and restart a service that showed no sign of life within the deadline (not
+        while a disk is full: nothing can progress then, and a restart frees nothing)."""
+        prober = self.prober
+        if prober is None or prober.disk is not None or service.up_since is None:
+            return False
+        wall = time.time()
+        sign = prober.sign(service.name)
+        # a service silent while the disk was full is given the deadline again from then
+        since = max(service.up_since, prober.full_at)
+        silent = overdue(since=since, sign=sign, now=wall, deadline_s=prober.deadline_s)
+        if silent is None:
+            return False
+        assert service.proc is not None
+        with contextlib.suppress(ProcessLookupError):
+            os.killpg(service.proc.pid, signal.SIGKILL)
+        service.proc.wait()
+        last = (
+            f"its last: {sign.what} {wall - sign.at:.0f}s ago"
+            if sign is not None and sign.at >= service.up_since
+            else "none since it started"
+        )
+        self._restart_later(
+            service,
+            now,
+            cause=f"showed no sign of life for {silent:.0f}s",
+            said=f"showed no sign of life for {silent:.0f}s ({last}); killed it",
+        )
+        return True
+
+    def _restart_later(self, service: Service, now: float, *, cause: str, said: str) -> None:
         delay = service.history.crashed(at=now, up_for=now - service.started_mono)
         if delay is None:
             raise GaveUp(
-                f"the {service.name} process exited with code {code}, "
+                f"the {service.name} process {cause}, "
                 f"{len(service.history.crashes)} times within {self.policy.window_s:.0f}s: "
                 f"not restarting it again; stopping everything; see {service.log}"
             )
         service.restart_at = now + delay
+        service.cause, service.cause_at = cause, time.time()
         self.say(
-            f"the {service.name} process exited with code {code}; see {service.log}; "
+            f"the {service.name} process {said}; "
             f"restarting it in {delay:g}s (restart {service.restarts + 1})"
         )
 
     def save(self) -> None:
+        """Rewrite services.json (kept as it was when the disk is full: `status` reads the
+        disk's state itself)."""
+        prober = self.prober
+        if prober is not None:
+            self._saved_round = prober.rounds
         record = ServeRecord(
             pid=os.getpid(),
             started=psutil.Process().create_time(),
             url=self.url,
             store=self.store,
-            services=[s.record() for s in self.services.values()],
+            services=[
+                s.record(prober.sign(s.name) if prober is not None else None)
+                for s in self.services.values()
+            ],
         )
-        write_state(self.data_dir, record)
+        with contextlib.suppress(OSError):
+            write_state(self.data_dir, record)
 
     def _service_pids(self) -> set[int]:
         return {s.proc.pid for s in self.services.values() if s.proc is not None}
 
     def reap(self) -> None:
-        """Collect the exit of adopted processes (pod supervisors whose service died), never
-        of a service (its Popen collects that)."""
-        services = self._service_pids()
-        for child in psutil.Process().children():
-            if child.pid in services:
-                continue
-            with contextlib.suppress(ChildProcessError, psutil.Error):
-                if child.status() == psutil.STATUS_ZOMBIE:
-                    os.waitpid(child.pid, os.WNOHANG)
+        """Collect the exit of every child that ended: adopted processes (pod supervisors
+        whose service died) here, a service through its Popen (which keeps its exit code for
+        `check`). Asks the kernel which child ended (`waitid` without reaping), a few system
+        calls, rather than listing every process of the machine twice a second."""
+        services = {s.proc.pid: s.proc for s in self.services.values() if s.proc is not None}
+        while True:
+            try:
+                ended = os.waitid(os.P_ALL, 0, os.WEXITED | os.WNOHANG | os.WNOWAIT)
+            except ChildProcessError:  # no child at all
+                return
+            if ended is None:
+                return
+            proc = services.pop(ended.si_pid, None)
+            if proc is not None:
+                proc.poll()
+            else:
+                with contextlib.suppress(ChildProcessError):
+                    os.waitpid(ended.si_pid, os.WNOHANG)
+
+    def next_due_s(self, *, at_most: float) -> float:
+        """Seconds until something is due (a service's restart), at most `at_most`."""
+        now = time.monotonic()
+        due = [s.restart_at - now for s in self.services.values() if s.restart_at is not None]
+        return max(0.0, min([at_most, *due]))
 
     def stop(self, *, grace_s: float, pods_grace_s: float) -> None:
         """Stop the services (SIGTERM, then SIGKILL of their groups after `grace_s`), then the
@@ -185,6 +301,10 @@ class Supervisor:
                 os.killpg(service.proc.pid, signal.SIGKILL)
             service.proc.wait()
         self._stop_adopted(pods_grace_s)
+        self.pump.stop()
+        for service in self.services.values():
+            if service.output is not None:
+                service.output.close()
         remove_state(self.data_dir, pid=os.getpid())
 
     def _stop_adopted(self, grace_s: float) -> None:

@@ -2,20 +2,24 @@
 
 Live runs and ended runs with work pending (`FOLLOWED`): one narrow row each (`Followed`),
 and, for the runs the tick's process has not noted (`seen.py`), the rest of their rows in one
-more query (`Unnoted`).
+more query (`Unnoted`). A process reads every followed row once (`followed_rows`), then only
+the rows written since its last read (`written_rows`: every write stamps `updated_at`, the
+index `run_updated` finds them), so a tick's database read grows with what changed.
 """
 
 from __future__ import annotations
 
 import json
 from collections.abc import Mapping
+from dataclasses import dataclass
 from datetime import datetime
 from typing import Any, NamedTuple
 
 from django.db.models import BooleanField, ExpressionWrapper, Q, TextField
 from django.db.models.functions import Cast
 
-from runs.models import Run, RunState, Task, TaskState
+from runs.models import Run, Task
+from runs.states import RunState, TaskState
 
 MANY_UNNOTED = 200  # more runs to read the rest of than this: read as the followed runs
 FOLLOWED = (  # the runs the controller follows: live ones and ended ones with work pending
@@ -47,6 +51,16 @@ class Unnoted(NamedTuple):
     oom_kills: dict[str, list[int]]
 
 
+@dataclass(frozen=True)
+class Rows:
+    """What a tick read of the runs' rows: every followed one (`whole`), or those written
+    since the last read, with the ids of the runs written that are not followed any more."""
+
+    followed: list[Followed]
+    gone: list[str]
+    whole: bool
+
+
 def followed_rows() -> list[Followed]:
     """The followed runs in one query, without their tasks and JSON fields.
 
@@ -54,17 +68,41 @@ def followed_rows() -> list[Followed]:
     partial index `task_final_work` (a handful of tasks) rather than a search of each run's
     tasks: the query's cost stays a scan of the followed runs (and below the cost at which
     Postgres compiles a query, which took 200 ms a tick at 10,000 runs)."""
-    work = Task.objects.filter(state__in=TaskState.final()).filter(
-        Q(observed=False) | Q(logs_kept=False)
-    )
-    final_work = ExpressionWrapper(Q(pk__in=work.values("run_id")), output_field=BooleanField())
     rows = (
         Run.objects.filter(FOLLOWED)
         .order_by()
-        .annotate(final_work=final_work)
+        .annotate(final_work=_final_work())
         .values_list(*Followed._fields)
     )
     return [Followed._make(row) for row in rows]
+
+
+def written_rows(since: datetime) -> Rows:
+    """The rows written at `since` or later (`updated_at`, which every write stamps), in one
+    query on the index `run_updated`: those followed, and the ids of those that are not."""
+    followed = ExpressionWrapper(FOLLOWED, output_field=BooleanField())
+    rows = (
+        Run.objects.filter(updated_at__gte=since)
+        .order_by()
+        .annotate(final_work=_final_work(), followed=followed)
+        .values_list(*Followed._fields, "followed")
+    )
+    found: list[Followed] = []
+    gone: list[str] = []
+    for *row, is_followed in rows:
+        if is_followed:
+            found.append(Followed._make(row))
+        else:
+            gone.append(row[0])
+    return Rows(found, gone, whole=False)
+
+
+def _final_work() -> ExpressionWrapper:
+    """Whether a run has a final task whose observations or logs are still to be kept."""
+    work = Task.objects.filter(state__in=TaskState.final()).filter(
+        Q(observed=False) | Q(logs_kept=False)
+    )
+    return ExpressionWrapper(Q(pk__in=work.values("run_id")), output_field=BooleanField())
 
 
 def unnoted_rows(versions: Mapping[str, int]) -> dict[str, Unnoted]:

@@ -15,39 +15,26 @@ from enum import StrEnum
 from typing import Any
 
 from django.conf import settings
-from django.db import transaction
-from django.db.models import F
 from django.utils import timezone
 
 from runs.controller import records, rules
 from runs.controller.seen import derived_from
 from runs.controller.store_facts import failure_causes, reported_kills, reported_span
-from runs.models import Run, RunState, StoredPod, Task
+from runs.controller.writes import Write, note_derived_from, write_if_unchanged
+from runs.models import Run, StoredPod, Task
 from runs.plans import TaskPlan
 from runs.ports import Backend, BackendStatus
+from runs.states import RunState
 from runs.store import has_merge_marker, task_paths
 
 
-@dataclass
+@dataclass(frozen=True)
 class Observed:
     """What one reconcile derived for a run: the fields to write and the tasks' changes."""
 
     run: dict[str, Any] = field(default_factory=dict)
     tasks: dict[int, dict[str, Any]] = field(default_factory=dict)
     outcome: str | None = None
-
-
-def write_if_unchanged(run: Run, observed: Observed) -> bool:
-    """C22: write the run's fields and its tasks' only if the run's version is unchanged."""
-    with transaction.atomic():
-        updated = Run.objects.filter(pk=run.pk, version=run.version).update(
-            **observed.run, version=F("version") + 1, updated_at=timezone.now()
-        )
-        if not updated:
-            return False
-        for pk, values in observed.tasks.items():
-            Task.objects.filter(pk=pk).update(**values)
-    return True
 
 
 def observe(run: Run, tasks: list[Task], status: BackendStatus | None, now: datetime) -> Observed:
@@ -57,7 +44,8 @@ def observe(run: Run, tasks: list[Task], status: BackendStatus | None, now: date
     depends on it (`rules.wants_marker`, `rules.wants_reported_kills`; the reports of a task
     that ends, of a pod whose failure fails it), so a run whose status did not change costs
     no file access. A status the backend could not read (`unreadable`) changes only the
-    run's message."""
+    run's message. What is said of each task (`said`: task, reason) makes the run's message,
+    in order, and a failed task's own message is the last reason said of it."""
     if status is not None and status.unreadable:  # nothing to derive from: keep, and say why
         return Observed(run=rules.live_message(run.message, status))
     task_records = [_record(task, status) for task in tasks]
@@ -69,7 +57,7 @@ def observe(run: Run, tasks: list[Task], status: BackendStatus | None, now: date
     oom_kills = {k: list(v) for k, v in run.oom_kills.items()}
     merge_pending = dict(run.merge_pending)
     derived: dict[str, rules.TaskDerived] = {}
-    messages: list[str] = []
+    said: list[tuple[str, str]] = []
     grace = timedelta(seconds=settings.SIMRUN_MERGE_MARKER_GRACE_S)
     if status is not None:
         for task in task_records:
@@ -87,28 +75,40 @@ def observe(run: Run, tasks: list[Task], status: BackendStatus | None, now: date
             if found.merge_since is not None:
                 merge_pending[task.task_id] = found.merge_since
             causes = failure_causes(run.id, task.task_id, found.reasons)
-            messages += records.task_messages(task.task_id, found, causes=causes, status=status)
+            reasons = records.task_reasons(task.task_id, found, causes=causes, status=status)
+            said += [(task.task_id, reason) for reason in reasons]
     states, ended = records.workflow_end(
         {t: d.state for t, d in derived.items()},
         stored={t.task_id: t.state for t in tasks},
         status=status,
         markers=markers,
-        awaiting=(
-            {t: d.awaiting for t, d in derived.items()}
-            if status is not None
-            else rules.awaited_when_gone(merge_pending, now=now, grace=grace)
-        ),
+        awaiting=_awaiting(derived, status, merge_pending, now, grace),
     )
-    messages += ended
-    observed = Observed(outcome=rules.run_outcome(states))
-    if observed.outcome is not None:  # the workflow is stopped: what is still open will not go on
+    said += ended
+    outcome = rules.run_outcome(states)
+    if outcome is not None:  # the workflow is stopped: what is still open will not go on
         states = {t: s if s in rules.FINAL else rules.CANCELLED for t, s in states.items()}
-    observed.run = {"oom_kills": oom_kills, "merge_pending": merge_pending}
+    changes = _task_changes(run.id, tasks, states, dict(said), now)
+    fields: dict[str, Any] = {"oom_kills": oom_kills, "merge_pending": merge_pending}
     if status is not None:
-        observed.run["pods"] = _pods(status)
-    observed.tasks = _task_changes(run.id, tasks, states, messages, now)
-    observed.run.update(_run_change(run, tasks, states, observed, "; ".join(messages), status, now))
-    return observed
+        fields["pods"] = _pods(status)
+    message = records.run_message(said)
+    fields.update(_run_change(run, tasks, states, outcome, changes, message, status, now))
+    return Observed(run=fields, tasks=changes, outcome=outcome)
+
+
+def _awaiting(
+    derived: dict[str, rules.TaskDerived],
+    status: BackendStatus | None,
+    merge_pending: dict[str, str],
+    now: datetime,
+    grace: timedelta,
+) -> dict[str, bool]:
+    """C6, C10: the tasks awaiting their merge marker: as derived while the workflow is there;
+    once it is gone, those its record says awaited one (True while their grace lasts)."""
+    if status is not None:
+        return {t: d.awaiting for t, d in derived.items()}
+    return rules.awaited_when_gone(merge_pending, now=now, grace=grace)
 
 
 def _record(task: Task, status: BackendStatus | None) -> rules.TaskRecord:
@@ -144,11 +144,10 @@ def _pods(status: BackendStatus) -> dict[str, StoredPod]:
 
 
 def _task_changes(
-    run_id: str, tasks: list[Task], states: dict[str, str], messages: list[str], now: datetime
+    run_id: str, tasks: list[Task], states: dict[str, str], why: dict[str, str], now: datetime
 ) -> dict[int, dict[str, Any]]:
-    """The changes of the tasks whose state changed; the reports of those that end done or
-    failed give their times."""
-    why = {t.task_id: m.partition(": ")[2] for t in tasks for m in messages if _about(m, t)}
+    """The changes of the tasks whose state changed (`why`: a task's last reason said); the
+    reports of those that end done or failed give their times."""
     changes = {}
     for task in tasks:
         new = states.get(task.task_id, task.state)
@@ -174,22 +173,23 @@ def _run_change(
     run: Run,
     tasks: list[Task],
     states: dict[str, str],
-    observed: Observed,
+    outcome: str | None,
+    changes: dict[int, dict[str, Any]],
     message: str,
     status: BackendStatus | None,
     now: datetime,
 ) -> dict[str, Any]:
     """The run's fields for its outcome (the terminal record, C13), or its live state."""
-    if observed.outcome is None:
+    if outcome is None:
         live = rules.live_run_state(states)
         started = {"started_at": now} if live == RunState.RUNNING and run.started_at is None else {}
         return {"state": live, **started, **rules.live_message(run.message, status)}
-    began, ended = _span(tasks, observed, now)
+    began, ended = _span(tasks, changes, now)
     change: dict[str, Any] = {}
     if began is not None and (run.started_at is None or began < run.started_at):
         change["started_at"] = began
     return change | {
-        "state": observed.outcome,
+        "state": outcome,
         "message": message,
         "ended_at": ended,
         "pending_cancel": status is not None,
@@ -198,15 +198,13 @@ def _run_change(
     }
 
 
-def _about(message: str, task: Task) -> bool:
-    return message.startswith(f"task '{task.task_id}': ")
-
-
-def _span(tasks: list[Task], observed: Observed, now: datetime) -> tuple[datetime | None, datetime]:
+def _span(
+    tasks: list[Task], changes: dict[int, dict[str, Any]], now: datetime
+) -> tuple[datetime | None, datetime]:
     """When an ending run's work began and ended: its tasks' first start and last end."""
     starts, ends = [], []
     for task in tasks:
-        change = observed.tasks.get(task.pk, {})
+        change = changes.get(task.pk, {})
         started = change.get("started_at", task.started_at)
         ended = change.get("ended_at", task.ended_at)
         if started is not None:
@@ -222,32 +220,59 @@ class Reconciled(StrEnum):
     CONFLICT = "conflict"  # somebody else wrote the record meanwhile: nothing written
 
 
+@dataclass(frozen=True)
+class Derivation:
+    """What a run's record becomes from a status: the write to make (None: the record
+    already says it), and else what its row notes it was derived from (`derived_from`)."""
+
+    write: Write | None
+    noted: str
+
+
+def derive(
+    run: Run, tasks: list[Task], status: BackendStatus | None, *, now: datetime, revision: str = ""
+) -> Derivation:
+    """Derive a run and its tasks from its status (None: its workflow is gone), read after
+    the record's version; no writes. The row notes which status it was derived from
+    (`derived_from`, with the backend's `revision` of it unless the record may change with
+    the status unchanged)."""
+    observed = observe(run, tasks, status, now)
+    if observed.tasks or any(getattr(run, k) != v for k, v in observed.run.items()):
+        fields = observed.run | {
+            "derived_from": noted_in_row(run.version + 1, status, revision, observed.run)
+        }
+        write = Write(run.pk, run.version, fields, observed.tasks)
+        return Derivation(write, fields["derived_from"])
+    return Derivation(None, noted_in_row(run.version, status, revision, observed.run))
+
+
+def applied(run: Run, tasks: list[Task], write: Write) -> None:
+    """A write made: applied to `run` and its tasks too, so what follows in the tick works
+    from them."""
+    for key, value in write.run.items():
+        setattr(run, key, value)
+    run.version += 1
+    for task in tasks:
+        for key, value in write.tasks.get(task.pk, {}).items():
+            setattr(task, key, value)
+
+
 def reconcile_with(
     run: Run, status: BackendStatus | None, *, now: datetime, revision: str = ""
 ) -> Reconciled:
-    """Derive a run from its status (None: its workflow is gone), read after the record's
-    version; write if it changed and nobody else wrote meanwhile. A write is applied to `run`
-    and its prefetched tasks too, so what follows in the tick works from them. The row notes
-    which status it was derived from (`derived_from`, with the backend's `revision` of it
-    unless the record may change with the status unchanged); when only that changed, it is
-    noted without a new version (nothing a reader sees changed)."""
+    """One run: derive it from its status and write if it changed and nobody else wrote
+    meanwhile (C22); when only what its row notes changed, that is noted without a new
+    version (nothing a reader sees changed). A tick does the same for many runs at once."""
     tasks = list(run.tasks.all())
-    observed = observe(run, tasks, status, now)
-    if observed.tasks or any(getattr(run, k) != v for k, v in observed.run.items()):
-        observed.run["derived_from"] = noted_in_row(run.version + 1, status, revision, observed.run)
-        if not write_if_unchanged(run, observed):
+    derivation = derive(run, tasks, status, now=now, revision=revision)
+    if derivation.write is not None:
+        if not write_if_unchanged([derivation.write]):
             return Reconciled.CONFLICT
-        for key, value in observed.run.items():
-            setattr(run, key, value)
-        run.version += 1
-        for task in tasks:
-            for key, value in observed.tasks.get(task.pk, {}).items():
-                setattr(task, key, value)
+        applied(run, tasks, derivation.write)
         return Reconciled.WRITTEN
-    noted = noted_in_row(run.version, status, revision, observed.run)
-    if run.derived_from != noted:  # C22: only on the version read
-        Run.objects.filter(pk=run.pk, version=run.version).update(derived_from=noted)
-        run.derived_from = noted
+    if run.derived_from != derivation.noted:  # C22: only on the version read
+        note_derived_from({run.pk: (run.version, derivation.noted)})
+        run.derived_from = derivation.noted
     return Reconciled.UNCHANGED  # no new version for the event streams
 
 

@@ -1,10 +1,10 @@
-"""The rules that turn the tasks' derived states into the run's record (DESIGN §5): the
+"""The rules that turn the tasks' derived states into the run's record (docs/architecture.md): the
 messages of failed tasks, the states once the workflow ended or went away, a task's fields
 for its new state; plain functions of plain values, like `rules.py`."""
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from datetime import datetime
 
 from runs.controller.rules import (
@@ -21,15 +21,15 @@ from runs.controller.rules import (
 from runs.ports import BackendStatus, WorkflowPhase
 
 
-def task_messages(
+def task_reasons(
     task_id: str,
     derived: TaskDerived,
     *,
     causes: Mapping[str, str],
     status: BackendStatus,
 ) -> list[str]:
-    """The run's messages about a task: each reason it failed (a verdict with the cause its
-    report gives, by pod), or the last failure of its pods when nothing else says."""
+    """What is said of a task: each reason it failed (a verdict with the cause its report
+    gives, by pod), or the last failure of its pods when nothing else says."""
     said = []
     for reason in derived.reasons:
         if isinstance(reason, str):
@@ -39,7 +39,12 @@ def task_messages(
             said.append(f"{reason.message}: {cause}" if cause else reason.message)
     if derived.state == FAILED and not said:
         said.append(failure_text(task_id, status))
-    return [f"task '{task_id}': {text}" for text in said]
+    return said
+
+
+def run_message(said: Sequence[tuple[str, str]]) -> str:
+    """The run's message: what was said of each task (task, reason), in order."""
+    return "; ".join(f"task '{task_id}': {reason}" for task_id, reason in said)
 
 
 def failure_text(task_id: str, status: BackendStatus) -> str:
@@ -62,17 +67,17 @@ def workflow_end(
     status: BackendStatus | None,
     markers: Mapping[str, bool],
     awaiting: Mapping[str, bool],
-) -> tuple[dict[str, str], list[str]]:
+) -> tuple[dict[str, str], list[tuple[str, str]]]:
     """C6, C10: the tasks' states once the workflow is gone (from the stored ones) or ended
-    (what is still open fails, but a task awaiting its marker), with a message per task failed
-    so; the states as they are while the workflow goes on. Once the workflow is gone,
-    `awaiting` holds the tasks that awaited their marker (`rules.awaited_when_gone`): True
-    while they still may, False once their wait is over."""
+    (what is still open fails, but a task awaiting its marker), with what is said of each
+    task failed so (task, reason); the states as they are while the workflow goes on. Once
+    the workflow is gone, `awaiting` holds the tasks that awaited their marker
+    (`rules.awaited_when_gone`): True while they still may, False once their wait is over."""
     if status is None:
         still = {t: True for t, may in awaiting.items() if may}
         resolved = resolve_gone(stored, markers=markers, awaiting_marker=still)
         said = [
-            f"task '{t}': {MARKER_LOST if t in awaiting else GONE_UNSEEN}"
+            (t, MARKER_LOST if t in awaiting else GONE_UNSEEN)
             for t, s in resolved.items()
             if s == FAILED and stored[t] != FAILED
         ]
@@ -83,7 +88,7 @@ def workflow_end(
     for task_id, state in states.items():
         if state not in FINAL and not awaiting.get(task_id):
             ended[task_id] = FAILED
-            said.append(f"task '{task_id}': the workflow ended before the task did")
+            said.append((task_id, "the workflow ended before the task did"))
     return ended, said
 
 

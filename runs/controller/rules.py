@@ -1,4 +1,4 @@
-"""The controller's rules (DESIGN §5), each a plain function of plain values."""
+"""The controller's rules (docs/architecture.md), each a plain function of plain values."""
 
 from __future__ import annotations
 
@@ -6,6 +6,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from datetime import datetime, timedelta
 
+from runs.plans import merge_pod, task_pods, worker_pod
 from runs.ports import AttemptFailure, BackendStatus, PodPhase, PodStatus
 from runs.states import RunState, TaskState
 from simrun_harness.exits import EXIT_POOL_BROKEN, EXIT_STORE, EXIT_TERMINATED
@@ -29,21 +30,11 @@ DONE, FAILED, SKIPPED, CANCELLED = (
 FINAL = frozenset(TaskState.final())
 
 
-def pod_names(task_id: str, *, splittable: bool, pods: int, coordinator_merges: bool) -> list[str]:
-    """The pods of a task: `<task>`, or `<task>-w0..` and `<task>-merge`."""
-    if not splittable:
-        return [task_id]
-    names = [f"{task_id}-w{i}" for i in range(pods)]
-    if not coordinator_merges:
-        names.append(f"{task_id}-merge")
-    return names
-
-
 def base_pods(task_id: str, *, splittable: bool, coordinator_merges: bool) -> list[str]:
     """The pods whose failure fails the task (C3): never an extra worker."""
     if not splittable:
         return [task_id]
-    return [f"{task_id}-w0"] + ([] if coordinator_merges else [f"{task_id}-merge"])
+    return [worker_pod(task_id, 0)] + ([] if coordinator_merges else [merge_pod(task_id)])
 
 
 def is_oom(failure: AttemptFailure, reported_kills: int = 0) -> bool:
@@ -129,8 +120,8 @@ def split_task_state(
     marker_wait_over: bool,
 ) -> str:
     """C1, C2, C3, C18: a split task's state from its pods' phases and the merge marker."""
-    w0 = pods.get(f"{task_id}-w0")
-    merge = pods.get(f"{task_id}-merge")
+    w0 = pods.get(worker_pod(task_id, 0))
+    merge = pods.get(merge_pod(task_id))
     w0_phase = w0.phase if w0 else PodPhase.WAITING
     if w0_phase == PodPhase.FAILED:
         return FAILED
@@ -285,7 +276,7 @@ class TaskRecord:
 
     @property
     def pod_names(self) -> list[str]:
-        return pod_names(
+        return task_pods(
             self.task_id,
             splittable=self.splittable,
             pods=self.pods,
@@ -306,7 +297,7 @@ def wants_marker(task: TaskRecord, status: BackendStatus | None) -> bool:
         return False
     if status is None:
         return task.state not in FINAL
-    w0 = status.pods.get(f"{task.task_id}-w0")
+    w0 = status.pods.get(worker_pod(task.task_id, 0))
     return task.coordinator_merges and w0 is not None and w0.phase == PodPhase.SUCCEEDED
 
 
@@ -361,7 +352,7 @@ def derive_task(
     reasons: list[Verdict | str] = []
     awaiting = False
     if task.splittable:
-        w0 = pods.get(f"{task.task_id}-w0")
+        w0 = pods.get(worker_pod(task.task_id, 0))
         succeeded = w0 is not None and w0.phase == PodPhase.SUCCEEDED
         waiting_marker = task.coordinator_merges and succeeded and not marker
         if waiting_marker and merge_since is None:

@@ -10,19 +10,32 @@ anyone bumps its version, which ends the skip. A process that starts (or another
 noted nothing: the row's `derived_from` (`derived_from()`: its version and a digest of the
 status it was derived from) tells it which runs would derive to themselves, and it notes
 those from their row without fetching or deriving them.
+
+`Seen` also keeps what a tick needs to look only at what changed: the followed rows as last
+read (`take`: every one at a process's first tick, then the rows written since), the runs to
+look at whatever the backend says (`dirty`: a row that changed, a note dropped, a record that
+watches the store or the clock), the runs with work after deriving (`work`: a final task to
+observe, an ended run's steps), and the backend's mark of the changes it last told
+(`Backend.changes`).
 """
 
 from __future__ import annotations
 
 import hashlib
 import json
-from collections.abc import Collection, Iterable, Mapping, Sequence
+import time
+from collections.abc import Collection, Hashable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field, fields, is_dataclass, replace
+from datetime import datetime
 from functools import cached_property
 from typing import Protocol, TypeVar
 
 from runs.controller import rules
 from runs.ports import BackendStatus
+from runs.states import RunState
+
+LIVE = frozenset(RunState.live())
+DERIVED = LIVE - {RunState.SUBMITTING}  # a run still submitting has no workflow to ask about
 
 
 @dataclass(frozen=True)
@@ -66,18 +79,88 @@ class Row(Protocol):
     def workflow_name(self) -> str: ...
 
 
+class FollowedRow(Row, Protocol):
+    """A followed run's row as a tick reads it (`followed.Followed`)."""
+
+    @property
+    def final_work(self) -> bool: ...
+
+    def _replace(self, *, version: int, state: str) -> FollowedRow: ...
+
+
 R = TypeVar("R", bound=Row)
+F = TypeVar("F", bound=FollowedRow)
 REVISION_MAX = 40  # longer revisions are not noted in a row (`Run.derived_from`: 96 at most)
 
 
 class Seen:
-    """What each run's record was derived from, by run id."""
+    """What each run's record was derived from, by run id; the followed rows as last read."""
 
     def __init__(self) -> None:
         self._runs: dict[str, Derived] = {}
+        self.rows: dict[str, FollowedRow] = {}  # every followed run's row, as last read
+        self._by_name: dict[str, str] = {}  # workflow name → run id, of the followed runs
+        self.dirty: set[str] = set()  # looked at by the next tick whatever the backend says
+        self.work: set[str] = set()  # a final task's work, or an ended run's pending steps
+        self.read_at: datetime | None = None  # when the rows were last read (None: never)
+        self.whole_at = -float("inf")  # when every followed row was last read (monotonic)
+        self.changes: Hashable | None = None  # the mark of the backend's changes last told
 
     def __len__(self) -> int:
         return len(self._runs)
+
+    def take(self, rows: Iterable[FollowedRow], *, gone: Iterable[str] = (), whole: bool) -> None:
+        """The rows a tick read: every followed one (`whole`: the others are forgotten), or
+        those written since the last read, with the ids of those written that are not
+        followed any more (`gone`). A row that changed is looked at by the next tick."""
+        rows = list(rows)
+        if whole:
+            self.whole_at = time.monotonic()
+            gone = self.rows.keys() - {row.pk for row in rows}
+        for run_id in list(gone):
+            self.forget(run_id)
+        for row in rows:
+            before = self.rows.get(row.pk)
+            self.rows[row.pk] = row
+            self._by_name[row.workflow_name] = row.pk
+            if row.final_work or row.state not in LIVE:
+                self.work.add(row.pk)
+            else:
+                self.work.discard(row.pk)
+            if before is None or before.version != row.version or before.state != row.state:
+                self.dirty.add(row.pk)
+
+    def wrote(self, run_id: str, *, version: int, state: str) -> None:
+        """The tick wrote this record: its row as it is now (no need to read it again)."""
+        row = self.rows.get(run_id)
+        if row is not None:
+            self.rows[run_id] = row._replace(version=version, state=state)
+            if state not in LIVE:  # its steps follow
+                self.work.add(run_id)
+
+    def resync_due(self, every_s: float) -> bool:
+        """Whether every followed row was read last `every_s` ago or more."""
+        return time.monotonic() - self.whole_at >= every_s
+
+    def settled(self, run_id: str) -> None:
+        """A live run's final tasks have no work left (observed, logs kept)."""
+        row = self.rows.get(run_id)
+        if row is not None and row.state in LIVE:
+            self.work.discard(run_id)
+
+    def of_names(self, names: Iterable[str]) -> set[str]:
+        """The followed runs of these workflows (names of no followed run are left out)."""
+        by_name = self._by_name
+        return {by_name[name] for name in names if name in by_name}
+
+    def forget(self, run_id: str) -> None:
+        """A run not followed any more (ended and settled, or deleted)."""
+        row = self.rows.pop(run_id, None)
+        if row is not None:
+            self._by_name.pop(row.workflow_name, None)
+        self._runs.pop(run_id, None)
+        self.dirty.discard(run_id)
+        self.work.discard(run_id)
 
     def unnoted(self, rows: Iterable[R]) -> list[R]:
         """The rows whose record, at their version and state, was not derived here. Of the
@@ -138,18 +221,29 @@ class Seen:
                 or noted.watches
             ):
                 found.append(row)
-            elif revisions is not None and noted.revision != revisions.get(name, ""):
+                continue
+            self.dirty.discard(row.pk)  # unchanged: looked at again when something changes
+            if revisions is not None and noted.revision != revisions.get(name, ""):
                 notes[row.pk] = replace(noted, status=status, revision=revisions.get(name, ""))
         return found
 
     def note(self, run_id: str, derived: Derived) -> None:
+        """What the record at `derived.version` was derived from; the run is looked at again
+        only when its row or its status changes, unless its record watches the store or the
+        clock (`Derived.watches`)."""
         self._runs[run_id] = derived
+        if derived.watches:
+            self.dirty.add(run_id)
+        else:
+            self.dirty.discard(run_id)
 
     def drop(self, run_id: str) -> None:
+        """Forget what the run was derived from: the next tick derives it."""
         self._runs.pop(run_id, None)
+        self.dirty.add(run_id)
 
     def keep_only(self, run_ids: Collection[str]) -> None:
-        """Forget the runs not followed any more."""
+        """Forget the notes of runs not followed any more."""
         for run_id in self._runs.keys() - set(run_ids):
             del self._runs[run_id]
 
@@ -162,9 +256,27 @@ def derived_from(version: int, status: BackendStatus | None, revision: str = "")
     says the same revision needs not read the status at all. Empty for a workflow gone."""
     if status is None:
         return ""
-    text = json.dumps(status, sort_keys=True, separators=(",", ":"), default=_plain)
-    digest = f"{version}:{hashlib.blake2b(text.encode(), digest_size=16).hexdigest()}"
+    digest = f"{version}:{status_digest(status)}"
     return f"{digest}@{revision}" if revision and len(revision) <= REVISION_MAX else digest
+
+
+def status_digest(status: BackendStatus) -> str:
+    """The digest of a status's JSON, worked out once per status object: a backend hands out
+    the same object while a status stays equal (`cluster/local/statuses.py`, the Argo
+    backend's parsed workflows), and a tick compares and notes it more than once."""
+    found = _DIGESTS.get(id(status))
+    if found is not None and found[0] is status:
+        return found[1]
+    text = json.dumps(status, sort_keys=True, separators=(",", ":"), default=_plain)
+    digest = hashlib.blake2b(text.encode(), digest_size=16).hexdigest()
+    if len(_DIGESTS) >= DIGESTS_KEPT:
+        _DIGESTS.clear()
+    _DIGESTS[id(status)] = (status, digest)  # the object held: its id stays its own
+    return digest
+
+
+DIGESTS_KEPT = 100_000
+_DIGESTS: dict[int, tuple[BackendStatus, str]] = {}
 
 
 def same_status(noted: str, version: int, status: BackendStatus | None) -> bool:

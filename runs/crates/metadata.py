@@ -15,75 +15,26 @@ The run is a Provenance Run Crate (so a Workflow Run Crate and a Process Run Cra
 
 from __future__ import annotations
 
-import json
-import mimetypes
 from datetime import datetime
 from typing import Any
 
 from rocrate.model.contextentity import ContextEntity
 from rocrate.rocrate import ROCrate
 
+from runs.crates.jsonld import file_properties, iso_time, ref, status
 from runs.crates.profiles import CRATE_VERSION, DECLARED, EXTRA_TERMS, WORKFLOW_RO_CRATE
 from runs.crates.record import MadeFile, RunRecord, StoredFile, TaskRecord, Written
+from runs.crates.task_entities import TaskEntities
 
 WORKFLOW_FILE = "workflow.json"
 LANGUAGE_ID = "#simrun-workflow-language"
 ENGINE_ID = "#simrun"
 RUN_ACTION_ID = "#run"
+ENVIRONMENT_ID = "#environment"
 LICENSE_ID = "#license"
-FORMAL_PARAMETER = "https://bioschemas.org/profiles/FormalParameter/1.0-RELEASE"
-_COMPLETED, _FAILED = (
-    "http://schema.org/CompletedActionStatus",
-    "http://schema.org/FailedActionStatus",
-)
-_ACTIVE = "http://schema.org/ActiveActionStatus"
-_UNITS = {  # QUDT units of the resource figures; counts are dimensionless
-    "peak_memory_gb": "https://qudt.org/vocab/unit/GigaBYTE",
-    "unit_seconds_median": "https://qudt.org/vocab/unit/SEC",
-}
 
 
-def _ref(entity_id: str) -> dict[str, str]:
-    return {"@id": entity_id}
-
-
-def _time(value: datetime | None) -> str | None:
-    return value.isoformat() if value is not None else None
-
-
-def _status(state: str) -> str:
-    if state in ("succeeded", "done"):
-        return _COMPLETED
-    if state in ("failed", "cancelled", "skipped"):
-        return _FAILED
-    return _ACTIVE
-
-
-def _value_type(value: Any) -> str:
-    if isinstance(value, bool):
-        return "Boolean"
-    if isinstance(value, int):
-        return "Integer"
-    if isinstance(value, float):
-        return "Float"
-    if isinstance(value, str):
-        return "Text"
-    return "PropertyValue"  # a list or a mapping: structured, its value as JSON
-
-
-def _file_properties(path: str, written: Written, extra: dict[str, Any]) -> dict[str, Any]:
-    props: dict[str, Any] = {
-        "@type": "File",
-        "name": path.rsplit("/", 1)[-1],
-        "contentSize": str(written.size),
-        "sha256": written.sha256,
-        "encodingFormat": mimetypes.guess_type(path)[0] or "application/octet-stream",
-    }
-    props.update(extra)
-    return props
-
-
-class _Builder:
+class _Builder(TaskEntities):
     def __init__(self, record: RunRecord, written: dict[str, Written], exported_at: datetime):
         self.record = record
         self.written = written
@@ -95,7 +46,7 @@ class _Builder:
         return self.crate.add(ContextEntity(self.crate, entity_id, properties=props))
 
     def file(self, item: StoredFile | MadeFile, **extra: Any) -> Any:
-        props = _file_properties(item.crate_path, self.written[item.crate_path], extra)
+        props = file_properties(item.crate_path, self.written[item.crate_path], extra)
         return self.crate.add_file(source=None, dest_path=item.crate_path, properties=props)
 
     def build(self) -> dict[str, Any]:
@@ -107,8 +58,8 @@ class _Builder:
         task_actions, controls = self.tasks(workflow, agent)
         self.run_action(workflow.id, agent, inputs)
         self.engine(controls)
-        self.crate.root_dataset["mentions"] = [_ref(RUN_ACTION_ID), _ref("#simrun-run")] + [
-            _ref(a) for a in task_actions
+        self.crate.root_dataset["mentions"] = [ref(RUN_ACTION_ID), ref("#simrun-run")] + [
+            ref(a) for a in task_actions
         ]
         return self.crate.metadata.generate()
 
@@ -122,7 +73,7 @@ class _Builder:
         )
         root["datePublished"] = self.exported_at.isoformat()
         root["identifier"] = f"simrun-run:{record.id}"
-        root["license"] = _ref(LICENSE_ID)
+        root["license"] = ref(LICENSE_ID)
         self.add(
             LICENSE_ID,
             {
@@ -131,12 +82,12 @@ class _Builder:
                 "description": "simrun records no licence for a run: ask its owner before reuse.",
             },
         )
-        root["conformsTo"] = [_ref(p.uri) for p in DECLARED]
+        root["conformsTo"] = [ref(p.uri) for p in DECLARED]
         for p in DECLARED:
             self.add(p.uri, {"@type": "CreativeWork", "name": p.name, "version": p.version})
         self.crate.metadata["conformsTo"] = [
-            _ref(self.crate.metadata.profile),
-            _ref(WORKFLOW_RO_CRATE.uri),
+            ref(self.crate.metadata.profile),
+            ref(WORKFLOW_RO_CRATE.uri),
         ]
 
     def run_action(self, workflow: str, agent: str, inputs: list[str]) -> None:
@@ -149,18 +100,18 @@ class _Builder:
                 "name": f"Run {record.id} of {record.name}",
                 "description": f"simrun run {record.id}, ended {record.state}",
                 "identifier": record.id,
-                "instrument": _ref(workflow),
-                "agent": _ref(agent),
-                "object": [_ref(i) for i in inputs]
-                + [_ref(pv) for t in record.tasks for pv in self.settings_ids(t)],
-                "result": [_ref(self.out_id(t)) for t in record.tasks if t.outputs],
-                "actionStatus": _ref(_status(record.state)),
-                "startTime": _time(record.started_at or record.created_at),
-                "endTime": _time(record.ended_at),
+                "instrument": ref(workflow),
+                "agent": ref(agent),
+                "object": [ref(i) for i in inputs]
+                + [ref(pv) for t in record.tasks for pv in self.settings_ids(t)],
+                "result": [ref(self.out_id(t)) for t in record.tasks if t.outputs],
+                "actionStatus": ref(status(record.state)),
+                "startTime": iso_time(record.started_at or record.created_at),
+                "endTime": iso_time(record.ended_at),
             },
         )
         if record.who.acts_for:
-            run["participant"] = _ref(self.who_id(record.who.acts_for))
+            run["participant"] = ref(self.who_id(record.who.acts_for))
         if record.state != "succeeded" and record.message:
             run["error"] = record.message
         if record.from_crate:
@@ -174,12 +125,12 @@ class _Builder:
             {
                 "@type": "OrganizeAction",
                 "name": f"simrun running {record.id}",
-                "instrument": _ref(ENGINE_ID),
-                "object": [_ref(c) for c in controls],
-                "result": _ref(RUN_ACTION_ID),
-                "actionStatus": _ref(_status(record.state)),
-                "startTime": _time(record.created_at),
-                "endTime": _time(record.ended_at),
+                "instrument": ref(ENGINE_ID),
+                "object": [ref(c) for c in controls],
+                "result": ref(RUN_ACTION_ID),
+                "actionStatus": ref(status(record.state)),
+                "startTime": iso_time(record.created_at),
+                "endTime": iso_time(record.ended_at),
             },
         )
         self.add(
@@ -210,8 +161,8 @@ class _Builder:
                 "@type": ["File", "SoftwareSourceCode", "ComputationalWorkflow", "HowTo"],
                 "name": record.name,
                 "encodingFormat": "application/json",
-                "programmingLanguage": _ref(LANGUAGE_ID),
-                "hasPart": [_ref(self.tool_id(t)) for t in sorted(record.tools)],
+                "programmingLanguage": ref(LANGUAGE_ID),
+                "hasPart": [ref(self.tool_id(t)) for t in sorted(record.tools)],
             },
         )
 
@@ -237,7 +188,7 @@ class _Builder:
                     "@type": "SoftwareApplication",
                     "name": who.name,
                     "description": f"an agent identity of simrun acting for {who.acts_for}",
-                    "maintainer": _ref(self.who_id(who.acts_for)),
+                    "maintainer": ref(self.who_id(who.acts_for)),
                 },
             )
             self.add(self.who_id(who.acts_for), {"@type": "Person", "name": who.acts_for})
@@ -262,7 +213,7 @@ class _Builder:
                 "description": ("the model's sources" if position == 0 else "sources")
                 + f", snapshot {snap.digest}",
                 "identifier": snap.digest,
-                "hasPart": [_ref(f) for f in files],
+                "hasPart": [ref(f) for f in files],
                 "position": position,
             }
             if snap.git_remote:
@@ -276,20 +227,28 @@ class _Builder:
         return ids
 
     def environment(self) -> str:
+        """The environment as a folder of the files it was built from; one built from none
+        (simrun's own, for a model without a project) as a contextual entity: a folder the
+        crate does not hold would be a data entity missing from its payload."""
         env = self.record.environment
-        files = [self.file(f, about=_ref("environment/")).id for f in env.files]
         props: dict[str, Any] = {
-            "@type": "Dataset",
             "name": "environment",
             "description": f"The environment the pods ran in: {env.ref} (Python {env.python}, "
-            f"simrun-harness {env.harness}); its lock or constraints file.",
+            f"simrun-harness {env.harness})",
             "identifier": env.ref,
-            "hasPart": [_ref(f) for f in files],
         }
         if env.local_packages:
-            props["description"] += " Local packages: " + ", ".join(
+            props["description"] += "; local packages: " + ", ".join(
                 f"{p.get('name')} {p.get('digest', '')}" for p in env.local_packages
             )
+        if not env.files:
+            props["@type"] = "SoftwareApplication"
+            props["description"] += "; simrun's own, the model having no project file."
+            return str(self.add(ENVIRONMENT_ID, props).id)
+        files = [self.file(f, about=ref("environment/")).id for f in env.files]
+        props["@type"] = "Dataset"
+        props["description"] += "; its project and its lock or constraints file."
+        props["hasPart"] = [ref(f) for f in files]
         return self.crate.add_dataset(source=None, dest_path="environment/", properties=props).id
 
     def tools(self) -> None:
@@ -303,7 +262,7 @@ class _Builder:
                     "description": tool.description or f"the task type {type_name}",
                     "softwareVersion": tool.version,
                     "identifier": tool.digest or tool.version,
-                    "isPartOf": _ref(f"#package/{tool.package}"),
+                    "isPartOf": ref(f"#package/{tool.package}"),
                 },
             )
             self.add(
@@ -314,173 +273,6 @@ class _Builder:
                     "softwareVersion": tool.version,
                 },
             )
-
-    def tasks(self, workflow: Any, agent: str) -> tuple[list[str], list[str]]:
-        """Every task: its step, settings, output, action and control; the workflow's steps,
-        inputs and outputs. (actions, controls)."""
-        self.tools()
-        actions: list[str] = []
-        controls: list[str] = []
-        steps: list[dict[str, str]] = []
-        inputs: list[dict[str, str]] = []
-        outputs: list[dict[str, str]] = []
-        for task in self.record.tasks:
-            step = self.add(
-                f"#step/{task.task_id}",
-                {
-                    "@type": "HowToStep",
-                    "name": task.task_id,
-                    "position": str(task.position),
-                    "workExample": _ref(self.tool_id(task.type)),
-                },
-            )
-            steps.append(_ref(step.id))
-            values = self.settings(task, inputs)
-            action_id = self.task_action(task, agent, values, self.task_output(task, outputs))
-            actions.append(action_id)
-            control = self.add(
-                f"#control/{task.task_id}",
-                {
-                    "@type": "ControlAction",
-                    "name": f"step {task.task_id}",
-                    "instrument": _ref(step.id),
-                    "object": _ref(action_id),
-                    "actionStatus": _ref(_status(task.state)),
-                },
-            )
-            controls.append(control.id)
-        workflow["step"] = steps
-        workflow["input"] = inputs
-        workflow["output"] = outputs
-        return actions, controls
-
-    def settings(self, task: TaskRecord, inputs: list[dict[str, str]]) -> list[dict[str, str]]:
-        """A FormalParameter of the workflow per setting of the task, realised by a
-        PropertyValue (its value as text; JSON for a list or a mapping)."""
-        values = []
-        for key, pv_id in zip(sorted(task.settings), self.settings_ids(task), strict=True):
-            value = task.settings[key]
-            param = f"#parameter/{task.task_id}/{key}"
-            self.add(
-                param,
-                {
-                    "@type": "FormalParameter",
-                    "name": f"{task.task_id}.{key}",
-                    "additionalType": _value_type(value),
-                    "workExample": _ref(pv_id),
-                    "conformsTo": _ref(FORMAL_PARAMETER),
-                },
-            )
-            inputs.append(_ref(param))
-            shown = value if isinstance(value, str) else json.dumps(value, sort_keys=True)
-            self.add(
-                pv_id,
-                {
-                    "@type": "PropertyValue",
-                    "name": key,
-                    "value": shown,
-                    "exampleOfWork": _ref(param),
-                },
-            )
-            values.append(_ref(pv_id))
-        return values
-
-    def task_action(
-        self, task: TaskRecord, agent: str, values: list[dict[str, str]], result: str | None
-    ) -> str:
-        """The task's execution by its tool: what it read, made, when, and what it used."""
-        read = [
-            _ref(self.out_id(t))
-            for t in self.record.tasks
-            if t.task_id in task.dependencies and t.outputs
-        ]
-        action_id = f"#task/{task.task_id}"
-        props: dict[str, Any] = {
-            "@type": "CreateAction",
-            "name": f"task {task.task_id} ({task.type})",
-            "description": self.task_description(task),
-            "instrument": _ref(self.tool_id(task.type)),
-            "agent": _ref(agent),
-            "object": values + read,
-            "actionStatus": _ref(_status(task.state)),
-        }
-        if result:
-            props["result"] = _ref(result)
-        if task.started_at:
-            props["startTime"] = _time(task.started_at)
-        if task.ended_at:
-            props["endTime"] = _time(task.ended_at)
-        if task.state != "done" and task.message:
-            props["error"] = task.message
-        usage = [self.usage(task, name, value) for name, value in sorted(task.usage.items())]
-        if usage:
-            props["resourceUsage"] = [_ref(u) for u in usage]
-        self.add(action_id, props)
-        for log in task.logs:
-            self.file(log, about=_ref(action_id))
-        return action_id
-
-    def task_description(self, task: TaskRecord) -> str:
-        text = f"{'split' if task.splittable else 'unsplit'} task of type {task.type}, {task.state}"
-        if task.units_total is not None:
-            text += f", {task.units_total} units"
-        reused = sum(len(units) for units in task.reused.values())
-        if reused:
-            text += f", {reused} reused from " + ", ".join(sorted(task.reused))
-        return text
-
-    def usage(self, task: TaskRecord, name: str, value: float) -> str:
-        usage_id = f"#usage/{task.task_id}/{name}"
-        props = {
-            "@type": "PropertyValue",
-            "name": name,
-            "propertyID": f"urn:simrun:usage:{name}",
-            "value": str(value),
-        }
-        unit = _UNITS.get(name)
-        if unit:
-            props["unitCode"] = unit
-        self.add(usage_id, props)
-        return usage_id
-
-    def task_output(self, task: TaskRecord, outputs: list[dict[str, str]]) -> str | None:
-        if not task.outputs:
-            return None
-        files = [self.file(f).id for f in task.outputs]
-        param = f"#parameter/{task.task_id}/out"
-        self.add(
-            param,
-            {
-                "@type": "FormalParameter",
-                "name": f"{task.task_id}.out",
-                "additionalType": "Dataset",
-                "workExample": _ref(self.out_id(task)),
-                "conformsTo": _ref(FORMAL_PARAMETER),
-            },
-        )
-        outputs.append(_ref(param))
-        props: dict[str, Any] = {
-            "@type": "Dataset",
-            "name": f"output of task {task.task_id}",
-            "hasPart": [_ref(f) for f in files],
-            "exampleOfWork": _ref(param),
-        }
-        derived = []
-        for source_run, units in sorted(task.reused.items()):
-            origin = f"#reused/{task.task_id}/{source_run}"
-            self.add(
-                origin,
-                {
-                    "@type": "CreativeWork",
-                    "name": f"{len(units)} units of {task.task_id} computed by run {source_run}",
-                    "identifier": source_run,
-                    "description": "reused, not computed again: " + ", ".join(sorted(units)),
-                },
-            )
-            derived.append(_ref(origin))
-        if derived:
-            props["wasDerivedFrom"] = derived
-        return self.crate.add_dataset(source=None, dest_path=self.out_id(task), properties=props).id
 
 
 def crate_metadata(

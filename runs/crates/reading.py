@@ -200,7 +200,7 @@ class _Crate:
             said = entity.get("contentSize")
             if said is not None and str(said) != str(size):
                 raise CrateRefused(
-                    f"file {path!r}: {size} bytes, the metadata says {said} "
+                    f"file {path!r}: {size} bytes, the metadata says {said} bytes "
                     "(changed after the crate was made)"
                 )
             self.checked[path] = sha

@@ -78,7 +78,9 @@ class TaskRecord:
     started_at: datetime | None
     ended_at: datetime | None
     units_total: int | None
-    reused: dict[str, list[str]]
+    reused: dict[str, list[Any]]
+    """Units reused, by earlier run: [start, end) ranges of unit indices, unit names, or
+    ["out"] (runs/reuse_plans.py)."""
     resources: dict[str, Any]
     usage: dict[str, float]
     outputs: list[StoredFile]

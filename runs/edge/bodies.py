@@ -98,6 +98,8 @@ class Credential:
 
 def path_limit(path: str) -> Limit:
     """The limit of a body sent with a valid credential to `path`."""
+    if path in UPLOAD_PATHS:  # streamed on, spooled and cut at their own limit
+        return Limit(int(settings.SIMRUN_MAX_UPLOAD_BYTES), "SIMRUN_MAX_UPLOAD_BYTES")
     if path.startswith("/api/"):
         return Limit(int(settings.DATA_UPLOAD_MAX_MEMORY_SIZE), "DATA_UPLOAD_MAX_MEMORY_SIZE")
     return Limit(int(settings.SIMRUN_FORM_MAX_BYTES), "SIMRUN_FORM_MAX_BYTES")

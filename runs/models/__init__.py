@@ -1,17 +1,15 @@
 """The records of simrun. Status lives in these rows: pages and the API read them, never Celery."""
 
 from runs.models.heartbeat import Heartbeat
-from runs.models.identity import Identity, IdentityKind, Token
+from runs.models.identity import Identity, IdentityKind, SubmissionQueue, Token
 from runs.models.observation import ResourceObservation
 from runs.models.run import (
     MergePending,
     OomKills,
     Run,
     RunEnvironment,
-    RunState,
     StoredPod,
     Task,
-    TaskState,
 )
 from runs.models.snapshot import Snapshot
 
@@ -24,10 +22,9 @@ __all__ = [
     "ResourceObservation",
     "Run",
     "RunEnvironment",
-    "RunState",
     "Snapshot",
     "StoredPod",
+    "SubmissionQueue",
     "Task",
-    "TaskState",
     "Token",
 ]

@@ -35,6 +35,12 @@ class Identity(models.Model):
         help_text="The person an agent acts for.",
     )
     created_at = models.DateTimeField(auto_now_add=True)
+    submission_turn_at = models.DateTimeField(
+        null=True,
+        blank=True,
+        help_text="When a worker last took one of its runs to submit: the identity served "
+        "longest ago goes next (runs/services/fair_share.py).",
+    )
 
     class Meta:
         verbose_name_plural = "identities"
@@ -55,9 +61,23 @@ class Identity(models.Model):
         return f"{self.name} ({self.kind})"
 
     @property
+    def is_owner(self) -> bool:
+        """The lab's owner: an operator, who may see the owner's pages and clean any run."""
+        return self.kind == IdentityKind.OWNER
+
+    @property
     def principal(self) -> Identity:
         """Whose runs this identity's runs count as: an agent's person, else itself."""
         return self.acts_for if self.acts_for_id is not None and self.acts_for else self
+
+
+class SubmissionQueue(Identity):
+    """The admin's view of the submissions waiting per identity (runs/admin.py)."""
+
+    class Meta:
+        proxy = True
+        verbose_name = "submission queue"
+        verbose_name_plural = "submission queue (per identity)"
 
 
 class Token(models.Model):

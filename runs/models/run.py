@@ -8,6 +8,7 @@ from typing import NotRequired, TypedDict
 
 from django.db import models
 from django.db.models import Q
+from django.utils import timezone
 
 from runs.models.identity import Identity
 from runs.states import RunState, TaskState
@@ -53,6 +54,16 @@ OomKills = dict[str, list[int]]
 MergePending = dict[str, str]
 
 
+class RunQuerySet(models.QuerySet["Run"]):
+    """Every update of runs stamps `updated_at` (unless it sets it itself), as `save` does:
+    the controller reads only the rows written since its last pass (`controller/followed.py`),
+    so no writer may change a run without saying when."""
+
+    def update(self, **kwargs: object) -> int:
+        kwargs.setdefault("updated_at", timezone.now())
+        return super().update(**kwargs)
+
+
 class Run(models.Model):
     """One submission of a workflow, with everything the controller needs to continue it."""
 
@@ -94,6 +105,15 @@ class Run(models.Model):
     submit_lease_until = models.DateTimeField(
         null=True, blank=True, help_text="A worker is submitting the run until then."
     )
+    submit_queued_at = models.DateTimeField(
+        null=True,
+        blank=True,
+        help_text="When the controller last sent it again (none yet: its first message "
+        "was sent when it was created).",
+    )
+    submit_requeues = models.PositiveSmallIntegerField(
+        default=0, help_text="Messages sent again for it by the controller (each waits longer)."
+    )
     idempotency_key = models.CharField(max_length=128, null=True, blank=True)  # noqa: DJ001
     reuse = models.BooleanField(
         default=True, help_text="Units done in earlier runs with the same key are reused."
@@ -124,7 +144,9 @@ class Run(models.Model):
     submitted_at = models.DateTimeField(null=True, blank=True)
     started_at = models.DateTimeField(null=True, blank=True)
     ended_at = models.DateTimeField(null=True, blank=True)
-    updated_at = models.DateTimeField(auto_now=True)
+    updated_at = models.DateTimeField(auto_now=True, help_text="When the row was last written.")
+
+    objects = RunQuerySet.as_manager()
 
     class Meta:
         ordering = ["-created_at", "-id"]
@@ -139,6 +161,7 @@ class Run(models.Model):
                 | Q(deleting=True),
             ),
             models.Index(fields=["-created_at", "-id"], name="run_newest"),
+            models.Index(fields=["updated_at"], name="run_updated"),  # the rows written since
             models.Index(fields=["owner", "-created_at"], name="run_owner_newest"),
             models.Index(fields=["principal", "-created_at"], name="run_principal_newest"),
             models.Index(fields=["group", "-created_at"], name="run_group_newest"),

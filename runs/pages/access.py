@@ -8,7 +8,7 @@ from __future__ import annotations
 
 from collections.abc import Callable
 from functools import wraps
-from typing import Concatenate, ParamSpec
+from typing import TYPE_CHECKING, Concatenate, ParamSpec
 
 from django.contrib.auth.decorators import login_required
 from django.http import HttpRequest, HttpResponse
@@ -16,7 +16,10 @@ from django.http.response import HttpResponseBase
 from django.shortcuts import render
 from django_htmx.middleware import HtmxDetails
 
-from runs.models import Identity, IdentityKind
+from runs.selectors.identities import identity_of_user
+
+if TYPE_CHECKING:
+    from runs.models import Identity
 
 P = ParamSpec("P")
 
@@ -27,7 +30,7 @@ class HtmxHttpRequest(HttpRequest):
     htmx: HtmxDetails
 
 
-PageView = Callable[Concatenate[HtmxHttpRequest, Identity, P], HttpResponseBase]
+PageView = Callable[Concatenate[HtmxHttpRequest, "Identity", P], HttpResponseBase]
 
 
 def identity_of(request: HttpRequest) -> Identity | None:
@@ -35,7 +38,7 @@ def identity_of(request: HttpRequest) -> Identity | None:
     user = request.user
     if not user.is_authenticated:
         return None
-    return Identity.objects.select_related("acts_for").filter(user_id=user.pk).first()
+    return identity_of_user(user.pk)
 
 
 def forbidden(request: HttpRequest, reason: str) -> HttpResponse:
@@ -68,7 +71,7 @@ def owner_only(view: PageView[P]) -> Callable[Concatenate[HttpRequest, P], HttpR
     def check(
         request: HtmxHttpRequest, identity: Identity, *args: P.args, **kwargs: P.kwargs
     ) -> HttpResponseBase:
-        if identity.kind != IdentityKind.OWNER:
+        if not identity.is_owner:
             return forbidden(request, "Only the owner of the lab may open this page.")
         return view(request, identity, *args, **kwargs)
 

@@ -2,14 +2,18 @@
 
 from __future__ import annotations
 
+from typing import TYPE_CHECKING
+
 from django.http import HttpResponse
 from django.shortcuts import render
 
-from runs.models import Identity
 from runs.pages.access import HtmxHttpRequest, with_identity
 from runs.pages.forms import CompareForm
 from runs.selectors.compare import SECTIONS, Comparison, compare_runs
 from runs.services.runs import RunNotFound
+
+if TYPE_CHECKING:
+    from runs.models import Identity
 
 
 @with_identity

@@ -7,9 +7,12 @@ from typing import Any
 from django import forms
 from django.core.files.uploadedfile import UploadedFile
 
-from runs.models import Identity, RunState, Snapshot
+from runs.selectors.identities import identity_names
+from runs.selectors.snapshots import newest_snapshots
+from runs.states import RunState
 from runs.workflow import WorkflowInvalid
-from runs.workflow_text import decode, limits
+from runs.workflow_limits import limits
+from runs.workflow_text import decode
 
 
 class RunFilterForm(forms.Form):
@@ -26,18 +29,15 @@ class RunFilterForm(forms.Form):
 
     def __init__(self, *args: Any, **kwargs: Any) -> None:
         super().__init__(*args, **kwargs)
-        names = Identity.objects.order_by("name").values_list("name", flat=True)
+        names = identity_names()
         self.fields["owner"].choices = [("", "anyone"), *((n, n) for n in names)]  # type: ignore[attr-defined]
 
 
 def snapshot_choices() -> list[tuple[str, str]]:
     """Existing snapshots, newest first, for the model of a submission."""
-    rows = Snapshot.objects.order_by("-created_at").values_list("digest", "name", "created_at")[
-        :200
-    ]
     return [("", "none")] + [
-        (digest, f"{name or 'snapshot'} · {digest[:12]} · {created:%Y-%m-%d %H:%M}")
-        for digest, name, created in rows
+        (s.digest, f"{s.name or 'snapshot'} · {s.digest[:12]} · {s.created_at:%Y-%m-%d %H:%M}")
+        for s in newest_snapshots(200)
     ]
 
 

@@ -6,6 +6,7 @@ from __future__ import annotations
 import hashlib
 from collections.abc import AsyncIterator, Iterator
 from dataclasses import dataclass
+from typing import TYPE_CHECKING
 
 from asgiref.sync import sync_to_async
 from django.core.handlers.asgi import ASGIRequest
@@ -13,13 +14,15 @@ from django.http import FileResponse, Http404, HttpResponse, StreamingHttpRespon
 from django.http.response import HttpResponseBase
 from django.shortcuts import render
 
-from runs.models import Identity, Run, Task
 from runs.pages.access import HtmxHttpRequest, with_identity
 from runs.selectors.logs import LogEntry, task_logs
 from runs.selectors.outputs import OutputNotFound, output_file
 from runs.selectors.runs_list import get_run
 from runs.services.crates import RunNotExportable, exported_zip
 from runs.services.runs import RunNotFound
+
+if TYPE_CHECKING:
+    from runs.models import Identity, Run, Task
 
 TAIL_LINES = 200
 TEMPLATE = "runs/log.html"

@@ -11,12 +11,11 @@ inside <noscript>).
 
 from __future__ import annotations
 
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from django.http import HttpResponse, QueryDict
 from django.shortcuts import render
 
-from runs.models import Identity
 from runs.pages.access import HtmxHttpRequest, with_identity
 from runs.pages.forms import RunFilterForm
 from runs.pages.live import followed, status_key
@@ -32,6 +31,9 @@ from runs.selectors.runs_list import (
     runs_with_details,
     text_query,
 )
+
+if TYPE_CHECKING:
+    from runs.models import Identity
 
 TEMPLATE = "runs/run_list.html"
 PAGE = 50

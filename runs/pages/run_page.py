@@ -10,7 +10,7 @@ page reads and acts the same without it.
 from __future__ import annotations
 
 import hashlib
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from django.contrib import messages
 from django.http import HttpResponse
@@ -20,11 +20,11 @@ from django.urls import reverse
 from django.utils.safestring import mark_safe
 from django_htmx.http import HttpResponseClientRedirect
 
-from runs.models import Identity, Run, Task
 from runs.pages import plots, run_plots
 from runs.pages.access import HtmxHttpRequest, forbidden, with_identity
 from runs.pages.dag import DagNode, draw
 from runs.pages.run_files import log_tail, run_or_404
+from runs.selectors.disk import installation_disk
 from runs.selectors.outputs import run_outputs
 from runs.selectors.reuse import run_reuse
 from runs.selectors.runs_list import run_item
@@ -32,6 +32,9 @@ from runs.selectors.tasks import TaskView, run_tasks
 from runs.selectors.workers import WorkerView, task_workers
 from runs.services.runs import NotAllowed, RunConflict, RunNotFound, cancel_run, may_change
 from runs.states import TaskState
+
+if TYPE_CHECKING:
+    from runs.models import Identity, Run, Task
 
 TEMPLATE = "runs/run_detail.html"
 NOSCRIPT_REFRESH_S = 10
@@ -88,12 +91,13 @@ def run_context(
         "tasks": tasks,
         "dag": draw(nodes, title=f"Tasks of run {run.id}"),
         "selected": selected,
-        "outputs": _outputs(run),
+        **_outputs(run),
         "tasks_memory_svg": run_plots.memory_plot(run, list(run.tasks.all())),
         "may_cancel": not run.ended and may_change(identity, run),
         "live": not run.ended or bool(run.pending),  # followed until "cancelling" is over
         "refresh_s": NOSCRIPT_REFRESH_S,
         "reuse": run_reuse(run),
+        "disk": installation_disk() if not run.ended else None,
     }
     if selected is not None:
         row = next(t for t in run.tasks.all() if t.task_id == selected.task_id)
@@ -118,13 +122,25 @@ def _default_pod(workers: list[WorkerView], task: Task) -> str | None:
     return None if task.splittable else task.task_id
 
 
-def _outputs(run: Run) -> list[dict[str, Any]]:
+PAGE_OUTPUTS = 500
+"""The most output files the page lists (the API lists more)."""
+CUT_BECAUSE = {
+    "files": f"the page lists the first {PAGE_OUTPUTS}",
+    "entries": "the listing looked at as many entries as it may (SIMRUN_LISTING_MAX_ENTRIES)",
+    "depth": "folders deeper than SIMRUN_LISTING_MAX_DEPTH are not shown",
+    "time": "the listing took as long as it may (SIMRUN_LISTING_MAX_S)",
+}
+
+
+def _outputs(run: Run) -> dict[str, Any]:
+    """The output files the page lists, and why the list is cut, if it is."""
     prefix = f"runs/{run.id}/"
-    listing = run_outputs(run.id, limit=500)
-    return [
+    listing = run_outputs(run.id, limit=PAGE_OUTPUTS)
+    files = [
         {"file": f, "href": reverse("pages:download", args=[run.id, f.path.removeprefix(prefix)])}
         for f in listing.files
     ]
+    return {"outputs": files, "outputs_cut": CUT_BECAUSE.get(listing.cut or "")}
 
 
 @with_identity

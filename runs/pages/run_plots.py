@@ -16,17 +16,21 @@ import statistics
 from collections.abc import Sequence
 from dataclasses import dataclass
 from datetime import datetime
+from typing import TYPE_CHECKING
 
 from django.utils.safestring import SafeString
 
-from runs.models import Run, Task, TaskState
 from runs.pages import plots
 from runs.plans import TaskPlan
 from runs.reuse_plans import count_reused
 from runs.selectors.unit_times import learned_unit_seconds
 from runs.selectors.workers import WorkerView, task_workers
+from runs.states import TaskState
 from runs.store import task_paths
 from simrun_harness.progress import UNIT_DONE, read_task_progress
+
+if TYPE_CHECKING:
+    from runs.models import Run, Task
 
 
 @dataclass(frozen=True)

@@ -8,7 +8,7 @@ itself.
 
 from __future__ import annotations
 
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from django.conf import settings
 from django.http import HttpRequest, HttpResponse
@@ -16,13 +16,15 @@ from django.http.response import HttpResponseBase
 from django.shortcuts import render
 from django.template.loader import render_to_string
 
-from runs.models import Identity
 from runs.pages import plots
 from runs.pages.access import HtmxHttpRequest, with_identity
 from runs.pages.live import DIGEST, bad_request, event, streamed
 from runs.pages.run_page import live_digest
 from runs.selectors.servers import ServerUsage
 from runs.selectors.servers import servers as all_servers
+
+if TYPE_CHECKING:
+    from runs.models import Identity
 
 TEMPLATE = "runs/servers.html"
 

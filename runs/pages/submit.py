@@ -9,14 +9,12 @@ A task type's settings schema becomes a form whose task is appended to the workf
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from django.http import Http404, HttpResponse
 from django.shortcuts import redirect, render
 from django_htmx.http import reswap, retarget
 
-from runs.backends import backend
-from runs.models import Identity
 from runs.pages.access import HtmxHttpRequest, with_identity
 from runs.pages.forms import SubmitForm
 from runs.pages.schema_form import SchemaFormError, task_form_class, task_of, with_task
@@ -24,6 +22,9 @@ from runs.selectors.task_estimates import TaskEstimateView, estimate_workflow
 from runs.services.submission import create_run
 from runs.task_types import registry
 from runs.workflow import WorkflowError, WorkflowInvalid
+
+if TYPE_CHECKING:
+    from runs.models import Identity
 
 TEMPLATE = "runs/submit.html"
 
@@ -47,9 +48,7 @@ def check_workflow(text: str, *, identity: Identity, sources: list[str]) -> Chec
     if not text.strip():
         return Check()
     try:
-        views = estimate_workflow(
-            identity=identity, workflow=text, sources=sources, nodes=backend().nodes()
-        )
+        views = estimate_workflow(identity=identity, workflow=text, sources=sources)
     except WorkflowInvalid as exc:
         return Check(checked=True, errors=sorted(exc.errors, key=lambda e: (e.line or 0, str(e))))
     except ValueError as exc:  # a plan that cannot be made, an unknown snapshot or node
@@ -95,11 +94,10 @@ def submit(request: HtmxHttpRequest, identity: Identity) -> HttpResponse:
         check = check_workflow(text, identity=identity, sources=form.sources())
         if action == "submit" and check.valid:
             try:
-                run = create_run(
+                run, _ = create_run(
                     identity=identity,
                     workflow=text,
                     sources=form.sources(),
-                    nodes=backend().nodes(),
                     group=form.cleaned_data.get("group") or "",
                 )
             except WorkflowInvalid as exc:

@@ -2,7 +2,16 @@
 
 from django.urls import path
 
-from runs.pages import compare, lab, live, run_files, run_list, run_page, servers, submit
+from runs.pages import (
+    compare,
+    housekeeping,
+    live,
+    run_files,
+    run_list,
+    run_page,
+    servers,
+    submit,
+)
 
 app_name = "pages"
 
@@ -25,6 +34,6 @@ urlpatterns = [
     path("compare/", compare.compare, name="compare"),
     path("submit/", submit.submit, name="submit"),
     path("submit/types/<str:name>/", submit.task_type, name="task-type"),
-    path("cleanup/", lab.cleanup, name="cleanup"),
-    path("usage/", lab.usage, name="usage"),
+    path("cleanup/", housekeeping.cleanup, name="cleanup"),
+    path("usage/", housekeeping.usage, name="usage"),
 ]

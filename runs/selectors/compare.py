@@ -1,8 +1,10 @@
-"""Runs side by side (S14): settings, sources, environment, durations and resources.
+"""Runs side by side (S14): settings, sources, environment, durations, resources and outputs.
 
 The comparison is a list of rows, one per (section, key), with one value per run in the
 order asked and whether the values differ, so a page or an agent can show only differences.
-Nested values are flattened to dotted keys (`scan.settings.n_points`).
+Nested values are flattened to dotted keys (`scan.settings.n_points`). Outputs are compared
+by content: one row per output file (`<task>/<path>`), its SHA-256 in each run (None where a
+run has no such file), so a run made again from a crate shows whether it made the same bytes.
 """
 
 from __future__ import annotations
@@ -14,10 +16,12 @@ from django.db.models import Avg, Count, Max, Q
 
 from runs.models import ResourceObservation, Run, Snapshot
 from runs.refusals import RunNotFound
+from runs.selectors.output_digests import output_digests
 from runs.selectors.runs_list import RunItem, run_item, runs_with_details
 
 MAX_RUNS = 20
-SECTIONS = ("run", "settings", "sources", "environment", "durations", "resources")
+SECTIONS = ("run", "settings", "sources", "environment", "durations", "resources", "outputs")
+NOT_COMPARED = "(not compared)"
 
 
 @dataclass(frozen=True)
@@ -108,6 +112,13 @@ def _resource_values(run: Run, observed: dict[tuple[str, str], dict[str, Any]]) 
     return found
 
 
+def _output_values(run: Run) -> dict[str, Any]:
+    found = output_digests(run.pk)
+    if found.not_compared:
+        return {NOT_COMPARED: found.not_compared}
+    return dict(sorted(found.digests.items()))
+
+
 def compare_runs(run_ids: list[str]) -> Comparison:
     """Compare 2 to MAX_RUNS runs, in the order given.
 
@@ -155,6 +166,7 @@ def compare_runs(run_ids: list[str]) -> Comparison:
             "environment": _flattened(run.environment or {}),
             "durations": _duration_values(run),
             "resources": _resource_values(run, observed),
+            "outputs": _output_values(run),
         }
         for run in runs
     ]

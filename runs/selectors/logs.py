@@ -9,8 +9,9 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from runs.backends import backend
-from runs.models import Run, RunState, Task, TaskState
+from runs.models import Run, Task
 from runs.ports import LOG_LIMIT_BYTES, read_log
+from runs.states import RunState, TaskState
 from runs.store import task_paths
 from simrun_harness import store_reads
 

@@ -22,7 +22,8 @@ from runs.store import listing_limits, store_root
 from simrun_harness import store_reads
 from simrun_harness.layout import MERGE_MARKER, check_name
 
-MAX_LISTED = 10_000
+MAX_LISTED = 5_000
+"""The most files a listing holds (a page shows fewer); beyond, it is cut (`files`)."""
 _RANGE = re.compile(r"^bytes=(\d*)-(\d*)$")
 
 

@@ -5,8 +5,9 @@ from __future__ import annotations
 
 from dataclasses import asdict, dataclass
 
-from runs.models import Run, RunState, Task
+from runs.models import Run, Task
 from runs.selectors.progress import TaskProgress, run_progress
+from runs.states import RunState
 from runs.store import task_paths
 from simrun_harness.ledger_reads import counts
 

@@ -14,9 +14,10 @@ from datetime import UTC, datetime, timedelta
 
 from django.db.models import Prefetch, Q, QuerySet
 
-from runs.models import Identity, Run, RunState, Task
+from runs.models import Identity, Run, Task
 from runs.refusals import RunNotFound
 from runs.selectors.progress import TaskProgress, progress_of, run_progress
+from runs.states import RunState
 from runs.store import task_paths
 from simrun_harness.ledger_reads import counts
 
@@ -110,6 +111,11 @@ def runs_with_details() -> QuerySet[Run]:
     )
 
 
+def run_names(run_ids: list[str]) -> dict[str, str]:
+    """The workflow name of each of these runs that has a record."""
+    return dict(Run.objects.filter(pk__in=run_ids).values_list("id", "name"))
+
+
 def get_run(run_id: str) -> Run:
     """One run with its identities and tasks; RunNotFound for an unknown id."""
     run = runs_with_details().filter(pk=run_id).first()
@@ -187,7 +193,7 @@ def list_runs(
     """
     if not 1 <= limit <= MAX_LIMIT:
         raise BadFilter(f"limit: must be between 1 and {MAX_LIMIT}")
-    runs = (
+    runs: QuerySet[Run] = (
         Run.objects.select_related("owner", "principal")
         .only(*LISTED_FIELDS)
         .order_by("-created_at", "-id")

@@ -16,6 +16,7 @@ from runs.planned_tasks import plan_tasks, types_for_model
 from runs.plans import Node, ResourcesJson, TaskPlan, TaskPlanJson
 from runs.priorities import tier_of
 from runs.refusals import SubmissionRefused
+from runs.selectors.servers import schedulable_nodes
 from runs.task_types import Types
 from runs.validation import load, load_data
 from runs.workflow import SplitMode, Workflow
@@ -45,16 +46,13 @@ def estimate_workflow(
     identity: Identity,
     workflow: str | dict[str, Any] | Workflow,
     sources: list[str],
-    nodes: list[Node],
     split: SplitMode | None = None,
     reserve: str | None = None,
+    nodes: list[Node] | None = None,
 ) -> list[TaskEstimateView]:
-    """Every task's estimate, in topological order, the workflow checked with the types of
-    the model's environment (the service's own until it is built).
-
-    Raises WorkflowInvalid, SubmissionRefused (unknown sources or node) or
-    runs.planner.PlanRefused.
-    """
+    """Every task's estimate, in topological order, planned on the backend's nodes (or on
+    `nodes`), the workflow checked with the types of the model's environment (the service's
+    own until it is built). Raises WorkflowInvalid, SubmissionRefused or PlanRefused."""
     known = set(Snapshot.objects.filter(digest__in=sources).values_list("digest", flat=True))
     missing = [d for d in sources if d not in known]
     if missing:
@@ -64,6 +62,8 @@ def estimate_workflow(
         workflow = load(workflow, types=types)
     elif not isinstance(workflow, Workflow):
         workflow = load_data(workflow, types=types)
+    if nodes is None:
+        nodes = schedulable_nodes()
     reserve = reserve or workflow.defaults.reserve
     if reserve and not any(n.name == reserve for n in nodes):
         names = ", ".join(n.name for n in nodes) or "none"

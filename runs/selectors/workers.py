@@ -14,10 +14,10 @@ A worker is one pod of a task: `<task>-w0` (the coordinator), `<task>-w1..` (ext
 
 from __future__ import annotations
 
-import re
 from dataclasses import dataclass
 
 from runs.models import Run, StoredPod, Task
+from runs.plans import merge_pod, worker_index, worker_pod
 from runs.ports import PodPhase
 from runs.reuse_plans import count_reused
 from runs.states import TaskState
@@ -55,9 +55,9 @@ class WorkerView:
 
 def role_of(task: Task, worker: str) -> str:
     """base (coordinator), extra, merge, or exec (the single pod of an unsplit task)."""
-    if worker == f"{task.task_id}-merge":
+    if worker == merge_pod(task.task_id):
         return "merge"
-    if worker == f"{task.task_id}-w0":
+    if worker == worker_pod(task.task_id, 0):
         return "base"
     if task.splittable:
         return "extra"
@@ -67,8 +67,7 @@ def role_of(task: Task, worker: str) -> str:
 def _belongs(task: Task, pod: str) -> bool:
     if not task.splittable:
         return pod == task.task_id
-    prefix = re.escape(task.task_id)
-    return re.fullmatch(rf"{prefix}-(w\d+|merge)", pod) is not None
+    return pod == merge_pod(task.task_id) or worker_index(task.task_id, pod) is not None
 
 
 def _units_done_by_worker(task: Task) -> dict[str, set[str]]:
@@ -79,11 +78,12 @@ def _units_done_by_worker(task: Task) -> dict[str, set[str]]:
     return done
 
 
-def _worker_order(name: str) -> tuple[int, int, str]:
-    match = re.search(r"-w(\d+)$", name)
-    if match:
-        return (0, int(match.group(1)), name)
-    return (1 if name.endswith("-merge") else 0, 0, name)
+def _worker_order(task_id: str, name: str) -> tuple[int, int, str]:
+    """The coordinator, the extra workers by number, anything else, the merge last."""
+    index = worker_index(task_id, name)
+    if index is not None:
+        return (0, index, name)
+    return (1 if name == merge_pod(task_id) else 0, 0, name)
 
 
 def task_workers(run: Run, task: Task) -> list[WorkerView]:
@@ -109,7 +109,7 @@ def task_workers(run: Run, task: Task) -> list[WorkerView]:
             units_claimed=claims.get(name, 0),
             units_reused=reused if name == f"{task.task_id}-w0" else 0,
         )
-        for name in sorted(names, key=_worker_order)
+        for name in sorted(names, key=lambda name: _worker_order(task.task_id, name))
     ]
 
 

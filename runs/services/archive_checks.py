@@ -15,6 +15,7 @@ the headers said.
 
 from __future__ import annotations
 
+import gzip
 import posixpath
 import stat
 import struct
@@ -152,13 +153,70 @@ class _Tally:
         check_bytes(name, self.bytes, self.archive_size, self.limits)
 
 
+def open_tar(path: Path, kind: str) -> tarfile.TarFile:
+    """A tar archive read as a stream; a tar.gz through `gzip` (C), three times faster than
+    tarfile's own decompressing stream."""
+    if kind == TGZ:
+        return tarfile.open(fileobj=gzip.open(path, "rb"), mode="r|")
+    return tarfile.open(path, mode="r|")
+
+
+def _tar_size(field: bytes) -> int | None:
+    """A header's size field: octal, or base-256 (GNU) when its first bit is set."""
+    if field[:1] and field[0] & 0x80:
+        return int.from_bytes(field[1:], "big")
+    text = field.rstrip(b"\0 ").lstrip(b" ")
+    try:
+        return int(text or b"0", 8)
+    except ValueError:
+        return None
+
+
+def tar_member_count(path: Path, kind: str, stop_after: int) -> int:
+    """How many files and links a tar holds, counted up to `stop_after + 1` from the headers
+    alone (their data skipped, nothing parsed): tarfile takes about 0.1 ms a member, this a
+    few microseconds. Extension headers (GNU long names, pax) are no members; a pax `size`
+    is honoured. A header it cannot read ends the count (tarfile then says why)."""
+    counted = 0
+    with gzip.open(path, "rb") if kind == TGZ else path.open("rb") as stream:
+        pax_size: int | None = None
+        while counted <= stop_after:
+            header = stream.read(512)
+            if len(header) < 512 or header == bytes(512):
+                break
+            kind_flag = header[156:157]
+            size = pax_size if pax_size is not None else _tar_size(header[124:136])
+            pax_size = None
+            if size is None:
+                break
+            if kind_flag == b"S" and header[482]:  # old GNU sparse: extension blocks follow
+                while (block := stream.read(512)) and len(block) == 512 and block[504]:
+                    pass
+            padded = -(-size // 512) * 512
+            if kind_flag == b"x":
+                data = stream.read(min(size, 1024 * 1024))
+                stream.seek(padded - len(data), 1)
+                for record in data.split(b"\n"):  # "<length> <keyword>=<value>"
+                    key, _, value = record.partition(b" ")[2].partition(b"=")
+                    if key == b"size" and value.isdigit():
+                        pax_size = int(value)
+                continue
+            stream.seek(padded, 1)
+            if kind_flag not in (b"L", b"K", b"g", b"5"):
+                counted += 1
+    return counted
+
+
 def _tar_members(path: Path, kind: str, limits: UploadLimits) -> list[Member]:
     """Check every member of a tar archive, reading it as a stream (headers before data), so
-    a bomb is refused at its header without decompressing what it claims to hold."""
+    a bomb is refused at its header without decompressing what it claims to hold; an archive
+    of more members than the limit is refused from its headers first (`tar_member_count`)."""
     tally = _Tally(limits, path.stat().st_size)
     members: list[Member] = []
     try:
-        with tarfile.open(path, mode="r|gz" if kind == TGZ else "r|") as archive:
+        if tar_member_count(path, kind, limits.max_files) > limits.max_files:
+            raise too_many_files(limits)
+        with open_tar(path, kind) as archive:
             for info in archive:
                 if info.isdir():
                     continue
@@ -175,7 +233,7 @@ def _tar_members(path: Path, kind: str, limits: UploadLimits) -> list[Member]:
                     raise UploadRefused(f"member {name!r}: unsupported member type")
                 tally.add(name, info.size)  # a sparse member's size is its full size
                 members.append(Member(name, info.size, executable=bool(info.mode & 0o100)))
-    except (tarfile.TarError, EOFError, OSError, zlib.error) as exc:
+    except (tarfile.TarError, EOFError, OSError, zlib.error, gzip.BadGzipFile) as exc:
         raise UploadRefused(f"not a readable {kind} archive: {exc}") from None
     return members
 

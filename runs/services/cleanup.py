@@ -15,9 +15,10 @@ from datetime import datetime, timedelta
 
 from django.utils import timezone
 
-from runs.models import Identity, IdentityKind, Run, RunState
+from runs.models import Identity, IdentityKind, Run
 from runs.selectors.usage import freed_bytes
 from runs.services.runs import mark_deleting
+from runs.states import RunState
 from runs.store import run_paths
 
 MAX_DAYS = 36_500.0

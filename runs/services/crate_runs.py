@@ -24,15 +24,17 @@ from django.db import transaction
 
 from runs import kept_environment
 from runs.crates.reading import CrateRefused, CrateRun, CrateSnapshot, read_crate
+from runs.environments import SERVICE_ENVIRONMENT, model_environment
 from runs.models import Identity, Run, Snapshot
 from runs.plans import Node
+from runs.plugin_metadata import environment_at, service_environment
 from runs.services.crate_archives import unpack_crate
 from runs.services.snapshot_records import record_snapshot
 from runs.services.submission import create_run
 from runs.services.uploads import UploadLimits
 from runs.snapshots import Provenance, SnapshotRefused, snapshot_entries
 from runs.store import store
-from runs.task_types import COMMAND, registry
+from runs.task_types import COMMAND, Types, registry
 from runs.validation import load_data
 from runs.workflow import SplitMode
 
@@ -73,10 +75,23 @@ def _taken_back_on_failure() -> Iterator[_Added]:
         raise
 
 
-def _check_types(crate: CrateRun) -> None:
+def _types(crate: CrateRun, root: Path) -> Types:
+    """The task types the crate's run is checked with here: those of the environment its
+    model would run in (resolved under the crate's constraints) once it is built here, else
+    the service's own, as `create_run` takes them."""
+    if not crate.snapshots:
+        return registry()
+    model = root / "snapshots" / crate.snapshots[0].digest
+    ref, _ = model_environment(model, constraints=crate.constraints)
+    if ref == SERVICE_ENVIRONMENT:
+        return registry()
+    return registry(environment_at(store().environments, ref) or service_environment())
+
+
+def _check_types(crate: CrateRun, types: Types) -> None:
     """CrateRefused naming the first task type not installed here, its package and version as
     the crate records them, and how to install it."""
-    installed = set(registry().plugins()) | {COMMAND}
+    installed = set(types.plugins()) | {COMMAND}
     for task in crate.workflow.get("tasks") or []:
         name = task.get("type") if isinstance(task, dict) else None
         if not isinstance(name, str) or name in installed:
@@ -137,15 +152,17 @@ def submit_crate(
     *,
     identity: Identity,
     archive: Path,
-    nodes: list[Node],
     limits: UploadLimits,
     group: str = "",
     split: SplitMode | None = None,
     reuse: bool = False,
     resume_from: str | None = None,
     idempotency_key: str | None = None,
-) -> Run:
-    """Make the run a crate's zip records again and submit it, `submitting` (as `create_run`).
+    nodes: list[Node] | None = None,
+) -> tuple[Run, bool]:
+    """Make the run a crate's zip records again and submit it, `submitting`; the run and
+    whether it was made now (as `create_run`, which plans it on the backend's nodes, or on
+    `nodes`).
 
     `reuse` is off by default: a re-run computes every unit, which is what it is for.
     Raises UploadRefused (the zip), CrateUnreadable or CrateRefused (the crate), and what
@@ -154,20 +171,21 @@ def submit_crate(
     if idempotency_key:
         existing = Run.objects.filter(owner=identity, idempotency_key=idempotency_key).first()
         if existing is not None:
-            return existing
+            return existing, False  # the crate is not read again for a retried request
     paths = store()
     paths.uploads.mkdir(parents=True, exist_ok=True)
     with tempfile.TemporaryDirectory(dir=paths.uploads, prefix=".crate-") as tmp:
         root = unpack_crate(archive, Path(tmp) / "crate", limits)
         crate = read_crate(root)
-        _check_types(crate)
-        spec = load_data(crate.workflow)
+        types = _types(crate, root)
+        _check_types(crate, types)
+        load_data(crate.workflow, types=types)  # an invalid workflow stores nothing
         with _taken_back_on_failure() as added:
             sources = [_store_snapshot(s, identity, added) for s in crate.snapshots]
             with transaction.atomic():  # the submission is enqueued once all of it is written
-                run = create_run(
+                run, created = create_run(
                     identity=identity,
-                    workflow=spec,
+                    workflow=crate.workflow,
                     sources=sources,
                     nodes=nodes,
                     group=group,
@@ -181,4 +199,4 @@ def submit_crate(
                 if crate.constraints is not None:
                     kept_environment.keep(run.pk, {"constraints.txt": crate.constraints})
     run.refresh_from_db()
-    return run
+    return run, created

@@ -11,9 +11,10 @@ from django.db import transaction
 from django.db.models import F, Q
 from django.utils import timezone
 
-from runs.models import Identity, IdentityKind, Run, RunState, Task, TaskState
+from runs.models import Identity, IdentityKind, Run, Task
 from runs.refusals import NotAllowed, RunConflict, RunNotFound
 from runs.services import background
+from runs.states import RunState, TaskState
 from runs.store import run_paths
 
 

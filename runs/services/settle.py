@@ -8,8 +8,9 @@ from __future__ import annotations
 
 from collections.abc import Callable
 
-from runs.models import Run, RunState, Task
+from runs.models import Run, Task
 from runs.ports import Backend
+from runs.states import RunState
 from runs.store import task_paths
 from simrun_harness import store_reads
 

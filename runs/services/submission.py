@@ -2,10 +2,11 @@
 
 `create_run` answers at once with the run `submitting` (S3). `submit_run` (a Celery task's
 body) builds or finds the environment, reserves the node and creates the workflow; it is
-idempotent and resumable (rule 9): the workflow name is fixed at creation, an existing
+idempotent and resumable (C17): the workflow name is fixed at creation, an existing
 environment is found, a reservation is kept, and a workflow that exists counts as submitted.
 A lease in the row keeps two workers from submitting one run at the same time, and lets the
-controller resume a submission whose worker died (C17).
+controller resume a submission whose worker died (C17). Which waiting run a worker takes, and
+how many an identity may have waiting, is the fair share's (runs/services/fair_share.py).
 """
 
 from __future__ import annotations
@@ -19,20 +20,23 @@ from datetime import timedelta
 from typing import Any
 
 from django.db import IntegrityError, connection, transaction
-from django.db.models import F, Q
+from django.db.models import F
 from django.utils import timezone
 
 from runs import environments, kept_environment
 from runs.environments import SERVICE_ENVIRONMENT
 from runs.local_packages import LocalPackageRefused, local_packages
-from runs.models import Identity, Run, RunEnvironment, RunState, Snapshot, Task
+from runs.models import Identity, Run, RunEnvironment, Snapshot, Task
 from runs.planned_tasks import PlannedTask, plan_tasks, types_for_model
 from runs.plans import Node, TaskPlan
 from runs.ports import Backend, RunLaunch, TaskLaunch
 from runs.priorities import tier_of
 from runs.refusals import SubmissionRefused
+from runs.selectors.servers import schedulable_nodes
 from runs.services import background
+from runs.services.fair_share import admit_submission, claim_next_submission
 from runs.services.reuse import check_resume, plan_reuse
+from runs.states import RunState
 from runs.store import store
 from runs.task_types import COMMAND, Types
 from runs.validation import load, load_data, semantic_errors
@@ -40,8 +44,7 @@ from runs.workflow import (
     SplitMode,
     Workflow,
     WorkflowInvalid,
-    input_path,
-    input_task,
+    input_location,
 )
 
 log = logging.getLogger(__name__)
@@ -74,24 +77,27 @@ def create_run(
     identity: Identity,
     workflow: str | dict[str, Any] | Workflow,
     sources: list[str],
-    nodes: list[Node],
     group: str = "",
     split: SplitMode | None = None,
     reserve: str | None = None,
     idempotency_key: str | None = None,
     reuse: bool = True,
     resume_from: str | None = None,
-) -> Run:
-    """Validate, resolve and plan a workflow and record the run `submitting` (S3).
-
-    `reuse`: units done in earlier runs with the same key are linked, not computed;
-    `resume_from`: the run whose done units are taken first (docs/reuse.md).
-    Raises WorkflowInvalid (every error), SubmissionRefused (sources, plan) or PlanRefused.
-    """
+    nodes: list[Node] | None = None,
+) -> tuple[Run, bool]:
+    """Validate, resolve and plan a workflow (on the backend's nodes, or on `nodes`) and
+    record the run `submitting` (S3); the run and whether it was made now (not: the run an
+    earlier submission of this `idempotency_key` made). `reuse`: done units of earlier runs
+    with the same key are linked; `resume_from`: whose are taken first (docs/reuse.md).
+    Raises WorkflowInvalid (every error), SubmissionRefused (sources, plan; the identity's
+    share: SubmissionThrottled, runs/services/fair_share.py) or PlanRefused."""
     if idempotency_key:
         existing = Run.objects.filter(owner=identity, idempotency_key=idempotency_key).first()
         if existing is not None:
-            return existing
+            return existing, False
+    admit_submission(identity=identity, lock=False)  # a flood is refused before any work
+    if nodes is None:
+        nodes = schedulable_nodes()
     check_resume(reuse=reuse, resume_from=resume_from)
     model = _check_sources(sources)
     types = types_for_model(model)
@@ -117,17 +123,13 @@ def create_run(
         resume_from=resume_from or "",
     )
     run.workflow_name = f"simrun-{run.id}"
-    _write_files(run, spec, rows, model)
     try:
-        with transaction.atomic():
-            run.save(force_insert=True)
-            Task.objects.bulk_create(Task(run=run, **row) for row in rows)
-            background.enqueue_on_commit(background.SUBMIT_RUN, run_id=run.id)
+        _record(run, spec, rows, model)
     except IntegrityError:
         if idempotency_key:  # a concurrent retry with the same key won the race
-            return Run.objects.get(owner=identity, idempotency_key=idempotency_key)
+            return Run.objects.get(owner=identity, idempotency_key=idempotency_key), False
         raise
-    return run
+    return run, True
 
 
 def checked_workflow(workflow: str | dict[str, Any] | Workflow, types: Types) -> Workflow:
@@ -144,6 +146,18 @@ def checked_workflow(workflow: str | dict[str, Any] | Workflow, types: Types) ->
         if errors:
             raise WorkflowInvalid(errors)
     return workflow
+
+
+def _record(run: Run, spec: Workflow, rows: list[PlannedTask], model: str | None) -> None:
+    """The run's files, row and tasks, and its message once they are committed; the owner's
+    share checked again first, its row locked, so two requests of one identity cannot both
+    take its last place."""
+    with transaction.atomic():
+        admit_submission(identity=run.owner)
+        _write_files(run, spec, rows, model)
+        run.save(force_insert=True)
+        Task.objects.bulk_create(Task(run=run, **row) for row in rows)
+        background.enqueue_on_commit(background.SUBMIT_RUN, run_id=run.id)
 
 
 def _check_sources(sources: list[str]) -> str | None:
@@ -180,10 +194,7 @@ def _write_files(run: Run, spec: Workflow, rows: list[PlannedTask], model: str |
     for row in rows:
         task = paths.task(row["task_id"])
         task.root.mkdir(parents=True, exist_ok=True)
-        inputs = {}
-        for port, ref in row["inputs"].items():
-            sub = input_path(ref)
-            inputs[port] = f"tasks/{input_task(ref)}/out" + (f"/{sub}" if sub else "")
+        inputs = {port: input_location(ref) for port, ref in row["inputs"].items()}
         task.task_file.write_text(
             json.dumps(
                 {
@@ -196,16 +207,6 @@ def _write_files(run: Run, spec: Workflow, rows: list[PlannedTask], model: str |
                 indent=2,
             )
         )
-
-
-def claim_submission(run_id: str) -> bool:
-    """Take the submission lease of a run still submitting; False if another worker holds it."""
-    now = timezone.now()
-    return bool(
-        Run.objects.filter(pk=run_id, state=RunState.SUBMITTING)
-        .filter(Q(submit_lease_until__isnull=True) | Q(submit_lease_until__lt=now))
-        .update(submit_lease_until=now + _lease(), version=F("version") + 1)
-    )
 
 
 @contextmanager
@@ -232,8 +233,11 @@ def _lease_kept(run_id: str) -> Iterator[None]:
 
 
 def submit_run(*, run_id: str, backend: Backend) -> None:
-    """Environment → reservation → workflow, then `queued`. Safe to run twice or resume."""
-    if not claim_submission(run_id):
+    """Environment → reservation → workflow, then `queued`, of the waiting run whose turn it
+    is (`claim_next_submission`: `run_id`, the message's run, may wait for its identity's
+    turn; each message submits one run). Safe to run twice or resume."""
+    run_id = claim_next_submission() or ""
+    if not run_id:
         return
     created = False
     try:
@@ -342,23 +346,4 @@ def run_launch(run: Run, *, environment: str) -> RunLaunch:
 
 def command_inputs(inputs: dict[str, str]) -> dict[str, str]:
     """`SIMRUN_INPUT_<PORT>`: where a command task finds each input, relative to SIMRUN_RUN_DIR."""
-    found = {}
-    for port, ref in inputs.items():
-        sub = input_path(ref)
-        found[f"SIMRUN_INPUT_{port.upper()}"] = f"tasks/{input_task(ref)}/out" + (
-            f"/{sub}" if sub else ""
-        )
-    return found
-
-
-def stale_submissions() -> list[str]:
-    """C17: runs submitting whose worker is gone (its lease ran out) or never started."""
-    now = timezone.now()
-    return list(
-        Run.objects.filter(state=RunState.SUBMITTING)
-        .filter(
-            Q(submit_lease_until__lt=now)
-            | Q(submit_lease_until__isnull=True, created_at__lt=now - _lease())
-        )
-        .values_list("pk", flat=True)
-    )
+    return {f"SIMRUN_INPUT_{port.upper()}": input_location(ref) for port, ref in inputs.items()}

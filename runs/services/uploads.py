@@ -37,6 +37,7 @@ from runs.services.archive_checks import (
     UploadTooLarge,
     WrittenBytes,
     check_archive,
+    open_tar,
     refuse_reserved,
     resolve_link,
 )
@@ -154,7 +155,7 @@ def _zip_files(
 def _tar_files(
     path: Path, kind: str, checked: dict[str, Member], blobs: dict[str, str], written: WrittenBytes
 ) -> Iterator[tuple[str, BinaryIO, bool]]:
-    with tarfile.open(path, mode="r|gz" if kind == TGZ else "r|") as archive:
+    with open_tar(path, kind) as archive:
         for info in archive:
             member = checked.get(_safe(info.name)) if info.isreg() else None
             stream = archive.extractfile(info) if member is not None else None

@@ -15,6 +15,8 @@ from simrun_site.dispatch import build_application
 from simrun_site.web_protocol import WebProtocol
 from tests.waiting import wait_for
 
+GRACE_S = 1
+
 
 @contextmanager
 def serving(*, pool_size: int = 0) -> Iterator[str]:
@@ -33,7 +35,15 @@ def serving(*, pool_size: int = 0) -> Iterator[str]:
         database["OPTIONS"]["pool"] = {"min_size": 1, "max_size": pool_size, "timeout": 5}
     app = build_application()
     config = uvicorn.Config(
-        app, host="127.0.0.1", port=0, log_level="warning", lifespan="off", http=WebProtocol
+        app,
+        host="127.0.0.1",
+        port=0,
+        log_level="warning",
+        lifespan="off",
+        http=WebProtocol,
+        # a stream still open at the end (a page's, until its maximum time) is cancelled,
+        # not waited for: the test is over
+        timeout_graceful_shutdown=GRACE_S,
     )
     server = uvicorn.Server(config)
     thread = threading.Thread(target=lambda: asyncio.run(server.serve()), daemon=True)

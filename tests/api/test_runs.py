@@ -8,7 +8,8 @@ from pathlib import Path
 import pytest
 from django.utils import timezone
 
-from runs.models import Run, RunState, Task
+from runs.models import Run, Task
+from runs.states import RunState
 from runs.store import run_paths
 from runs.tasks import delete_run
 from tests import factories
@@ -316,7 +317,7 @@ def test_cancelling_an_ended_or_unknown_run_is_an_error(lab: Lab) -> None:
 def test_an_ended_run_is_marked_deleting_then_its_task_deletes_it_with_its_files(
     lab: Lab,
 ) -> None:
-    """Issue 19 item 4: the answer (202) says "deleting"; `delete_run` (a worker's) removes
+    """The answer (202) says "deleting"; `delete_run` (a worker's) removes
     the files and the record (tests/api/test_work_off_the_request.py has the worker)."""
     run = factories.run(by=lab.agent.identity, state="failed", ended_at=timezone.now())
     (run_paths(run.id).root / "tasks").mkdir(parents=True)

@@ -4,6 +4,7 @@ sparse tars and zips of many well-compressed members, archives of too many membe
 
 from __future__ import annotations
 
+import os
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -119,3 +120,15 @@ def test_an_archive_of_more_members_than_the_limit_is_refused_naming_the_limit(
         response = upload(base_url, lab.agent.secret, body, media)
         refused(response, "more than 100 files", "SIMRUN_UPLOAD_MAX_FILES")
     assert files_below(store) == []
+
+
+def test_an_upload_larger_than_an_api_body_limit_is_stored(
+    lab: Lab, base_url: str, store: Path
+) -> None:
+    """An upload is held to SIMRUN_MAX_UPLOAD_BYTES, not to the 2.5 MiB of a JSON body."""
+    body = tar_files({"model/data.bin": os.urandom(3 * MIB)})
+
+    response = upload(base_url, lab.agent.secret, body)
+
+    assert response.status_code == 201, response.text
+    assert response.json()["bytes"] == 3 * MIB

@@ -14,6 +14,7 @@ from pathlib import Path
 
 import pytest
 
+from runs.services.archive_checks import tar_member_count
 from runs.services.uploads import (
     UnsupportedArchive,
     UploadLimits,
@@ -26,7 +27,7 @@ from runs.services.uploads import (
 )
 from runs.snapshots import SnapshotRefused, snapshot_directory, snapshot_entries, store_blob
 from simrun_harness.layout import StorePaths
-from tests.api.archives import tar_files, tar_member, tar_of, zip_of
+from tests.api.archives import sparse_tar, tar_files, tar_member, tar_of, zip_of
 
 LIMITS = UploadLimits(max_bytes=10 * 1024**2, max_files=5, max_unpacked_bytes=8 * 1024**2)
 ZEROS = bytes(5 * 1024**2)
@@ -268,3 +269,38 @@ def test_a_local_source_with_a_name_the_store_reserves_is_refused(
     (source / "sub" / ".simrun-manifest.json").write_text("hello")
     with pytest.raises(SnapshotRefused, match="reserved for the store's own files"):
         snapshot_directory(paths, source)
+
+
+@pytest.mark.parametrize("fmt", [tarfile.GNU_FORMAT, tarfile.PAX_FORMAT, tarfile.USTAR_FORMAT])
+@pytest.mark.parametrize("gz", [False, True])
+def test_a_tars_members_are_counted_from_its_headers_as_tarfile_counts_them(
+    tmp_path: Path, fmt: int, gz: bool
+) -> None:
+    """Files and links count, directories and extension headers (long names, pax) do not."""
+    buffer = io.BytesIO()
+    long_dir = "d" * 90 + "/" + "e" * 60 if fmt != tarfile.USTAR_FORMAT else "d" * 90
+    with tarfile.open(fileobj=buffer, mode="w:gz" if gz else "w", format=fmt) as archive:
+        for name, data in [(f"{long_dir}/f{i}", b"x" * (i * 700)) for i in range(5)]:
+            info = tarfile.TarInfo(name)
+            info.size = len(data)
+            if fmt == tarfile.PAX_FORMAT:
+                info.pax_headers = {"comment": "c" * 600}
+            archive.addfile(info, io.BytesIO(data))
+        folder = tarfile.TarInfo("folder")
+        folder.type = tarfile.DIRTYPE
+        archive.addfile(folder)
+        link = tarfile.TarInfo("link")
+        link.type = tarfile.SYMTYPE
+        link.linkname = f"{long_dir}/f1"
+        archive.addfile(link)
+    path = tmp_path / "a.tar"
+    path.write_bytes(buffer.getvalue())
+    kind = "tgz" if gz else "tar"
+    assert tar_member_count(path, kind, 100) == 6
+    assert tar_member_count(path, kind, 3) == 4  # counting stops after the limit
+
+
+def test_a_sparse_members_extension_blocks_are_no_members(tmp_path: Path) -> None:
+    path = tmp_path / "sparse.tar"
+    path.write_bytes(sparse_tar(1024**3))
+    assert tar_member_count(path, "tar", 10) == 1

@@ -1,4 +1,4 @@
-"""Issue 19 item 4: cancel, delete and cleanup answer at once; a Celery worker does the work.
+"""Cancel, delete and cleanup answer at once; a Celery worker does the work.
 
 The request writes the row (a conditional update) and enqueues `settle_run` or `delete_run`
 on commit. The backend here is the real local backend whose `cancel` waits until the test

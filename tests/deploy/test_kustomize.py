@@ -339,3 +339,59 @@ def test_k3d_labels_only_the_agents_as_workers_and_mounts_the_store_everywhere()
     assert volume["volume"].endswith(":/simrun-store")
     assert volume["nodeFilters"] == ["all"]
     assert cluster["registries"]["create"]["name"] == "simrun-registry"
+
+
+SECRETS_DIR = "/run/secrets/simrun"
+
+
+def service_workloads(objects: list[Obj]) -> list[Obj]:
+    return [
+        w
+        for w in workloads(objects)
+        if w["metadata"]["labels"]["app.kubernetes.io/name"] == "simrun"
+    ]
+
+
+def test_no_process_of_the_service_holds_a_secret_in_its_environment(
+    cluster_objects: list[Obj],
+) -> None:
+    """Run code reading the web process's environment (`/proc/self/environ` through a link)
+    must find no secret there: no variable of any container comes from a Secret."""
+    for workload in service_workloads(cluster_objects):
+        for container in containers(workload):
+            from_secrets = [
+                e["name"]
+                for e in container.get("env", [])
+                if "secretKeyRef" in e.get("valueFrom", {})
+            ]
+            whole = [e for e in container.get("envFrom", []) if "secretRef" in e]
+            where = f"{workload['metadata']['name']}/{container['name']}"
+            assert (from_secrets, whole) == ([], []), where
+
+
+def test_the_service_reads_its_secrets_from_files_of_the_mounted_secret(
+    cluster_objects: list[Obj],
+) -> None:
+    """DATABASE_URL_FILE and SIMRUN_SECRET_KEY_FILE name files of simrun-secrets, mounted
+    read-only and readable by the service's group only."""
+    secret = find(cluster_objects, "Secret", "simrun-secrets")
+    for workload in service_workloads(cluster_objects):
+        pod = workload["spec"]["template"]["spec"]
+        volumes = {v["name"]: v for v in pod["volumes"]}
+        assert pod["securityContext"]["fsGroup"] == pod["securityContext"]["runAsGroup"]
+        for container in containers(workload):
+            env = {e["name"]: e.get("value") for e in container.get("env", [])}
+            assert env["DATABASE_URL_FILE"] == f"{SECRETS_DIR}/database-url"
+            assert env["SIMRUN_SECRET_KEY_FILE"] == f"{SECRETS_DIR}/secret-key"
+            mounts = {m["mountPath"]: m for m in container["volumeMounts"]}
+            mount = mounts[SECRETS_DIR]
+            assert mount["readOnly"] is True
+            volume = volumes[mount["name"]]["secret"]
+            assert volume["secretName"] == "simrun-secrets"
+            assert volume["defaultMode"] == 0o440
+            keys = {item["key"] for item in volume["items"]}
+            assert (
+                keys
+                == {"database-url", "secret-key"}
+                <= set(secret.get("stringData", secret.get("data", {})))
+            )

@@ -1,19 +1,15 @@
-"""docs/architecture.md stays true: its table of behaviours matches the tests and the code, and
-the adapters and the harness import only what its layers allow."""
+"""docs/architecture.md stays true: the adapters and the harness import only what its layers
+allow, and its diagram of the layers is the import contracts'."""
 
 from __future__ import annotations
 
 import ast
 import re
-from collections import defaultdict
+import tomllib
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[2]
 DOC = ROOT / "docs" / "architecture.md"
-TESTS = ROOT / "tests"
-NAMED_ID = re.compile(r"\b([CBMKS][0-9]+):")
-ROW = re.compile(r"^\| ([CBMKS][0-9]+) \| [^|]+ \| ([^|]+) \| ([^|]+) \|$")
-PATH = re.compile(r"`([\w/.-]+\.py)`")
 # what the backends may import of the domain: its port, plain values and pure functions
 DOMAIN_VALUES = {
     "runs.ports",
@@ -24,66 +20,6 @@ DOMAIN_VALUES = {
     "runs.priorities",
 }
 FRAMEWORKS = ("django", "rest_framework", "celery", "simrun_site")
-
-
-def table() -> dict[str, tuple[list[str], list[str]]]:
-    """id → (module paths, test files relative to tests/) as the doc's table gives them."""
-    rows = {}
-    for line in DOC.read_text().splitlines():
-        found = ROW.match(line)
-        if found:
-            rows[found[1]] = (PATH.findall(found[2]), PATH.findall(found[3]))
-    return rows
-
-
-def ids_named_by_tests() -> dict[str, set[str]]:
-    """id → the test files (relative to tests/) that name it, as `grep -rlE '\\bC7:'` finds."""
-    named: dict[str, set[str]] = defaultdict(set)
-    for file in TESTS.rglob("*.py"):
-        for found in set(NAMED_ID.findall(file.read_text())):
-            named[found].add(str(file.relative_to(TESTS)))
-    return named
-
-
-def test_every_behaviour_a_test_names_is_in_the_table() -> None:
-    rows = table()
-
-    missing = sorted(set(ids_named_by_tests()) - set(rows))
-
-    assert not missing, f"{DOC.name} has no row for the ids the tests name: {missing}"
-
-
-def test_every_test_file_of_the_table_names_its_behaviour() -> None:
-    named = ids_named_by_tests()
-
-    wrong = [
-        f"{found}: {file}"
-        for found, (_, files) in table().items()
-        for file in files
-        if file not in named.get(found, set())
-    ]
-
-    assert not wrong, f"test files in {DOC.name} that do not name the id of their row: {wrong}"
-
-
-def test_every_behaviour_with_tests_lists_at_least_one() -> None:
-    named = ids_named_by_tests()
-
-    empty = sorted(found for found, (_, files) in table().items() if named.get(found) and not files)
-
-    assert not empty, f"rows of {DOC.name} listing no test though tests name them: {empty}"
-
-
-def test_every_module_of_the_table_exists() -> None:
-    gone = sorted(
-        f"{found}: {module}"
-        for found, (modules, _) in table().items()
-        for module in modules
-        if not (ROOT / module).is_file()
-    )
-
-    assert table(), f"no table of behaviours found in {DOC.name}"
-    assert not gone, f"modules in {DOC.name} that do not exist: {gone}"
 
 
 def imports(place: Path) -> list[tuple[str, str]]:
@@ -135,3 +71,37 @@ def test_the_domain_reaches_the_backends_only_through_the_port() -> None:
     ]
 
     assert not wrong, f"runs/ imports a backend beyond the port: {wrong}"
+
+
+DIAGRAM_LINE = re.compile(r"^  (\w+)?\s+(.*)$")
+RUNS_MODULE = re.compile(r"\bruns/([a-z_]+)(?:\.py)?\b(?!/)")
+
+
+def diagram_layers() -> list[set[str]]:
+    """The modules of `runs/` on each layer of the doc's diagram, top to bottom: a line that
+    starts with a label opens a layer, the lines below it without one continue it."""
+    text = DOC.read_text()
+    block = text[text.index("## Layers and their direction") :].split("```")[1]
+    layers: list[set[str]] = []
+    for line in block.splitlines():
+        found = DIAGRAM_LINE.match(line)
+        if not found:
+            continue
+        modules = {f"runs.{name}" for name in RUNS_MODULE.findall(found[2])}
+        if found[1]:
+            layers.append(modules)
+        elif layers:
+            layers[-1] |= modules
+    return [layer for layer in layers if layer]
+
+
+def contract_layers() -> list[set[str]]:
+    """The layers of the `layers` contract of pyproject.toml, top to bottom."""
+    config = tomllib.loads((ROOT / "pyproject.toml").read_text())["tool"]["importlinter"]
+    [layers] = [c["layers"] for c in config["contracts"] if c["id"] == "layers"]
+    return [{name.strip() for name in re.split(r"[|:]", layer)} for layer in layers]
+
+
+def test_the_diagrams_layers_are_the_import_contracts() -> None:
+    """The picture of the layers is the one `lint-imports` holds the code to."""
+    assert diagram_layers() == contract_layers()

@@ -1,4 +1,4 @@
-"""Issue 19: no function of the service, the backends or the harness is longer than about 60
+"""No function of the service, the backends or the harness is longer than about 60
 lines, so each one can be read at once and a rule stays one plain function."""
 
 from __future__ import annotations

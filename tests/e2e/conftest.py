@@ -20,7 +20,8 @@ from django.conf import settings as django_settings
 from pytest_django import Settings
 
 from runs.cli.service_commands import service_command, stop_services
-from runs.models import Run, RunState
+from runs.models import Run
+from runs.states import RunState
 from tests.waiting import wait_for
 
 ROOT = Path(__file__).resolve().parents[2]

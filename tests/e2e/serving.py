@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import contextlib
+import signal
 import subprocess
 from collections.abc import Iterator
 from contextlib import contextmanager
@@ -11,6 +12,7 @@ from pathlib import Path
 
 import psutil
 
+from runs.cli.parent_death import dying_with_me
 from tests.e2e.commands import ROOT, SIMRUN, clean_env, free_port
 from tests.waiting import wait_for
 
@@ -54,7 +56,8 @@ class Serving:
 def _service_name(proc: psutil.Process) -> str:
     with contextlib.suppress(psutil.Error):
         line = " ".join(proc.cmdline())
-        for name, mark in (("web", "uvicorn"), ("worker", "celery"), ("watcher", "watch")):
+        marks = (("web", "uvicorn"), ("beat", " beat"), ("worker", "celery"), ("watcher", "watch"))
+        for name, mark in marks:
             if mark in line:
                 return name
     return ""
@@ -97,13 +100,24 @@ def kill_everything(data_dir: Path) -> None:
 
 
 @contextmanager
-def serving(tmp_path: Path, *, env: dict[str, str] | None = None) -> Iterator[Serving]:
-    """`simrun serve` until it says it serves; afterwards nothing of it is left running."""
-    data_dir, port = tmp_path / "simrun", free_port()
-    out, err = tmp_path / "serve.out", tmp_path / "serve.err"
+def serving(
+    tmp_path: Path,
+    *,
+    env: dict[str, str] | None = None,
+    port: int = 0,
+    name: str = "serve",
+    data_dir: Path | None = None,
+) -> Iterator[Serving]:
+    """`simrun serve` until it says it serves; afterwards nothing of it is left running.
+    Its data directory is `data_dir`, else `tmp_path/simrun`; `port` 0 is a free one; `name`
+    names its output files in `tmp_path` (a second serve of the same directory in one test)."""
+    data_dir, port = data_dir or tmp_path / "simrun", port or free_port()
+    out, err = tmp_path / f"{name}.out", tmp_path / f"{name}.err"
     with out.open("wb") as stdout, err.open("wb") as stderr:
         proc = subprocess.Popen(
-            [str(SIMRUN), "serve", "--port", str(port)],
+            # SIGTERM to serve when this test session ends, however it ends: serve then
+            # stops everything it started (nothing of a test outlives its session)
+            dying_with_me([str(SIMRUN), "serve", "--port", str(port)], signum=signal.SIGTERM),
             cwd=ROOT,
             env={**clean_env(data_dir), **(env or {})},
             stdout=stdout,
@@ -117,3 +131,29 @@ def serving(tmp_path: Path, *, env: dict[str, str] | None = None) -> Iterator[Se
             proc.kill()
             proc.wait()
         kill_everything(data_dir)
+
+
+SCHEDULE = "celerybeat-schedule"
+
+
+def beat_process(data_dir: Path) -> psutil.Process | None:
+    """Celery beat: the process that holds the data directory's beat schedule open."""
+    schedule = str(data_dir / SCHEDULE)
+    for proc in processes_under(data_dir):
+        with contextlib.suppress(psutil.Error):
+            if any(f.path.startswith(schedule) for f in proc.open_files()):
+                return proc
+    return None
+
+
+def run_state(served: Serving, run_id: str) -> str:
+    """The run's state as `simrun show` prints it (its first line)."""
+    shown = served.simrun("show", run_id, timeout=120)
+    first = shown.stdout.splitlines()[0].split() if shown.returncode == 0 else []
+    return first[3] if len(first) > 3 else ""
+
+
+def submitted_run(result: subprocess.CompletedProcess[str]) -> str:
+    """The id of the run a `simrun submit` said it submitted."""
+    assert result.returncode == 0, result.stdout + result.stderr
+    return result.stdout.split("submitted run ", 1)[1].split()[0]

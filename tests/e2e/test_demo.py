@@ -41,7 +41,7 @@ def test_the_main_job_runs_the_example_and_says_where_everything_is(tmp_path: Pa
         assert (outputs / "scan" / "out" / "scan.nc").is_file()
         rows = (outputs / "summary" / "out" / "summary.csv").read_text().splitlines()[1:]
         assert {row.split(",")[0] for row in rows} == {str(p) for p in range(40 * 25)}
-        # issue 17 item 5: outputs as real paths, and one time from submission, said twice
+        # Outputs as real paths, and one time from submission, said twice
         assert f"          {outputs / 'summary' / 'out' / 'summary.csv'}\n" in first.stdout
         assert "<task>" not in first.stdout
         took = re.search(r"^time: +([0-9.]+)s from submission to the end$", first.stdout, re.M)
@@ -97,11 +97,10 @@ def test_the_main_job_goes_on_when_its_worker_is_killed(tmp_path: Path) -> None:
         )
         # the command lines read by the scan: its list holds pods too, and one that ended since
         # would raise at a second look
-        celery = [
-            p for p in processes_of(data_dir) if "celery" in " ".join(p.info.get("cmdline") or [])
-        ]
+        lines = {p: " ".join(p.info.get("cmdline") or []) for p in processes_of(data_dir)}
+        celery = [p for p, line in lines.items() if "celery" in line and " beat" not in line]
         pids = {p.pid for p in celery}
-        worker = next(p for p in celery if p.ppid() not in pids)  # not its pool or beat
+        worker = next(p for p in celery if p.ppid() not in pids)  # not a pool process of it
         worker.kill()
         stdout, stderr = proc.communicate(timeout=300)
     finally:

@@ -42,7 +42,7 @@ def simrun(services: Services, *args: str) -> subprocess.CompletedProcess[str]:
 def test_follow_says_the_controller_is_not_running_then_follows_once_it_is(
     simrun_api: str, stopped_services: Services, tmp_path: Path
 ) -> None:
-    """Issue 15 item 3: with no service running, `follow` says so at once with the command
+    """With no service running, `follow` says so at once with the command
     that starts them, goes on following when they come up, and ends with the run's time
     from submission as its record has it."""
     run = submit({"name": "followed", "tasks": [SCAN]})
@@ -83,7 +83,7 @@ def test_follow_says_the_controller_is_not_running_then_follows_once_it_is(
 def test_show_prints_when_each_task_started_and_ended_and_how_long_it_took(
     simrun_api: str, services: Services
 ) -> None:
-    """Issue 15 item 3: `show` gives each task's start, end and duration from its record."""
+    """`show` gives each task's start, end and duration from its record."""
     from tests.e2e.conftest import wait_for_end
 
     run = wait_for_end(

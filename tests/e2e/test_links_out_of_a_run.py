@@ -22,6 +22,8 @@ from tests.waiting import wait_for
 
 pytestmark = [pytest.mark.slow]
 
+ENDED = ("succeeded", "failed", "cancelled")
+
 # `a` links its output to /, its live log to /etc/shadow; `b` its live log to the web
 # process's environment and the log kept at the end to a file outside the store
 ATTACK = r"""
@@ -70,8 +72,9 @@ def test_a_run_that_links_its_files_out_of_the_store_serves_none_of_them(tmp_pat
         assert created.status_code == 201, created.text
         run = created.json()["id"]
         wait_for(
-            lambda: client.get(f"/api/runs/{run}/").json()["state"] in ("succeeded", "failed"),
+            lambda: client.get(f"/api/runs/{run}/").json().get("state") in ENDED,
             timeout=240,
+            interval=0.5,
             what="the run to end",
         )
         for task in ("a", "b"):
@@ -83,6 +86,7 @@ def test_a_run_that_links_its_files_out_of_the_store_serves_none_of_them(tmp_pat
                     and client.get(f"/api/runs/{run}/logs/?task={task}").json()
                 ),
                 timeout=120,
+                interval=0.5,
                 what=f"the logs of {task} kept",
             )
         served_bytes: list[bytes] = []

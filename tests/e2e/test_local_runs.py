@@ -43,13 +43,14 @@ def submit(workflow: dict[str, Any], *, by: Identity | None = None, **options: A
     from runs.backends import backend as the_backend
 
     backend.cache_clear()
-    return create_run(
+    run, _ = create_run(
         identity=by or factories.person(),
         workflow=workflow,
         sources=[],
         nodes=the_backend().nodes(),
         **options,
     )
+    return run
 
 
 def test_a_split_scan_and_its_summary_succeed_with_every_point_once(services: Services) -> None:
@@ -136,7 +137,7 @@ def test_a_failed_analysis_fails_at_once_naming_pod_and_exit(services: Services)
     assert run.state == "failed"
     assert "pod bad-w0 failed with exit code 3" in run.message
     assert run.pods["bad-w0"]["attempts"] == 1
-    # issue 15 item 5: the cause, once, on the run and on the task
+    # The cause, once, on the run and on the task
     cause = (
         "pod bad-w0 failed with exit code 3: "
         "unit u000001 raised RuntimeError: unit 1 fails on purpose"
@@ -147,7 +148,7 @@ def test_a_failed_analysis_fails_at_once_naming_pod_and_exit(services: Services)
 
 def test_cancel_while_running_leaves_no_process(services: Services) -> None:
     """C16: cancel writes the run cancelled, then cancels the workflow: every pod is gone.
-    Issue 15 item 4: its open tasks, running or waiting, are cancelled with it."""
+    Its open tasks, running or waiting, are cancelled with it."""
     task = {"id": "nap", "type": "sleep", "settings": {"units": 4, "seconds": 60}, "split": 2}
     after = {"id": "after", "type": "summary", "inputs": {"scan": "nap"}}
     run = submit({"name": "cancel-me", "tasks": [task, after]})
@@ -187,7 +188,7 @@ def test_cancel_while_running_leaves_no_process(services: Services) -> None:
 
 
 def test_a_task_still_running_when_another_fails_the_run_is_cancelled(services: Services) -> None:
-    """Issue 15 item 4: no task stays running under a run that ended."""
+    """No task stays running under a run that ended."""
     bad = {"id": "bad", "type": "fail", "settings": {"units": 2, "fail_unit": 1}, "split": "none"}
     nap = {"id": "nap", "type": "sleep", "settings": {"units": 2, "seconds": 60}, "split": "none"}
     run = wait_for_end(submit({"name": "one-fails", "tasks": [bad, nap]}).pk)

@@ -89,7 +89,7 @@ def run_model(model: Path, workflow: dict | None = None) -> Run:
     info = snapshot_directory(store(), model)
     Snapshot.objects.get_or_create(digest=info.digest, defaults={"name": model.name})
     backend.cache_clear()
-    run = create_run(
+    run, _ = create_run(
         identity=factories.person(),
         workflow=workflow or WORKFLOW,
         sources=[info.digest],

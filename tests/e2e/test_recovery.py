@@ -32,13 +32,14 @@ NAPS = {"id": "nap", "type": "sleep", "settings": {"units": 12, "seconds": 1.0},
 
 def submit(workflow: dict[str, Any], **options: Any) -> Run:
     backend.cache_clear()
-    return create_run(
+    run, _ = create_run(
         identity=factories.person(),
         workflow=workflow,
         sources=options.pop("sources", []),
         nodes=backend().nodes(),
         **options,
     )
+    return run
 
 
 def model_snapshot(tmp_path: Path, dependency: str) -> str:
@@ -70,7 +71,7 @@ def test_a_worker_killed_during_a_submission_is_resumed_by_another(
     assert run.state == "succeeded", run.message
     attempts = sorted(p.name for p in (store().run(run.pk).pods / "nap-w0").iterdir() if p.is_dir())
     assert attempts == ["0"]
-    # issue 15 item 4: the resumed submission leaves its times in order
+    # The resumed submission leaves its times in order
     nap = run.tasks.get(task_id="nap")
     assert run.submitted_at and run.started_at and run.ended_at and nap.started_at and nap.ended_at
     assert run.created_at <= run.submitted_at <= run.started_at <= nap.started_at
@@ -80,7 +81,7 @@ def test_a_worker_killed_during_a_submission_is_resumed_by_another(
 def test_a_run_that_ended_while_its_services_were_down_keeps_its_pods_times(
     services: Services,
 ) -> None:
-    """Issue 15 item 4: a task that ended while no controller looked gets its start and end
+    """A task that ended while no controller looked gets its start and end
     from its pods' reports, and the run its end from its tasks, not the moment the restarted
     controller noticed."""
     task = {"id": "nap", "type": "sleep", "settings": {"units": 4, "seconds": 1.0}, "split": "none"}

@@ -112,7 +112,7 @@ def test_too_many_crashes_stop_serve_with_a_message(tmp_path: Path) -> None:
 
 def test_status_and_stop_from_another_terminal_stop_services_and_pods(tmp_path: Path) -> None:
     """`simrun status` lists web, worker and watcher with their pids and when the controller
-    last reconciled (issue 15 item 2); `simrun stop` stops
+    last reconciled; `simrun stop` stops
     serve, its services and the pods of a run in flight (their supervisors get SIGTERM, the
     rest is killed after the grace), leaving no process; `status` then says it is not running."""
     workflow = small_workflow(tmp_path, units=6, seconds=60)

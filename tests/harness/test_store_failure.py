@@ -28,7 +28,7 @@ def read_only(directory: Path) -> Iterator[None]:
 
 
 def test_a_worker_on_a_read_only_store_exits_5_naming_the_path(run_store: Store) -> None:
-    """Issue 15 item 5: one line with the cause, the documented exit code, no unit blamed."""
+    """One line with the cause, the documented exit code, no unit blamed."""
     paths = run_store.write_task("sleep", {"units": 2, "seconds": 0.1})
     with read_only(paths.root):
         worker = run_store.start("simrun-worker", run_store.env("t-w0"))

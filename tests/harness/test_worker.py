@@ -62,7 +62,7 @@ def test_kill_9_of_a_worker_mid_unit_is_taken_back_after_the_stale_time(
     assert returned and set(lost) <= set(returned[0].units or [])
     assert sorted(run_store.done_units()) == [f"u{i:06d}" for i in range(6)]
     assert out_files(paths) == expected_counting_output(6)
-    # issue 15 item 4: the half-written output of the killed holder is gone with the task's end
+    # The half-written output of the killed holder is gone with the task's end
     assert sorted(os.listdir(paths.units)) == [f"u{i:06d}" for i in range(6)]
 
 

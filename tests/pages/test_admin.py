@@ -2,10 +2,13 @@
 
 from __future__ import annotations
 
+import re
+from datetime import timedelta
 from typing import Any
 
 import pytest
 from django.test import Client
+from django.utils import timezone
 
 from runs.models import ResourceObservation, Run, Snapshot, Token
 from runs.services.identities import hash_token, identity_for_token
@@ -112,3 +115,25 @@ def test_snapshots_are_read_only(olivia: Client) -> None:
 def test_a_person_is_not_let_into_the_admin(paul: Client) -> None:
     assert paul.get("/admin/runs/run/").status_code == 302
     assert Run.objects.count() == 0
+
+
+def test_the_submission_queue_shows_each_identitys_waiting_and_submitting_runs(
+    olivia: Client,
+) -> None:
+    """An operator sees, per identity, its runs waiting for a worker and being submitted."""
+    paul = factories.person()
+    for _ in range(3):
+        factories.run(by=paul, state="submitting")
+    taken = factories.run(by=factories.other_person(), state="submitting")
+    Run.objects.filter(pk=taken.pk).update(submit_lease_until=timezone.now() + timedelta(minutes=1))
+    html = olivia.get("/admin/runs/submissionqueue/").content.decode()
+    rows = {
+        cells[0]: cells[2:4]
+        for cells in (
+            re.findall(r"<t[hd][^>]*>(.*?)</t[hd]>", row)
+            for row in re.findall(r"<tr>(.*?)</tr>", html, flags=re.S)
+        )
+        if cells
+    }
+    assert rows["paul"] == ["3", "0"]
+    assert rows["sam"] == ["0", "1"]

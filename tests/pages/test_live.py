@@ -180,7 +180,7 @@ def test_a_log_stream_of_no_pod_of_the_task_is_not_found(paul: Client) -> None:
 
 
 def test_a_cancelling_run_is_followed_until_its_pods_are_stopped(paul: Client) -> None:
-    """Cancelled but still settling (issue 19): no `end` yet; once settled, the end."""
+    """Cancelled but still settling: no `end` yet; once settled, the end."""
     run = scan_run()
     url = connect_url(paul.get(f"/runs/{run.id}/").content.decode())
     Run.objects.filter(pk=run.pk).update(

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import re
+import shutil
 from pathlib import Path
 
 import pytest
@@ -93,6 +94,29 @@ def test_a_download_through_a_link_out_of_the_output_is_not_found(
     assert paul.get(f"/runs/{run.id}/files/tasks/scan/out/link.txt").status_code == 404
 
 
+def test_a_download_through_an_output_made_a_link_to_the_root_is_not_found(
+    paul: Client,
+) -> None:
+    """A run's code replaced its out/ with a link to /: the page lists nothing of it and
+    serves nothing through it."""
+    run = scan_run()
+    out = task_paths(run.id, "scan").out
+    shutil.rmtree(out)
+    out.symlink_to("/")
+    assert "/files/tasks/scan/out/" not in page(paul, run)
+    assert paul.get(f"/runs/{run.id}/files/tasks/scan/out/etc/passwd").status_code == 404
+
+
+def test_a_page_whose_outputs_are_too_many_to_list_says_so(paul: Client) -> None:
+    run = scan_run()
+    out = task_paths(run.id, "scan").out
+    for i in range(501):
+        (out / f"part-{i:04d}.csv").write_text("x")
+    html = page(paul, run)
+    assert html.count(f"/runs/{run.id}/files/tasks/scan/out/") == 500
+    assert "Not every file is listed: the page lists the first 500." in html
+
+
 def test_an_unknown_run_or_task_is_not_found(paul: Client) -> None:
     run = scan_run()
     assert paul.get("/runs/nosuchrun/").status_code == 404
@@ -129,7 +153,7 @@ def test_cancel_posted_cancels_the_run_and_returns_to_it(paul: Client) -> None:
 def test_a_cancelled_run_shows_cancelling_and_is_followed_until_a_worker_settled_it(
     paul: Client,
 ) -> None:
-    """Issue 19 item 4: the cancel answers at once; the page says "cancelling…" and keeps
+    """The cancel answers at once; the page says "cancelling…" and keeps
     following its stream while the workflow's cancel, the release and the logs are pending."""
     run = scan_run()
     html = paul.post(f"/runs/{run.id}/cancel/", follow=True).content.decode()
@@ -239,3 +263,13 @@ def test_the_memory_figures_have_headings_of_one_level(paul: Client) -> None:
     html = page(paul, scan_run(), "?task=scan")
     assert "<h3>Memory per worker against its limit</h3>" in html
     assert "<h3>Memory per task against its limit</h3>" in html
+
+
+def test_a_full_disk_is_named_on_a_live_run_page(paul: Client, settings: object) -> None:
+    """Below SIMRUN_DISK_MIN_FREE_MB free (here: more than any disk has) the page says which
+    disk is full and that nothing of the run advances until space is freed."""
+    settings.SIMRUN_DISK_MIN_FREE_MB = 1e12  # type: ignore[attr-defined]
+    html = page(paul, scan_run())
+    data_dir = settings.DATA_DIR  # type: ignore[attr-defined]
+    assert re.search(rf'id="disk-full">The disk of {re.escape(str(data_dir))} is full: ', html)
+    assert "nothing of this run advances until space is freed there" in html

@@ -40,12 +40,13 @@ class Refused(LocalBackend):
 def long_run(backend: LocalBackend) -> Run:
     """A run recorded `submitting` whose one command runs for a minute once started."""
     task = {"id": "long", "type": "command", "settings": {"args": ["sleep", "60"]}}
-    return create_run(
+    run, _ = create_run(
         identity=factories.person(),
         workflow={"name": "long", "tasks": [task]},
         sources=[],
         nodes=backend.nodes(),
     )
+    return run
 
 
 def test_a_workflow_made_by_a_submission_that_raised_is_cancelled(store: Path) -> None:

@@ -7,8 +7,9 @@ import re
 import pytest
 from django.db import IntegrityError
 
-from runs.models import ResourceObservation, Run, RunState, Snapshot, Task
+from runs.models import ResourceObservation, Run, Snapshot, Task
 from runs.models.run import new_run_id
+from runs.states import RunState
 from tests import factories
 
 pytestmark = pytest.mark.django_db

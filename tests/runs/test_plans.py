@@ -8,7 +8,16 @@ from typing import Any
 
 import pytest
 
-from runs.plans import Node, ObservationValue, PodShape, ResolvedResources, TaskPlan
+from runs.plans import (
+    Node,
+    ObservationValue,
+    PodShape,
+    ResolvedResources,
+    TaskPlan,
+    merge_pod,
+    worker_index,
+    worker_pod,
+)
 
 SMALL = PodShape(cores=1, memory_gb=2)
 LARGE = PodShape(
@@ -198,3 +207,17 @@ def test_nodes_resources_and_observations_read_back_as_stored() -> None:
     seen = ObservationValue("r1", "scan-w0", 1, 2, 5, 0.3, 0.2, 0.9, 1.0, 0.25, True, False)
     assert ObservationValue.from_json(seen.to_json()) == seen
     assert seen.to_json()["from_report"] is False
+
+
+@pytest.mark.parametrize(
+    ("pod", "index"),
+    [("scan-w0", 0), ("scan-w12", 12), ("scan-merge", None), ("scan", None), ("scan-x-w1", None)],
+)
+def test_a_worker_pod_is_known_by_its_number_and_no_other_pod_is(
+    pod: str, index: int | None
+) -> None:
+    """M1: `<task>-w<i>` is worker i of the task; its merge, its unsplit pod and the pods of
+    another task (`scan-x`) are no worker of `scan`."""
+    assert worker_index("scan", pod) == index
+    assert worker_index("scan", worker_pod("scan", 7)) == 7
+    assert merge_pod("scan") == "scan-merge"

@@ -26,7 +26,7 @@ AFTER_COMMAND = {"name": "after-command", "tasks": [PREP, SUMMARY]}
 def submitted(workflow: dict[str, Any]) -> Run:
     """A run recorded, its keys and reuse planned as `submit_run` does."""
     nodes = [Node(name="local", cores=2, memory_gb=4)]
-    run = create_run(identity=factories.person(), workflow=workflow, sources=[], nodes=nodes)
+    run, _ = create_run(identity=factories.person(), workflow=workflow, sources=[], nodes=nodes)
     plan_reuse(run_id=run.pk, environment="service")
     return Run.objects.get(pk=run.pk)
 

@@ -27,7 +27,7 @@ NAPS = {"name": "naps", "tasks": [{"id": "nap", "type": "sleep", "settings": {"u
 def submitted(workflow: dict[str, Any] = NAPS, **options: Any) -> Run:
     """A run recorded, its keys and reuse planned as `submit_run` does."""
     nodes = [Node(name="local", cores=2, memory_gb=4)]
-    run = create_run(
+    run, _ = create_run(
         identity=factories.person(), workflow=workflow, sources=[], nodes=nodes, **options
     )
     plan_reuse(run_id=run.pk, environment="service")

@@ -13,7 +13,8 @@ from pytest_django import Settings
 
 from runs.validation import load_data
 from runs.workflow import WorkflowInvalid
-from runs.workflow_text import TextLimits, WorkflowRefused, check_data, decode, parse_text
+from runs.workflow_limits import TextLimits, WorkflowRefused, check_data
+from runs.workflow_text import decode, parse_text
 from tests.hostile import HOSTILE, layered, render
 
 SMALL = TextLimits(max_bytes=64 * 1024, max_depth=10, max_nodes=300, max_string=200)

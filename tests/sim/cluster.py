@@ -53,7 +53,7 @@ from tests.sim.scheduling import Scheduler, TaintManager
 from tests.sim.store import Obj, Store, meta
 from tests.waiting import DEADLINE_S, wait_for
 
-# The six tiers of simrun (DESIGN §3); values only order them.
+# The six tiers of simrun; values only order them.
 WORKFLOW_ACCOUNTS = ("simrun-workflow",)
 """The accounts besides `default` the deploy makes in the namespace (deploy/cluster/argo/
 workflow-pods.yaml: the identity of a run's pods)."""

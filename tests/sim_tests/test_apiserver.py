@@ -68,7 +68,7 @@ def test_an_update_with_a_stale_resource_version_is_a_409_conflict(kube: KubeApi
 def test_a_patch_carrying_a_stale_resource_version_is_refused(kube: KubeApis) -> None:
     """The node's resourceVersion guards a patch of its taints.
 
-    The cluster side of B4 (FIDELITY.md), as the simulator reproduces it.
+    The cluster side of B4 (docs/behaviours.md), as the simulator reproduces it.
     """
     node = kube.core.read_node("node-1")
     taint = {"key": "simrun/reserved", "value": "r1", "effect": "NoExecute"}

@@ -127,7 +127,7 @@ def test_retries_follow_an_expression_comparing_exit_codes_as_strings(
 ) -> None:
     """A crash (1) is retried; an analysis failure (3) is not.
 
-    The cluster side of M8 (FIDELITY.md), as the simulator reproduces it.
+    The cluster side of M8 (docs/behaviours.md), as the simulator reproduces it.
     """
     submit(
         kube,
@@ -157,7 +157,7 @@ def test_each_attempt_gets_its_retries_and_last_exit_code_in_the_pod_spec_patch(
 ) -> None:
     """The patch of an attempt after an exit 137 sets the retry memory; the grace too.
 
-    The cluster side of M9 (FIDELITY.md), as the simulator reproduces it.
+    The cluster side of M9 (docs/behaviours.md), as the simulator reproduces it.
     """
     memory = "{{=lastRetry.exitCode == '137' ? '2Gi' : '1Gi'}}"
     patch = {
@@ -189,7 +189,7 @@ def test_a_kill_for_memory_reads_main_oomkilled_and_the_retry_gets_more_memory(
 ) -> None:
     """`main: OOMKilled (exit code 137)`, then the retry memory.
 
-    The cluster side of K6, C7 (FIDELITY.md), as the simulator reproduces it.
+    The cluster side of K6, C7 (docs/behaviours.md), as the simulator reproduces it.
     """
     memory = "{{=lastRetry.exitCode == '137' ? '1Gi' : '64Mi'}}"
     patch = {
@@ -217,7 +217,7 @@ def test_a_preempted_attempt_errors_pod_deleted_without_exit_code_and_is_retried
 ) -> None:
     """Argo marks the deleted attempt Error `pod deleted`, no exit code, and retries.
 
-    The cluster side of K2 (FIDELITY.md), as the simulator reproduces it.
+    The cluster side of K2 (docs/behaviours.md), as the simulator reproduces it.
     """
     template = worker_template(
         code=f"import sys\nif sys.argv[2] == '0': exec({WAITS!r})", retry=SPLIT_RETRIES
@@ -262,7 +262,7 @@ def test_a_pod_deleted_before_argo_saw_it_run_is_created_again_as_the_same_attem
 ) -> None:
     """No retry: the attempt stays, a new pod of the same name is made.
 
-    The cluster side of K3 (FIDELITY.md), as the simulator reproduces it.
+    The cluster side of K3 (docs/behaviours.md), as the simulator reproduces it.
     """
     template = worker_template(code=WAITS, args=(), retry=SPLIT_RETRIES)
     with sim_cluster.paused("kueue"):
@@ -291,7 +291,7 @@ def test_an_attempt_after_a_preemption_that_followed_a_kill_gets_the_first_memor
 ) -> None:
     """Argo's expressions know only the last attempt.
 
-    The cluster side of K9 (FIDELITY.md), as the simulator reproduces it.
+    The cluster side of K9 (docs/behaviours.md), as the simulator reproduces it.
     """
     memory = "{{=lastRetry.exitCode == '137' ? '2Gi' : '1Gi'}}"
     patch = {
@@ -328,7 +328,7 @@ def test_continue_on_lets_a_failed_leaf_pass_and_a_failed_dependency_omits_its_d
 ) -> None:
     """Extras continue on failure; the merge after a failed coordinator never runs.
 
-    The cluster side of M2 (FIDELITY.md), as the simulator reproduces it.
+    The cluster side of M2 (docs/behaviours.md), as the simulator reproduces it.
     """
     submit(
         kube,
@@ -356,7 +356,7 @@ def test_continue_on_lets_a_failed_leaf_pass_and_a_failed_dependency_omits_its_d
 def test_the_retry_limit_ends_retries(kube: KubeApis, sim_cluster: SimCluster) -> None:
     """Every attempt, whatever ended it, counts against the limit.
 
-    The cluster side of K8 (FIDELITY.md), as the simulator reproduces it.
+    The cluster side of K8 (docs/behaviours.md), as the simulator reproduces it.
     """
     retry = {"limit": 1, "retryPolicy": "Always"}
     submit(kube, workflow("wf", [task("w0", "1")], worker_template(retry=retry)))
@@ -385,7 +385,7 @@ def test_a_gated_attempt_and_its_retry_node_are_pending_until_it_runs(
     """The attempt waiting for admission is Pending, its Retry node too; both run once the
     pod is admitted and runs.
 
-    The cluster side of K1, B1 (FIDELITY.md), as the simulator reproduces it.
+    The cluster side of K1, B1 (docs/behaviours.md), as the simulator reproduces it.
     """
     template = worker_template(code=WAITS, args=(), retry=SPLIT_RETRIES)
     with sim_cluster.paused("kueue"):
@@ -403,7 +403,7 @@ def test_stop_fails_pending_nodes_and_leaves_their_gated_pods(
 ) -> None:
     """After `shutdown: Stop` the pending nodes fail; their gated pods stay.
 
-    The cluster side of K10 (FIDELITY.md), as the simulator reproduces it.
+    The cluster side of K10 (docs/behaviours.md), as the simulator reproduces it.
     """
     sim_cluster.configure_queue({"cpu": "1500m", "memory": "8Gi"})
     template = worker_template(code=WAITS, args=(), retry=SPLIT_RETRIES)
@@ -469,7 +469,7 @@ def test_a_finished_workflow_is_deleted_with_its_pods_after_its_ttl(
 ) -> None:
     """The time to live deletes the workflow and, through owners, its pods.
 
-    The cluster side of M12, C10 (FIDELITY.md), as the simulator reproduces it.
+    The cluster side of M12, C10 (docs/behaviours.md), as the simulator reproduces it.
     """
     submit(kube, workflow("wf", [task("w0")], ttlStrategy={"secondsAfterCompletion": 300}))
     sim_cluster.wait_for_workflow("wf")

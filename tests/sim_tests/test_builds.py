@@ -57,7 +57,7 @@ def job_condition(cluster: SimCluster, name: str) -> str | None:
 def test_the_registry_answers_found_and_not_found(sim_cluster: SimCluster) -> None:
     """Whether the registry has an image is asked its HTTP API.
 
-    The cluster side of B7 (FIDELITY.md), as the simulator reproduces it.
+    The cluster side of B7 (docs/behaviours.md), as the simulator reproduces it.
     """
     registry = sim_cluster.registry
     assert registry is not None
@@ -72,7 +72,7 @@ def test_the_registry_answers_found_and_not_found(sim_cluster: SimCluster) -> No
 def test_the_registry_can_be_made_to_answer_neither(sim_cluster: SimCluster) -> None:
     """An answer that is neither found nor not found.
 
-    The cluster side of B7 (FIDELITY.md), as the simulator reproduces it.
+    The cluster side of B7 (docs/behaviours.md), as the simulator reproduces it.
     """
     assert sim_cluster.registry is not None
     sim_cluster.registry.answer_with(503)
@@ -84,7 +84,7 @@ def test_a_build_job_pushes_its_image_and_completes(
 ) -> None:
     """The Job of buildctl, its context a ConfigMap; the image lands in the registry.
 
-    The cluster side of B6 (FIDELITY.md), as the simulator reproduces it.
+    The cluster side of B6 (docs/behaviours.md), as the simulator reproduces it.
     """
     registry = sim_cluster.registry
     assert registry is not None
@@ -107,7 +107,7 @@ def test_a_failing_build_fails_its_job_with_the_error_in_the_log(
 ) -> None:
     """A failed build.
 
-    The cluster side of B6 (FIDELITY.md), as the simulator reproduces it.
+    The cluster side of B6 (docs/behaviours.md), as the simulator reproduces it.
     """
     assert sim_cluster.registry is not None
     image = f"{sim_cluster.registry.host}/simrun/env:1"

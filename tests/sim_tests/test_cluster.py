@@ -70,7 +70,7 @@ def test_preempting_a_pod_marks_it_and_deletes_it_within_its_grace(
 ) -> None:
     """The control deletes a pod as Kueue's preemption does.
 
-    The cluster side of K2 (FIDELITY.md), as the simulator reproduces it.
+    The cluster side of K2 (docs/behaviours.md), as the simulator reproduces it.
     """
     kube.core.create_namespaced_pod(kube.namespace, pod("p", WAITS))
     sim_cluster.wait_for(lambda: logged(kube, "p"))

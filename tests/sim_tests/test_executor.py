@@ -26,7 +26,7 @@ def test_the_executor_containers_have_the_resources_of_the_deploys_config_map(
     """init and wait request and limit what deploy/cluster's workflow-controller-configmap
     says, as Argo's controller reads its `executor`.
 
-    The cluster side of K5 (FIDELITY.md), as the simulator reproduces it.
+    The cluster side of K5 (docs/behaviours.md), as the simulator reproduces it.
     """
     configmap = yaml.safe_load(ARGO_CONFIGMAP.read_text())
     configured = yaml.safe_load(configmap["data"]["executor"])["resources"]
@@ -36,7 +36,7 @@ def test_the_executor_containers_have_the_resources_of_the_deploys_config_map(
 
 def test_a_cluster_of_another_config_map_gives_its_executor_resources(tmp_path: Path) -> None:
     """The executor's resources are read from the config map, not built in (the cluster side
-    of K5, FIDELITY.md, as the simulator reproduces it)."""
+    of K5, as the simulator reproduces it)."""
     resources = {"requests": {"cpu": "50m", "memory": "300Mi"}}
     resources["limits"] = dict(resources["requests"])
     configmap = yaml.safe_load(ARGO_CONFIGMAP.read_text())

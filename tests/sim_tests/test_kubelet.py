@@ -65,7 +65,7 @@ def test_a_container_over_its_memory_limit_is_killed_whole_as_oomkilled(
 ) -> None:
     """A kill for memory kills the whole container: exit 137, reason OOMKilled.
 
-    The cluster side of K6 (FIDELITY.md), as the simulator reproduces it.
+    The cluster side of K6 (docs/behaviours.md), as the simulator reproduces it.
     """
     child_pid = tmp_path / "child.pid"
     code = (
@@ -122,7 +122,7 @@ def test_deleting_a_running_pod_stops_it_with_sigterm_then_it_is_gone(
 ) -> None:
     """Deleted within its grace, the process sees SIGTERM; no final status is reported.
 
-    The cluster side of K2 (FIDELITY.md), as the simulator reproduces it.
+    The cluster side of K2 (docs/behaviours.md), as the simulator reproduces it.
     """
     mark = tmp_path / "stopped"
     code = (
@@ -159,7 +159,7 @@ def test_logs_are_read_while_the_pod_exists_and_gone_with_it(
 ) -> None:
     """The logs of a deleted pod are gone with it.
 
-    The cluster side of K11 (FIDELITY.md), as the simulator reproduces it.
+    The cluster side of K11 (docs/behaviours.md), as the simulator reproduces it.
     """
     kube.core.create_namespaced_pod(kube.namespace, pod("p", "print('one'); print('two')"))
     ended(sim_cluster, "p")

@@ -42,7 +42,7 @@ def test_a_queued_pod_is_gated_and_pending_until_admitted(
 ) -> None:
     """A pod gated by Kueue stays Pending with its scheduling gates.
 
-    The cluster side of K1 (FIDELITY.md), as the simulator reproduces it.
+    The cluster side of K1 (docs/behaviours.md), as the simulator reproduces it.
     """
     with sim_cluster.paused("kueue"):
         kube.core.create_namespaced_pod(kube.namespace, queued_pod("q", WAITS))
@@ -61,7 +61,7 @@ def test_admission_adds_the_host_and_the_flavor_to_the_node_selector(
 ) -> None:
     """On admission Kueue adds the host and the flavor's labels to the node selector.
 
-    The cluster side of K4 (FIDELITY.md), as the simulator reproduces it.
+    The cluster side of K4 (docs/behaviours.md), as the simulator reproduces it.
     """
     kube.core.create_namespaced_pod(kube.namespace, queued_pod("q"))
     sim_cluster.wait_for(lambda: not gated(sim_cluster, "q"))
@@ -102,7 +102,7 @@ def test_the_quota_caps_what_is_admitted(tmp_path: Any) -> None:
 def test_a_higher_priority_pod_preempts_a_lower_one_by_deleting_it(tmp_path: Any) -> None:
     """Kueue preempts for a node's capacity by deleting the lower pod within its grace.
 
-    The cluster side of K2, K4 (FIDELITY.md), as the simulator reproduces it.
+    The cluster side of K2, K4 (docs/behaviours.md), as the simulator reproduces it.
     """
     with SimCluster([NodeSpec("n", cpu="1")], workdir=tmp_path) as cluster:
         low = queued_pod("low", WAITS, priority="simrun-agent-extra")
@@ -138,7 +138,7 @@ def test_a_reservation_taint_evicts_other_pods_and_keeps_the_tolerating_ones(
 ) -> None:
     """The NoExecute taint of a reservation keeps the pods of other runs off the node.
 
-    The cluster side of K4 (FIDELITY.md), as the simulator reproduces it.
+    The cluster side of K4 (docs/behaviours.md), as the simulator reproduces it.
     """
     toleration = [{"key": "simrun/reserved", "operator": "Equal", "value": "r1"}]
     kube.core.create_namespaced_pod(kube.namespace, pod("other", WAITS, nodeName="node-1"))
@@ -163,7 +163,7 @@ def test_a_reserved_run_is_admitted_onto_its_node_only(
 ) -> None:
     """Admission honours a reservation's node selector and toleration.
 
-    The cluster side of K4 (FIDELITY.md), as the simulator reproduces it.
+    The cluster side of K4 (docs/behaviours.md), as the simulator reproduces it.
     """
     kube.core.patch_node(
         "node-3",
@@ -208,7 +208,7 @@ def test_a_pod_that_fits_no_node_is_unschedulable_with_the_reasons(
 def test_init_and_wait_containers_count_in_a_pods_request() -> None:
     """Containers together, or an init container alone when larger; sidecars add.
 
-    The cluster side of B11, K5 (FIDELITY.md), as the simulator reproduces it.
+    The cluster side of B11, K5 (docs/behaviours.md), as the simulator reproduces it.
     """
 
     def container(name: str, cpu: str, memory: str, **extra: Any) -> dict[str, Any]:
@@ -244,7 +244,7 @@ def test_init_and_wait_containers_count_in_a_pods_request() -> None:
 def test_the_executor_containers_make_a_full_node_refuse_a_pod(tmp_path: Any) -> None:
     """A main container of the node's whole CPU does not fit beside init and wait.
 
-    The cluster side of K5 (FIDELITY.md), as the simulator reproduces it.
+    The cluster side of K5 (docs/behaviours.md), as the simulator reproduces it.
     """
     executor = {"cpu": "100m", "memory": "256Mi"}
     body = pod("argo-like", cpu="2")

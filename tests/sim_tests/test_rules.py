@@ -17,7 +17,7 @@ RETRY_SCOPE = nested({"lastRetry.exitCode": "137", "retries": "1"})
 def test_argo_expressions_compare_exit_codes_as_strings() -> None:
     """`"3" != 3` holds in expr, so the expression must quote the codes.
 
-    The cluster side of M8 (FIDELITY.md), as the simulator reproduces it.
+    The cluster side of M8 (docs/behaviours.md), as the simulator reproduces it.
     """
     assert evaluate_bool("lastRetry.exitCode != 137", RETRY_SCOPE)
     assert not evaluate_bool("lastRetry.exitCode != '137'", RETRY_SCOPE)
@@ -61,7 +61,7 @@ def test_argo_names_nodes_and_pods_by_fnv_hashes() -> None:
 def test_a_pod_spec_patch_merges_the_main_container_by_name() -> None:
     """The patch is a strategic merge (containers and env by name), grace included.
 
-    The cluster side of M9 (FIDELITY.md), as the simulator reproduces it.
+    The cluster side of M9 (docs/behaviours.md), as the simulator reproduces it.
     """
     workflow = {
         "metadata": {"name": "wf", "namespace": "ns", "uid": "u"},

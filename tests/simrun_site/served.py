@@ -68,6 +68,8 @@ def web_process(folder: Path, env: dict[str, str] | None = None) -> Iterator[Web
     port = free_port()
     full_env = {
         **{k: v for k, v in os.environ.items() if not k.startswith("SIMRUN_")},
+        # the test's broker and queue (dev.sh's), so its Celery worker gets what this one sends
+        "SIMRUN_CELERY_QUEUE": django_settings.CELERY_TASK_DEFAULT_QUEUE,
         "DATABASE_URL": database_url(),
         "SIMRUN_DATA_DIR": str(folder / "data"),
         "SIMRUN_STORE": str(django_settings.SIMRUN_STORE),

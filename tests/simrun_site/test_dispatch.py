@@ -64,6 +64,7 @@ class Recorder:
         ("/api/runs/r1/events/", False),
         ("/api/runs/r1/logs/", False),
         ("/api/snapshots/", True),
+        ("/api/runs/from_crate/", True),
         ("/api/runs/", False),
         ("/api/runs/r1/", False),
         ("/api/runs/r1/outputs/download/", False),

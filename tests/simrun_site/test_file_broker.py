@@ -3,11 +3,16 @@
 from __future__ import annotations
 
 import logging
+import os
+import stat
+import time
 from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
 from kombu import Connection
+
+from simrun_site.file_broker import clean_staging
 
 TRANSPORT = "simrun_site.file_broker:Transport"
 # kombu keeps the declared queues of a file-system transport in one state per process: each
@@ -61,3 +66,39 @@ def test_unreadable_messages_are_set_aside_once_and_the_next_one_is_read(
     assert len(said) == 3
     assert all("an unreadable message was set aside in" in line for line in said)
     queue.close()
+
+
+def test_entries_that_are_no_regular_file_are_set_aside_without_being_opened(
+    connection: Connection, tmp_path: Path, caplog: pytest.LogCaptureFixture
+) -> None:
+    """A FIFO (opening it would wait for a writer for ever), a directory and a link named like
+    messages: each is moved to bad/ unopened, and the good message after them is read."""
+    queue = connection.SimpleQueue("f")
+    os.mkfifo(tmp_path / "in" / "0_1_fifo.f.msg")
+    (tmp_path / "in" / "0_2_dir.f.msg").mkdir()
+    os.symlink(tmp_path / "elsewhere", tmp_path / "in" / "0_3_link.f.msg")
+    queue.put({"n": 3})
+
+    with caplog.at_level(logging.ERROR, logger="simrun.broker"):
+        assert queue.get(timeout=5).payload == {"n": 3}
+
+    bad = sorted(p.name for p in (tmp_path / "bad").iterdir())
+    assert bad == ["0_1_fifo.f.msg", "0_2_dir.f.msg", "0_3_link.f.msg"]
+    assert stat.S_ISFIFO((tmp_path / "bad" / "0_1_fifo.f.msg").lstat().st_mode)
+    assert len(caplog.records) == 3
+    queue.close()
+
+
+def test_staging_is_cleaned_of_what_producers_left_but_not_of_what_they_write(
+    tmp_path: Path,
+) -> None:
+    staging = tmp_path / "staging"
+    staging.mkdir()
+    left, writing = staging / "left.q.msg", staging / "writing.q.msg"
+    left.write_bytes(b"")
+    writing.write_bytes(b"{")
+    an_hour_ago = time.time() - 3600
+    os.utime(left, (an_hour_ago, an_hour_ago))
+
+    assert clean_staging(staging, older_than_s=60) == ["left.q.msg"]
+    assert [p.name for p in staging.iterdir()] == ["writing.q.msg"]

@@ -11,16 +11,14 @@ import logging
 from typing import NoReturn
 
 from simrun_harness.attempt import Attempt
-from simrun_harness.config import ConfigError, single_config
+from simrun_harness.config import single_config
 from simrun_harness.console import run_console
-from simrun_harness.exits import EXIT_CONFIGURATION, EXIT_FAILED, EXIT_OK
-from simrun_harness.jobs import Job, JobRunner
-from simrun_harness.merge import load_or_report
+from simrun_harness.exits import EXIT_FAILED, EXIT_OK
+from simrun_harness.jobs import Job
 from simrun_harness.output import is_published, prepare_output, publish_output
 from simrun_harness.plugin import UnsplitTaskType
-from simrun_harness.pool import ProcessPool
-from simrun_harness.report import ReportError
 from simrun_harness.reuse import link_output, store_root_of
+from simrun_harness.single_job import load_of_kind, one_process
 from simrun_harness.termination import StopSignal
 
 log = logging.getLogger("simrun")
@@ -34,18 +32,11 @@ def _main() -> int:
     attempt = Attempt(
         common, task_id, config.worker or task_id, "exec", config.memory_per_worker_gb
     )
-    task = load_or_report(attempt)
-    if not isinstance(task.task_type, UnsplitTaskType):
-        attempt.error = ReportError(message=f"type {task.file.type!r} is splittable: not for exec")
-        attempt.finish(EXIT_CONFIGURATION)
-        raise ConfigError(attempt.error.message)
+    task = load_of_kind(attempt, UnsplitTaskType, "is splittable: not for exec")
     if is_published(task.paths):
         log.info("%s: out/ is already complete; nothing to do", attempt.worker)
         return attempt.finish(EXIT_OK)
-    token = f"{attempt.worker}@{common.attempt}"
-    pool = ProcessPool(JobRunner(task.task_type, task.context, task.paths.units, token), 1)
-    attempt.processes = 1
-    pool.start()
+    pool, token = one_process(attempt, task)
     code = EXIT_FAILED
     try:
         tmp = prepare_output(task.paths, token)

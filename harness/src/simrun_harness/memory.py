@@ -92,32 +92,25 @@ def _statm(pid: int | str) -> tuple[int, int] | None:
     return resident, max(0, resident - int(fields[2]) * _PAGE)
 
 
-def is_pods_cgroup(cgroup: Cgroup, explicit_limit_gb: float | None) -> bool:
-    """Whether `cgroup` measures this pod alone: v2 files, and its limit is the pod's."""
-    if cgroup.memory_anon_bytes() is None:
-        return False
+def _limit_is_pods(cgroup: Cgroup, explicit_limit_gb: float | None) -> bool:
+    """Whether the cgroup's `memory.max` is the pod's limit (any, when none was given)."""
     if explicit_limit_gb is None:
         return True
     limit = cgroup.memory_max_bytes()
-    if limit is None:
-        return False
     wanted = explicit_limit_gb * GB
-    return abs(limit - wanted) <= wanted * OWN_CGROUP_TOLERANCE
+    return limit is not None and abs(limit - wanted) <= wanted * OWN_CGROUP_TOLERANCE
+
+
+def is_pods_cgroup(cgroup: Cgroup, explicit_limit_gb: float | None) -> bool:
+    """Whether `cgroup` measures this pod alone: v2 files, and its limit is the pod's."""
+    return cgroup.memory_anon_bytes() is not None and _limit_is_pods(cgroup, explicit_limit_gb)
 
 
 def counts_pods_kills(cgroup: Cgroup, explicit_limit_gb: float | None) -> bool:
     """Whether the cgroup's `memory.events` counts this pod's kills for memory: the file
     exists and its `memory.max` is the pod's limit (any, when no limit was given). It may
     count them where `memory.stat` is missing (the cluster simulator's containers)."""
-    if cgroup.oom_kills() is None:
-        return False
-    if explicit_limit_gb is None:
-        return True
-    limit = cgroup.memory_max_bytes()
-    if limit is None:
-        return False
-    wanted = explicit_limit_gb * GB
-    return abs(limit - wanted) <= wanted * OWN_CGROUP_TOLERANCE
+    return cgroup.oom_kills() is not None and _limit_is_pods(cgroup, explicit_limit_gb)
 
 
 @dataclass(frozen=True)

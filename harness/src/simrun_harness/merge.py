@@ -13,18 +13,18 @@ from typing import NoReturn
 
 from simrun_harness import store_reads
 from simrun_harness.attempt import Attempt
-from simrun_harness.config import ConfigError, single_config
+from simrun_harness.config import single_config
 from simrun_harness.console import run_console
-from simrun_harness.exits import EXIT_CONFIGURATION, EXIT_FAILED, EXIT_OK
-from simrun_harness.jobs import Job, JobRunner
+from simrun_harness.exits import EXIT_FAILED, EXIT_OK
+from simrun_harness.jobs import Job
 from simrun_harness.ledger import ledger_exists, unit_names
 from simrun_harness.ledger_reads import read_total
 from simrun_harness.output import is_published, prepare_output, publish_output
 from simrun_harness.plugin import SplitTaskType
 from simrun_harness.pool import ProcessPool
 from simrun_harness.report import ReportError
-from simrun_harness.store_access import probe
-from simrun_harness.taskfile import LoadedTask, load_task
+from simrun_harness.single_job import load_of_kind, one_process
+from simrun_harness.taskfile import LoadedTask
 from simrun_harness.termination import StopSignal
 
 log = logging.getLogger("simrun")
@@ -62,20 +62,6 @@ def merge_output(
     return EXIT_OK
 
 
-def load_or_report(attempt: Attempt) -> LoadedTask:
-    """Load the task; a configuration error is reported (exit 4) before it is raised. Then
-    check that the task directory can be written (`store_access.probe`): exit 5 if not."""
-    probe(attempt.config.task_dir)
-    try:
-        task = load_task(attempt.config)
-    except ConfigError as exc:
-        attempt.error = ReportError(message=str(exc))
-        attempt.finish(EXIT_CONFIGURATION)
-        raise
-    attempt.task_id = task.file.task
-    return task
-
-
 def _main() -> int:
     stop = StopSignal()
     config = single_config()
@@ -83,18 +69,11 @@ def _main() -> int:
     task_id = common.task_dir.name
     worker = config.worker or f"{task_id}-merge"
     attempt = Attempt(common, task_id, worker, "merge", config.memory_per_worker_gb)
-    task = load_or_report(attempt)
-    if not isinstance(task.task_type, SplitTaskType):
-        attempt.error = ReportError(message=f"type {task.file.type!r} is not splittable")
-        attempt.finish(EXIT_CONFIGURATION)
-        raise ConfigError(attempt.error.message)
+    task = load_of_kind(attempt, SplitTaskType, "is not splittable")
     if is_published(task.paths):
         log.info("%s: out/ is already merged; nothing to do", worker)
         return attempt.finish(EXIT_OK)
-    token = f"{worker}@{common.attempt}"
-    pool = ProcessPool(JobRunner(task.task_type, task.context, task.paths.units, token), 1)
-    attempt.processes = 1
-    pool.start()
+    pool, token = one_process(attempt, task)
     code = EXIT_FAILED
     try:
         code = merge_output(task, pool, stop, attempt, token)

@@ -373,28 +373,44 @@ class _WalkState:
     deadline: float
     seen: int = 0
 
+    @property
+    def scan_deadline(self) -> float:
+        """Reading names stops a quarter of the time before the end, so the files kept of a
+        directory too large for the time are still looked at and listed."""
+        return self.deadline - self.limits.seconds / 4
+
 
 def _walk_into(fd: int, prefix: str, depth: int, walk: Walk, state: _WalkState) -> None:
     """List one directory (what was read of it, when a limit stops the read), then its
-    subdirectories in order; _Cut at a limit of entries, time or files."""
-    listed: list[tuple[str, os.stat_result]] = []
+    subdirectories in order; _Cut at a limit of entries, time or files. Names and kinds come
+    from the listing itself; only the files kept are looked at (`lstat`)."""
+    files: list[str] = []
+    dirs: list[str] = []
     stop = None
     with os.scandir(fd) as scan:
         for item in scan:
             state.seen += 1
             if state.seen > state.limits.entries:
                 stop = "entries"
-            elif time.monotonic() > state.deadline:
+            elif time.monotonic() > state.scan_deadline:
                 stop = "time"
             if stop is not None:
                 break
             with suppress(OSError):
-                listed.append((item.name, item.stat(follow_symlinks=False)))
-    listed.sort()
-    for name, info in listed:
+                if item.is_file(follow_symlinks=False):
+                    files.append(item.name)
+                elif item.is_dir(follow_symlinks=False):
+                    dirs.append(item.name)
+    for name in sorted(files):
+        if state.limits.files is not None and len(walk.files) >= state.limits.files:
+            raise _Cut("files")
+        if time.monotonic() > state.deadline:
+            raise _Cut("time")
+        try:
+            info = os.stat(name, dir_fd=fd, follow_symlinks=False)
+        except OSError:
+            continue  # removed since it was listed
         if stat.S_ISREG(info.st_mode):
-            if state.limits.files is not None and len(walk.files) >= state.limits.files:
-                raise _Cut("files")
             walk.files.append(
                 FoundFile(
                     prefix + name,
@@ -406,9 +422,7 @@ def _walk_into(fd: int, prefix: str, depth: int, walk: Walk, state: _WalkState) 
             )
     if stop is not None:
         raise _Cut(stop)
-    for name, info in listed:
-        if not stat.S_ISDIR(info.st_mode):
-            continue
+    for name in sorted(dirs):
         if depth >= state.limits.depth:
             walk.cut = walk.cut or "depth"
             continue

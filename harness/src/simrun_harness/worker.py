@@ -47,12 +47,13 @@ from simrun_harness.jobs import Job, JobResult, JobRunner
 from simrun_harness.ledger import Holder, Ledger, ledger_exists, unit_index, unit_names
 from simrun_harness.ledger_creation import create_ledger
 from simrun_harness.ledger_reads import read_total, read_units
-from simrun_harness.merge import load_or_report, merge_output
+from simrun_harness.merge import merge_output
 from simrun_harness.plugin import SettingsError, SplitTaskType
 from simrun_harness.pool import Death, ProcessPool
 from simrun_harness.progress import ProgressWriter
 from simrun_harness.report import ReportError
 from simrun_harness.reuse import link_units, store_root_of
+from simrun_harness.single_job import load_or_report
 from simrun_harness.store_access import as_store_failure
 from simrun_harness.taskfile import LoadedTask
 from simrun_harness.termination import StopSignal

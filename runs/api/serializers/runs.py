@@ -8,8 +8,8 @@ from typing import Any
 from drf_spectacular.utils import extend_schema_field
 from rest_framework import serializers
 
-from runs.models import RunState
 from runs.selectors.runs_list import CURSOR, MAX_LIMIT
+from runs.states import RunState
 
 _STATE = "|".join([*RunState, "live", "ended"])
 STATES = rf"^(({_STATE})(,({_STATE}))*)?$"
@@ -111,6 +111,15 @@ class ReuseSerializer(serializers.Serializer):
     text = serializers.CharField(help_text='"reused N of M units"')
 
 
+class DiskSerializer(serializers.Serializer):
+    full = serializers.BooleanField()
+    path = serializers.CharField(help_text="The service's directory on the full disk.")
+    free_bytes = serializers.IntegerField()
+    needed_bytes = serializers.IntegerField(
+        help_text="Free space the service needs there (SIMRUN_DISK_MIN_FREE_MB)."
+    )
+
+
 class RunDetailSerializer(RunItemSerializer):
     workflow_name = serializers.CharField()
     workflow = serializers.JSONField()
@@ -132,6 +141,11 @@ class RunDetailSerializer(RunItemSerializer):
     )
     controller_late_s = serializers.FloatField(
         help_text="After this many seconds without a reconcile the controller counts as stopped."
+    )
+    disk = DiskSerializer(
+        allow_null=True,
+        help_text="The service's disk that is full (nothing advances until space is freed); "
+        "null while every disk has room.",
     )
 
 

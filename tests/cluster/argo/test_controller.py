@@ -1,4 +1,4 @@
-"""The controller's rules (DESIGN §5) over the Argo backend: runs end to end on the cluster.
+"""The controller's rules (docs/architecture.md) over the Argo backend: runs end to end.
 
 Each test submits through the domain (`create_run`, then the submission a Celery worker would
 run), then calls the controller's `tick` until the run has ended and settled, as beat and the
@@ -57,7 +57,7 @@ def submit(
     backend: ArgoBackend, *tasks: dict[str, Any], by: Identity | None = None, **options: Any
 ) -> Run:
     """Create the run as the API does, then submit it as the Celery task does."""
-    run = create_run(
+    run, _ = create_run(
         identity=by or factories.person(),
         workflow={"name": "test", "tasks": list(tasks)},
         sources=[],
@@ -260,7 +260,7 @@ def test_the_workflow_is_stopped_after_success_while_extras_are_still_gated(
     third taken at once by a pod above them); once the run succeeded the workflow is stopped
     and the gated pods are gone."""
     backend = argo_settings()
-    run = create_run(
+    run, _ = create_run(
         identity=factories.agent(),
         workflow={
             "name": "gated",

@@ -9,8 +9,9 @@ from typing import Any
 import pytest
 
 from cluster.argo.config import ClusterConfig
-from cluster.argo.manifest import pod_spec_patch, workflow_manifest
+from cluster.argo.manifest import workflow_manifest
 from cluster.argo.names import argo_name, label_value
+from cluster.argo.pod_template import pod_spec_patch
 from tests.cluster.argo.builders import command_task, launch, shape, split_task
 from tests.cluster.argo.golden import assert_golden
 from tests.sim.argo.templates import substitute

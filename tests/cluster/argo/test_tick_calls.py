@@ -1,5 +1,5 @@
 """A controller tick over many Argo workflows asks the API server the same whatever their
-number (issue 21): one list of the runs' workflows' metadata, not a read per workflow; then,
+number: one list of the runs' workflows' metadata, not a read per workflow; then,
 only when some workflow changed or the process has not noted a run, one list of those runs'
 workflows. A restarted process reads no workflow whose revision is the one its record notes.
 The simulator's access log counts the requests."""
@@ -35,6 +35,7 @@ def test_a_ticks_api_calls_do_not_grow_with_the_workflows(sim_lab: Lab) -> None:
         for size in (2, 4):
             while Run.objects.count() < size:
                 submit(backend, sleep_task("scan", 4, 0.1, split=2))
+            sim_lab.sim.settle()  # Argo made every pod: the statuses stay as they are now
             seen = Seen()
             first = tick_calls(sim_lab, seen)  # a new process: every run derived
             versions = dict(Run.objects.values_list("pk", "version"))

@@ -111,7 +111,7 @@ def test_the_watcher_follows_a_run_on_wakes_and_a_restarted_one_finishes_it(
     backend = argo_settings()
     first = watchers.start()
     wait_for(lambda: watchers.ready(0), timeout=60, what="the watcher ready")
-    run = create_run(
+    run, _ = create_run(
         identity=factories.person(),
         workflow={
             "name": "watched",

@@ -1,4 +1,4 @@
-"""Issue 19 item 5: `reserve` and `unreserve` of the local backend under the node's lock.
+"""`reserve` and `unreserve` of the local backend under the node's lock.
 
 The race is made to happen every time, not by luck: `unreserve` is held between its read of
 the reservation and its unlink while another thread reserves the node for another run.

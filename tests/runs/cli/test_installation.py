@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import os
+import shutil
 import subprocess
 import sys
 from pathlib import Path
@@ -28,16 +29,8 @@ def simrun(*args: str, cwd: Path, **env: str) -> subprocess.CompletedProcess[str
     )
 
 
-def migrated(data_dir: Path) -> None:
-    done = subprocess.run(
-        [sys.executable, str(ROOT / "manage.py"), "migrate", "--no-input"],
-        cwd=ROOT,
-        env={**os.environ, "SIMRUN_DATA_DIR": str(data_dir), "DATABASE_URL": ""},
-        capture_output=True,
-        text=True,
-        timeout=120,
-    )
-    assert done.returncode == 0, done.stderr
+def migrated(installed: Path, data_dir: Path) -> None:
+    shutil.copytree(installed, data_dir)
 
 
 def test_outside_any_installation_it_refuses_and_creates_nothing(tmp_path: Path) -> None:
@@ -49,8 +42,10 @@ def test_outside_any_installation_it_refuses_and_creates_nothing(tmp_path: Path)
     assert list(tmp_path.iterdir()) == []  # no .simrun/, no database
 
 
-def test_from_a_subdirectory_it_uses_the_nearest_installation_above(tmp_path: Path) -> None:
-    migrated(tmp_path / ".simrun")
+def test_from_a_subdirectory_it_uses_the_nearest_installation_above(
+    installed: Path, tmp_path: Path
+) -> None:
+    migrated(installed, tmp_path / ".simrun")
     deep = tmp_path / "study" / "scans"
     deep.mkdir(parents=True)
     made = simrun("person", "create", "ada", cwd=deep)
@@ -63,8 +58,8 @@ def test_from_a_subdirectory_it_uses_the_nearest_installation_above(tmp_path: Pa
     assert not (tmp_path / "study" / ".simrun").exists()
 
 
-def test_simrun_data_dir_wins_over_a_nearer_installation(tmp_path: Path) -> None:
-    migrated(tmp_path / "elsewhere")
+def test_simrun_data_dir_wins_over_a_nearer_installation(installed: Path, tmp_path: Path) -> None:
+    migrated(installed, tmp_path / "elsewhere")
     (tmp_path / ".simrun").mkdir()  # nearer, but not the one named
     made = simrun(
         "person", "create", "bo", cwd=tmp_path, SIMRUN_DATA_DIR=str(tmp_path / "elsewhere")

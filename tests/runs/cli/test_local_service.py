@@ -6,6 +6,7 @@ from __future__ import annotations
 import json
 import os
 import re
+import shutil
 import socket
 import subprocess
 import sys
@@ -293,9 +294,12 @@ def test_a_service_that_breaks_off_is_named_and_nothing_is_retried(
 
 
 @pytest.mark.slow
-def test_with_no_serve_running_a_command_starts_one_in_the_background(tmp_path: Path) -> None:
+def test_with_no_serve_running_a_command_starts_one_in_the_background(
+    installed: Path, tmp_path: Path
+) -> None:
     """It says so in one line, answers, and the serve it left is stopped by `simrun stop`."""
     data_dir = tmp_path / "simrun"
+    shutil.copytree(installed, data_dir)  # an installation whose serve is not running
     env = clean_env(data_dir)
     try:
         code, out, err = run_in(env, "runs")

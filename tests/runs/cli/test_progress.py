@@ -64,7 +64,7 @@ def test_plain_following_prints_each_change_of_state_and_ends_with_the_run() -> 
 
 
 def test_the_controller_is_late_after_its_limit_and_said_once_each_way() -> None:
-    """Issue 15 item 3: one warning when reconciles stop, one line when they are back."""
+    """One warning when reconciles stop, one line when they are back."""
     from runs.cli.follow_notes import ControllerWatch
 
     def polled(idle: float | None, state: str = "running") -> dict[str, Any]:
@@ -81,7 +81,7 @@ def test_the_controller_is_late_after_its_limit_and_said_once_each_way() -> None
 
 
 def test_following_waits_out_a_service_that_does_not_answer_and_says_so_once() -> None:
-    """Issue 15 item 3: the API down is said once with the command that starts it; the run is
+    """The API down is said once with the command that starts it; the run is
     followed on when it answers again."""
     from runs.cli.client import Unreachable
 
@@ -106,4 +106,29 @@ def test_following_waits_out_a_service_that_does_not_answer_and_says_so_once() -
         "warning: simrun at http://h/ does not answer ([Errno 111] Connection refused); "
         "is it running? start it with `simrun serve` (still following run r1)",
         "simrun answers again; following run r1",
+    ]
+
+
+def test_a_full_disk_is_said_once_each_way_instead_of_the_controller_being_late() -> None:
+    """A full disk stops the controller from recording its passes: following names the disk
+    (its path, what is free, what simrun needs) rather than saying the services are not
+    running, once when it fills and once when there is room again."""
+    from runs.cli.follow_notes import watched
+
+    disk = {"full": True, "path": "/d/.simrun", "free_bytes": 0, "needed_bytes": 4 * 2**20}
+
+    def polled(idle: float, full: bool) -> dict[str, Any]:
+        late = {"controller_idle_s": idle, "controller_late_s": 10.0}
+        return {**run("running"), **late, "disk": disk if full else None}
+
+    said: list[str] = []
+    # right after the disk is freed the controller's last pass is still the old one
+    polls_ = [polled(2.0, False), polled(60.0, True), polled(90.0, True), polled(95.0, False)]
+    polls_.append(polled(1.0, False))
+    list(watched(iter(polls_), said.append))
+
+    assert said == [
+        "warning: the disk of /d/.simrun is full: 0B free, simrun needs 4.0MiB free; the run "
+        "waits until space is freed there (still following run r1)",
+        "there is room on the disk again; following run r1",
     ]

@@ -3,10 +3,12 @@
 from __future__ import annotations
 
 import sys
+import time
 from pathlib import Path
 
 import pytest
 
+from runs.cli.liveness import Prober, Sign
 from runs.cli.restarts import RestartPolicy
 from runs.cli.service_state import read_state
 from runs.cli.supervision import GaveUp, Supervisor
@@ -85,3 +87,52 @@ def test_a_service_that_exits_once_runs_again(tmp_path: Path) -> None:
     assert state is not None and state.services[0].restarts == 1
     assert state.services[0].state == "running"
     assert len(said) == 1
+
+
+def _silent_worker(tmp_path: Path, said: list[str], *, full_at: float) -> Supervisor:
+    """A running `worker` whose last sign of life was 9 s ago, with a 5 s deadline, and a
+    disk last seen full at `full_at`."""
+    prober = Prober(
+        data_dir=tmp_path, url="http://127.0.0.1:1/", deadline_s=5, disks=[], min_free=0, signs={}
+    )
+    the_supervisor = supervisor(tmp_path, {"worker": STAYS}, said)
+    the_supervisor.prober = prober
+    the_supervisor.start()
+    now = time.time()
+    the_supervisor.services["worker"].up_since = now - 10
+    prober.signs["worker"] = Sign(now - 9, "answered a ping")
+    prober.full_at = full_at
+    return the_supervisor
+
+
+def test_a_service_silent_past_its_deadline_is_killed_and_restarted(tmp_path: Path) -> None:
+    said: list[str] = []
+    the_supervisor = _silent_worker(tmp_path, said, full_at=0.0)
+    old = the_supervisor.services["worker"].proc
+    try:
+        the_supervisor.check()
+    finally:
+        the_supervisor.stop(grace_s=5, pods_grace_s=5)
+
+    assert old is not None and old.returncode == -9
+    assert len(said) == 1 and said[0].startswith(
+        "the worker process showed no sign of life for 9s (its last: answered a ping 9s ago); "
+        "killed it; restarting it in 0.05s (restart 1)"
+    ), said
+
+
+def test_silence_while_the_disk_was_full_is_forgiven_until_the_deadline_passes_again(
+    tmp_path: Path,
+) -> None:
+    """A disk full until a second ago explains the silence: the service gets the deadline
+    again from then, not a restart that would free nothing."""
+    said: list[str] = []
+    the_supervisor = _silent_worker(tmp_path, said, full_at=time.time() - 1)
+    old = the_supervisor.services["worker"].proc
+    try:
+        the_supervisor.check()
+        running = old is not None and old.poll() is None
+    finally:
+        the_supervisor.stop(grace_s=5, pods_grace_s=5)
+
+    assert running and said == []

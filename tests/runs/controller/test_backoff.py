@@ -14,7 +14,7 @@ from runs.controller.backoff import Backoff
 def test_each_failure_says_its_count_error_and_wait_the_first_with_its_traceback(
     caplog: pytest.LogCaptureFixture,
 ) -> None:
-    """Issue 15 item 5: one line a failure, naming the run, how many in a row, the error and
+    """One line a failure, naming the run, how many in a row, the error and
     when it is tried again; only the first carries the traceback; a line when it works."""
     caplog.set_level(logging.INFO, logger="runs.controller.tick")
     backoff = Backoff(clock=lambda: 0.0)

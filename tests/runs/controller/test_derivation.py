@@ -1,6 +1,6 @@
 """The steps of a run's derivation (`rules.derive_task`, `records.py`) with plain values:
 which store facts a status needs, a task's state and what its record keeps, the workflow's
-end, the messages and a task's fields (issue 19 item 2)."""
+end, the messages and a task's fields."""
 
 from __future__ import annotations
 
@@ -98,16 +98,25 @@ def test_messages_name_the_verdict_with_its_cause_or_the_last_failure() -> None:
     failures = {"t": [AttemptFailure(0, 2, message="boom")]}
     failed = derive(UNSPLIT, status(failures=failures, t=P.FAILED))
     of = status(failures=failures, t=P.FAILED)
-    assert records.task_messages("t", failed, causes={"t": "unit 3 raised X"}, status=of) == [
-        "task 't': pod t failed with exit code 2: unit 3 raised X"
+    assert records.task_reasons("t", failed, causes={"t": "unit 3 raised X"}, status=of) == [
+        "pod t failed with exit code 2: unit 3 raised X"
     ]
-    assert records.task_messages("t", failed, causes={}, status=of) == [
-        "task 't': pod t failed with exit code 2"
+    assert records.task_reasons("t", failed, causes={}, status=of) == [
+        "pod t failed with exit code 2"
     ]
     plain = rules.TaskDerived("failed", {}, None, False)
-    assert records.task_messages("t", plain, causes={}, status=of) == [
-        "task 't': pod t failed (exit code 2): boom"
+    assert records.task_reasons("t", plain, causes={}, status=of) == [
+        "pod t failed (exit code 2): boom"
     ]
+
+
+def test_the_runs_message_says_each_reason_with_its_task_in_order() -> None:
+    said = [("a", "pod a failed"), ("b", "the workflow ended before the task did")]
+
+    assert records.run_message(said) == (
+        "task 'a': pod a failed; task 'b': the workflow ended before the task did"
+    )
+    assert records.run_message([]) == ""
 
 
 def test_a_workflow_that_ended_fails_what_is_open_but_a_task_awaiting_its_marker() -> None:
@@ -118,7 +127,7 @@ def test_a_workflow_that_ended_fails_what_is_open_but_a_task_awaiting_its_marker
         states, stored=states, status=ended, markers={}, awaiting={"scan": True}
     )
     assert found == {"a": "done", "b": "failed", "scan": "running"}
-    assert said == ["task 'b': the workflow ended before the task did"]
+    assert said == [("b", "the workflow ended before the task did")]
     going = records.workflow_end(states, stored=states, status=status(), markers={}, awaiting={})
     assert going == (states, [])
 
@@ -130,7 +139,7 @@ def test_a_gone_workflow_resolves_from_the_stored_states_and_the_markers() -> No
         {}, stored=stored, status=None, markers={"scan": True}, awaiting={}
     )
     assert found == {"a": "done", "scan": "done", "t": "failed"}
-    assert said == ["task 't': its workflow is gone and its end was not seen"]
+    assert said == [("t", "its workflow is gone and its end was not seen")]
 
 
 def test_a_gone_workflows_task_awaiting_its_marker_stays_open_then_fails_naming_it() -> None:
@@ -148,8 +157,8 @@ def test_a_gone_workflows_task_awaiting_its_marker_stays_open_then_fails_naming_
     assert kept == {"scan": "running", "t": "failed"}
     assert lost == {"scan": "failed", "t": "failed"}
     assert said == [
-        "task 'scan': the coordinator ended but no merge marker appeared",
-        "task 't': its workflow is gone and its end was not seen",
+        ("scan", "the coordinator ended but no merge marker appeared"),
+        ("t", "its workflow is gone and its end was not seen"),
     ]
 
 

@@ -12,8 +12,8 @@ from django.db.models import F
 
 from runs.controller import followed
 from runs.controller.followed import Followed, Unnoted, followed_rows, unnoted_rows
+from runs.controller.plan import note_from_row, reusable
 from runs.controller.seen import Seen, derived_from
-from runs.controller.tick import note_from_row, reusable
 from runs.models import Run, Task
 from runs.ports import AttemptFailure, BackendStatus, PodPhase, PodStatus, WorkflowPhase
 from tests import factories

@@ -130,7 +130,7 @@ def test_a_failed_cancel_and_release_stay_pending_and_later_ticks_retry_only_the
 
     cancelled = cancel_run(run_id=run.pk, identity=factories.person())
     assert cancelled.state == "cancelled"
-    assert backend.calls == [], "the cancel itself makes no backend call (issue 19 item 4)"
+    assert backend.calls == [], "the cancel itself makes no backend call"
     settle(run.pk, backend)  # what its `settle_run` task does
 
     assert pending(run) == (False, True, True)

@@ -188,7 +188,7 @@ def test_no_backend_call_is_made_inside_a_transaction(store: Path) -> None:
 
 
 def test_a_coordinator_that_exits_5_fails_its_task_as_a_store_failure(store: Path) -> None:
-    """Issue 15 item 5: exit 5 is the store refusing writes, named with its path, once."""
+    """Exit 5 is the store refusing writes, named with its path, once."""
     from runs.ports import AttemptFailure
 
     run, task = split_run()

@@ -122,7 +122,7 @@ def test_a_write_is_applied_to_the_run_and_its_tasks_as_fetched() -> None:
 
 def test_the_row_notes_the_revision_the_status_was_read_at() -> None:
     """A restarted process whose backend has the revision a row names skips reading that run's
-    status (issue 21): the row notes it when written, and when only the note changes."""
+    status: the row notes it when written, and when only the note changes."""
     run = run_of(("hello", False, None), state="queued")
     queued = status(hello=P.QUEUED)
 

@@ -23,7 +23,8 @@ from runs.controller.seen import Seen
 from runs.controller.tick import tick
 from runs.models import Run, Task
 from runs.ports import RunLaunch, WorkflowPhase
-from runs.services.submission import create_run, stale_submissions
+from runs.services.fair_share import stale_submissions
+from runs.services.submission import create_run
 from runs.store import task_paths
 from simrun_site.celery import app
 from tests import factories
@@ -53,7 +54,7 @@ def restarted(store: Path, settings: Settings) -> Iterator[LocalBackend]:
 def submitting(backend: LocalBackend, *, lease_left: timedelta | None, age: timedelta) -> Run:
     """A run recorded `submitting` `age` ago, its worker's lease running out in `lease_left`
     (None: no worker took it yet)."""
-    run = create_run(
+    run, _ = create_run(
         identity=factories.person(),
         workflow={
             "name": "hi",

@@ -1,4 +1,4 @@
-"""The first tick of a restarted controller (issue 21 item 1): in a constant number of
+"""The first tick of a restarted controller: in a constant number of
 queries, with no read of a run's status files when its loop read them after the record's last
 write; a run whose row says it was derived from the status read now is neither fetched nor
 derived, and one derived reads the store only where the status says something depends on it."""

@@ -1,9 +1,10 @@
-"""The controller's rules as plain functions of plain values (DESIGN §5)."""
+"""The controller's rules as plain functions of plain values (docs/architecture.md)."""
 
 from __future__ import annotations
 
 from runs.controller import rules
 from runs.controller.advice import memory_cause
+from runs.plans import task_pods
 from runs.ports import AttemptFailure, BackendStatus, PodPhase, PodStatus, WorkflowPhase
 
 P = PodPhase
@@ -163,7 +164,7 @@ def test_a_gone_workflow_resolves_from_stored_states_and_markers() -> None:
 
 def test_the_pods_of_a_task_and_its_base_pods() -> None:
     """M1: coordinator, extras and merge; only the coordinator and merge are base pods."""
-    names = rules.pod_names("scan", splittable=True, pods=3, coordinator_merges=False)
+    names = task_pods("scan", splittable=True, pods=3, coordinator_merges=False)
     assert names == ["scan-w0", "scan-w1", "scan-w2", "scan-merge"]
     assert rules.base_pods("scan", splittable=True, coordinator_merges=True) == ["scan-w0"]
 

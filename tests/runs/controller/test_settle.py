@@ -37,5 +37,6 @@ def test_a_live_run_is_not_settled(store: Path) -> None:
 
 
 def test_a_deleted_run_is_ignored(store: Path) -> None:
-    """C19: a run deleted meanwhile is ignored."""
-    settle("gone", LocalBackend(store, cores=2, memory_gb=2))
+    """C19: settling a run deleted meanwhile fails no step and leaves nothing in the store."""
+    assert settle("gone", LocalBackend(store, cores=2, memory_gb=2)) == []
+    assert not (store / "runs" / "gone").exists()

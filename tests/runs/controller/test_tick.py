@@ -131,7 +131,7 @@ def test_a_new_process_derives_every_run_once(store: Path) -> None:
 
 
 def test_every_tick_records_the_heartbeat_of_its_source(store: Path) -> None:
-    """Issue 15 item 3: `follow` and `simrun status` read when the controller last ticked."""
+    """`follow` and `simrun status` read when the controller last ticked."""
     from runs.selectors.heartbeat import controller_idle_s, last_reconcile
 
     backend = LocalBackend(store, cores=2, memory_gb=2)
@@ -149,7 +149,7 @@ def test_every_tick_records_the_heartbeat_of_its_source(store: Path) -> None:
 def test_a_run_whose_reconcile_keeps_failing_backs_off_and_logs_once_a_step(
     store: Path, caplog: pytest.LogCaptureFixture
 ) -> None:
-    """Issue 15 item 5: retried after 1, 2, 4 … poll intervals (at most a minute), one line
+    """Retried after 1, 2, 4 … poll intervals (at most a minute), one line
     a step (the first with its traceback), and a line when it works again."""
     from runs.controller.backoff import MAX_S, Backoff
 
@@ -181,7 +181,7 @@ def test_a_run_whose_reconcile_keeps_failing_backs_off_and_logs_once_a_step(
 def test_an_ended_run_whose_settling_keeps_failing_backs_off_too(
     store: Path, caplog: pytest.LogCaptureFixture
 ) -> None:
-    """Issue 15 item 5: stopping the workflow of an ended run fails for real (its run
+    """Stopping the workflow of an ended run fails for real (its run
     directory is read-only): one line a step, the step stays pending, and it is done once
     the directory can be written again."""
     import subprocess

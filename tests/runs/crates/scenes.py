@@ -45,19 +45,22 @@ def model_snapshot(by: Identity) -> str:
     return info.digest
 
 
-def finished_scan(*, by: Identity | None = None, state: str = "succeeded", **fields: object) -> Run:
-    """A run of the example scan and its summary as it is once it succeeded."""
+def finished_scan(
+    *, by: Identity | None = None, state: str = "succeeded", model: bool = True, **fields: object
+) -> Run:
+    """A run of the example scan and its summary as it is once it succeeded; without `model`,
+    a run of no sources (in simrun's own environment)."""
     by = by or factories.person()
-    digest = model_snapshot(by)
+    sources = [model_snapshot(by)] if model else []
     run = Run(
         name=WORKFLOW["name"],
         owner=by,
         principal=by.principal,
         tier=by.kind,
         workflow=WORKFLOW,
-        sources=[digest],
+        sources=sources,
         state=state,
-        environment={"ref": "f" * 64},
+        environment={"ref": "f" * 64 if model else "service"},
         created_at=START,
         started_at=START + timedelta(seconds=2),
         ended_at=START + timedelta(seconds=40),

@@ -107,6 +107,20 @@ def test_a_file_whose_digest_is_not_the_metadatas(
     assert message.endswith("(changed after the crate was made)")
 
 
+def test_a_file_whose_size_is_not_the_metadatas(
+    members: Members, tmp_path: Path, settings: Settings
+) -> None:
+    metadata = json.loads(members[METADATA_FILE])
+    entity = next(e for e in metadata["@graph"] if e["@id"] == "workflow.json")
+    entity["contentSize"] = str(int(entity["contentSize"]) + 1)
+    members[METADATA_FILE] = json.dumps(metadata).encode()
+
+    message = refused(zipped(members), tmp_path, settings)
+
+    assert message.startswith("file 'workflow.json': ")
+    assert message.endswith("bytes (changed after the crate was made)")
+
+
 def test_a_file_the_metadata_describes_that_is_missing(
     members: Members, tmp_path: Path, settings: Settings
 ) -> None:

@@ -44,13 +44,13 @@ def run_store() -> str:
     return str(settings.SIMRUN_STORE)
 
 
-@pytest.mark.slow
-def test_the_example_scan_exports_valid_for_every_profile_it_declares(
-    store: Path, tmp_path: Path
-) -> None:
-    crate = exported(finished_scan(), tmp_path / "crate")
+EXAMPLE = Path(__file__).resolve().parents[3] / "examples" / "crates" / "repressilator-ode-scan"
 
-    verdict = validate_crate(crate)
+
+@pytest.mark.slow
+def test_the_example_crate_of_the_repository_is_valid_for_every_profile_it_declares() -> None:
+    """A real run's export (examples/crates/README.md), at the REQUIRED level, offline."""
+    verdict = validate_crate(EXAMPLE)
 
     assert verdict.valid, "\n".join(verdict.lines())
     checked = {p.uri for p in verdict.profiles}
@@ -97,6 +97,18 @@ def test_every_file_holds_the_bytes_its_digest_and_size_say(store: Path, tmp_pat
     on_disk = {str(p.relative_to(crate)) for p in crate.rglob("*") if p.is_file()} - {METADATA_FILE}
     assert on_disk == set(files)
     assert not (crate / "tasks" / "scan" / "out" / ".simrun-merged").exists()
+
+
+@pytest.mark.parametrize("model", [True, False], ids=["with a model", "without sources"])
+def test_every_data_entity_is_in_the_crate(store: Path, tmp_path: Path, model: bool) -> None:
+    """A data entity (a path, not a `#` entity) that the crate does not hold makes it invalid
+    for RO-Crate 1.1: a run without sources has no environment folder to point at."""
+    crate = exported(finished_scan(model=model), tmp_path / "crate")
+
+    for entity_id, entity in graph(crate).items():
+        types = {entity["@type"]} if isinstance(entity["@type"], str) else set(entity["@type"])
+        if types & {"File", "Dataset"} and not entity_id.startswith(("#", "http")):
+            assert (crate / entity_id).exists(), entity_id
 
 
 def test_metadata_only_describes_each_file_by_digest_and_size_without_its_bytes(
@@ -175,15 +187,29 @@ def test_a_live_run_is_not_exported(store: Path) -> None:
 
 def test_a_resumed_run_records_which_units_came_from_which_run(store: Path, tmp_path: Path) -> None:
     run = finished_scan()
-    run.tasks.filter(task_id="scan").update(reused={"0earlier0run": ["u000000", "u000001"]})
+    reused = {"0earlier0run": [[0, 1]], "1other1run": [[3, 6], [7, 8]]}
+    run.tasks.filter(task_id="scan").update(units_total=9, reused=reused)
 
     entities = graph(exported(run, tmp_path / "crate"))
 
-    derived = entities["tasks/scan/out/"]["wasDerivedFrom"]
-    origin = entities[derived[0]["@id"]]
-    assert origin["identifier"] == "0earlier0run"
-    assert "u000000, u000001" in origin["description"]
+    derived = [entities[d["@id"]] for d in entities["tasks/scan/out/"]["wasDerivedFrom"]]
+    assert [(d["identifier"], d["description"]) for d in derived] == [
+        ("0earlier0run", "reused, not computed again: u000000"),
+        ("1other1run", "reused, not computed again: u000003 to u000005, u000007"),
+    ]
+    assert derived[1]["name"] == "4 units of scan computed by run 1other1run"
+    assert "5 reused from 0earlier0run, 1other1run" in entities["#task/scan"]["description"]
     assert "wasDerivedFrom" not in entities["tasks/summary/out/"]
+
+
+def test_a_reused_output_of_an_unsplit_task_is_named_as_such(store: Path, tmp_path: Path) -> None:
+    run = finished_scan()
+    run.tasks.filter(task_id="summary").update(reused={"0earlier0run": ["out"]})
+
+    entities = graph(exported(run, tmp_path / "crate"))
+
+    derived = entities["tasks/summary/out/"]["wasDerivedFrom"]
+    assert entities[derived[0]["@id"]]["description"] == "reused, not computed again: its output"
 
 
 def test_a_failed_run_records_its_state_and_message(store: Path, tmp_path: Path) -> None:

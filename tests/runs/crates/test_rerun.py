@@ -40,7 +40,7 @@ def test_a_crate_from_another_installation_makes_its_run_again(
     fresh_installation(settings, tmp_path)
     archive = written(zipped(members), tmp_path / "crate.zip")
 
-    run = submit_crate(
+    run, _ = submit_crate(
         identity=factories.other_person(), archive=archive, nodes=NODES, limits=LIMITS
     )
 
@@ -65,7 +65,7 @@ def test_the_crates_constraints_are_what_the_environment_is_resolved_under(
     rewrite_digest(members, "environment/constraints.txt", pins)
     fresh_installation(settings, tmp_path)
 
-    run = submit_crate(
+    run, _ = submit_crate(
         identity=factories.person(),
         archive=written(zipped(members), tmp_path / "crate.zip"),
         nodes=NODES,

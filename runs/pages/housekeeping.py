@@ -2,14 +2,19 @@
 
 from __future__ import annotations
 
+from typing import TYPE_CHECKING
+
 from django.http import HttpResponse
 from django.shortcuts import render
 
-from runs.models import Identity, Run
 from runs.pages.access import HtmxHttpRequest, owner_only
 from runs.pages.forms import CleanupForm
+from runs.selectors.runs_list import run_names
 from runs.selectors.usage import store_usage
 from runs.services.cleanup import CleanupResult, cleanup_runs
+
+if TYPE_CHECKING:
+    from runs.models import Identity
 
 
 @owner_only
@@ -40,7 +45,7 @@ def cleanup(request: HtmxHttpRequest, identity: Identity) -> HttpResponse:
 def usage(request: HtmxHttpRequest, identity: Identity) -> HttpResponse:
     """Bytes of the run store per run and per group; a hard-linked file counts once."""
     found = store_usage()
-    names = dict(Run.objects.filter(pk__in=list(found.runs)).values_list("id", "name"))
+    names = run_names(list(found.runs))
     runs = [
         {"id": run_id, "name": names.get(run_id), "bytes": size}
         for run_id, size in sorted(found.runs.items(), key=lambda item: -item[1])

@@ -1,0 +1,140 @@
+"""A full disk is named as a full disk, and the service goes on by itself once space is back.
+
+These tests put the data directory on a tmpfs of a few MB and fill it: they need to mount one
+(root, or CAP_SYS_ADMIN in a container) and are skipped, saying so, where that is refused.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import errno
+import json
+import os
+import re
+import subprocess
+import urllib.error
+import urllib.request
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+
+from tests.e2e.commands import ROOT, SIMRUN, clean_env
+from tests.e2e.serving import Serving, serving, small_workflow, submitted_run
+from tests.waiting import wait_for
+
+pytestmark = [pytest.mark.slow]
+
+DISK_MB = 64
+MIN_FREE = {"SIMRUN_DISK_MIN_FREE_MB": "4", "SIMRUN_LIVENESS_S": "8"}
+
+
+@pytest.fixture
+def small_disk(tmp_path: Path) -> Iterator[Path]:
+    """A tmpfs of DISK_MB mounted under tmp_path, unmounted afterwards."""
+    disk = tmp_path / "disk"
+    disk.mkdir()
+    mounted = subprocess.run(
+        ["mount", "-t", "tmpfs", "-o", f"size={DISK_MB}m,mode=0700", "tmpfs", str(disk)],
+        capture_output=True,
+        text=True,
+    )
+    if mounted.returncode != 0:
+        pytest.skip(f"needs to mount a tmpfs (root or CAP_SYS_ADMIN): {mounted.stderr.strip()}")
+    try:
+        yield disk
+    finally:
+        subprocess.run(["umount", "-l", str(disk)], check=False)
+
+
+def fill(disk: Path) -> Path:
+    """Write a file until the disk has no byte left; the file."""
+    filler = disk / "filler"
+    chunk = b"\0" * 1024 * 1024
+    with filler.open("wb", buffering=0) as out:
+        while True:
+            try:
+                out.write(chunk)
+            except OSError as exc:
+                assert exc.errno == errno.ENOSPC
+                break
+        with contextlib.suppress(OSError):
+            while out.write(b"\0" * 4096):
+                pass
+    return filler
+
+
+def api_get(served: Serving, path: str) -> tuple[int, dict[str, object]]:
+    token = (served.data_dir / "cli_token").read_text().strip()
+    request = urllib.request.Request(
+        f"http://127.0.0.1:{served.port}{path}", headers={"Authorization": f"Bearer {token}"}
+    )
+    try:
+        with urllib.request.urlopen(request, timeout=30) as reply:
+            return reply.status, json.loads(reply.read())
+    except urllib.error.HTTPError as exc:
+        return exc.code, json.loads(exc.read() or b"{}")
+
+
+def test_a_full_disk_is_named_everywhere_and_the_run_goes_on_once_freed(
+    tmp_path: Path, small_disk: Path
+) -> None:
+    """With a run computing, the data directory's disk is filled: `status` names the disk as
+    full (its path, what simrun needs free), `follow` says so instead of "the services are
+    not running", the API's run detail carries it, a submission is refused naming it (not a
+    500 whose id is in no log). Once the file is removed the run succeeds, nothing is left
+    half-written in the broker's staging directory, and nothing was restarted for it."""
+    workflow = small_workflow(tmp_path / "work", units=20, seconds=1.0)
+    with serving(tmp_path, env=MIN_FREE, data_dir=small_disk / "simrun") as served:
+        run_id = submitted_run(
+            served.simrun("submit", str(workflow), "--source", str(workflow.parent / "model"))
+        )
+        done = served.data_dir / "store" / "runs" / run_id / "tasks" / "naps" / "ledger" / "done"
+        wait_for(lambda: done.is_dir() and any(done.iterdir()), timeout=120, what="a unit done")
+        with (tmp_path / "follow.out").open("wb") as out:
+            follow = subprocess.Popen(
+                [str(SIMRUN), "follow", run_id],
+                cwd=ROOT,
+                env=clean_env(served.data_dir),
+                stdout=out,
+                stderr=subprocess.STDOUT,
+            )
+        filler = fill(small_disk)
+        status = wait_for(
+            lambda: (s := served.simrun("status")) and " is full: " in s.stdout and s,
+            timeout=60,
+            what="status naming the full disk",
+        )
+        detail_code, detail = api_get(served, f"/api/runs/{run_id}/")
+        refused = served.simrun("submit", str(workflow), "--source", str(workflow.parent / "model"))
+        said = wait_for(
+            lambda: " is full: " in (t := (tmp_path / "follow.out").read_text()) and t,
+            timeout=60,
+            what="follow naming the full disk",
+        )
+        filler.unlink()
+        code = follow.wait(timeout=240)
+        followed = (tmp_path / "follow.out").read_text()
+        staging = list((served.data_dir / "broker" / "staging").iterdir())
+        stderr = served.said()[1]
+
+    where = re.escape(str(served.data_dir))
+    full = rf"the disk of {where} is full: \S+ free, simrun needs \S+ free"
+    assert re.search(full, status.stdout), status.stdout
+    assert detail_code == 200, detail
+    assert detail["disk"] == {  # type: ignore[comparison-overlap]
+        "full": True,
+        "path": str(served.data_dir),
+        "free_bytes": detail["disk"]["free_bytes"],  # type: ignore[index]
+        "needed_bytes": 4 * 1024 * 1024,
+    }
+    assert refused.returncode != 0
+    assert "tell its operator" not in refused.stdout + refused.stderr
+    assert re.search(full, refused.stderr), refused.stderr
+    assert re.search(full, said), said
+    assert "services are not running" not in followed, followed
+    assert code == 0, followed
+    assert f"run {run_id} succeeded" in followed
+    assert staging == []
+    assert "restarting it" not in stderr, stderr
+    assert not os.path.exists(filler)
