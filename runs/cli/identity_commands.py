@@ -58,20 +58,15 @@ def login_link_line(data_dir: Path, url: str, name: str | None = None) -> str:
     service at `url`; Django set up."""
     from django.conf import settings
 
-    from runs.models import Identity
-    from runs.services.identities import owner_identity
-    from runs.services.login_links import NoLoginLink, login_link_path
+    from runs.services.login_links import NoLoginLink, login_link_for
 
-    identity = Identity.objects.filter(name=name).first() if name else owner_identity()
-    if identity is None:
-        raise CommandError(f"no identity named {name!r} (`simrun person create {name}`)")
     try:
-        path = login_link_path(identity)
+        who, path = login_link_for(name)
     except NoLoginLink as exc:
         raise CommandError(str(exc)) from None
     minutes = settings.SIMRUN_LOGIN_LINK_S / 60
     return (
-        f"{url.rstrip('/')}{path}  (logs in as {identity.name} once, within {minutes:g} "
+        f"{url.rstrip('/')}{path}  (logs in as {who} once, within {minutes:g} "
         "minutes; `simrun login` prints another)"
     )
 

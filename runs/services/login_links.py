@@ -43,6 +43,17 @@ class NoLoginLink(ValueError):
     """An identity that cannot log in to the pages (an agent)."""
 
 
+def login_link_for(name: str | None = None) -> tuple[str, str]:
+    """(who, path) of a new one-time link: of the person `name`, else of the owner (made for
+    this machine's user when there is none yet); NoLoginLink when there is no such person."""
+    from runs.services.identities import owner_identity
+
+    identity = Identity.objects.filter(name=name).first() if name else owner_identity()
+    if identity is None:
+        raise NoLoginLink(f"no identity named {name!r} (`simrun person create {name}`)")
+    return identity.name, login_link_path(identity)
+
+
 def login_link_path(identity: Identity) -> str:
     """The path of a new one-time link that logs in as `identity` (the owner, a person)."""
     if identity.user is None:
