@@ -12,6 +12,7 @@ import math
 from collections.abc import Sequence
 from dataclasses import dataclass
 from datetime import datetime
+from typing import Any
 
 from django.template.defaultfilters import floatformat
 from django.utils.html import escape
@@ -138,16 +139,7 @@ def units_over_time(
             f'fill="{INK}">{total} units</text>'
         )
     if points:
-        path = [f"M{x(0):.1f},{y(0):.1f}"]
-        if reused:
-            path.append(f"V{y(reused):.1f}")
-            body.append(
-                f'<text x="{x(0) + 4:.1f}" y="{y(reused) + 14:.1f}" fill="{INK}">'
-                f"{reused} reused</text>"
-            )
-        for px, py in downsample(points):
-            path.append(f"H{x(px):.1f}V{y(py):.1f}")
-        body.append(f'<path d="{"".join(path)}" fill="none" stroke="{LINE}" stroke-width="2"/>')
+        body += _done_line(points, reused, x, y)
     if projection is not None and total:
         x0, y0 = (x(span), y(done)) if points else (x(0), y(0))
         end = x(projection.end_s)
@@ -160,6 +152,21 @@ def units_over_time(
             f"projected end {_duration(round(projection.end_s, 1))}</text>"
         )
     return _svg(width, height, f"Units done over time: {label}", desc, body)
+
+
+def _done_line(points: Sequence[tuple[float, float]], reused: int, x: Any, y: Any) -> list[str]:
+    """The step line of units done, from the units reused (labelled) at the start."""
+    path = [f"M{x(0):.1f},{y(0):.1f}"]
+    parts = []
+    if reused:
+        path.append(f"V{y(reused):.1f}")
+        parts.append(
+            f'<text x="{x(0) + 4:.1f}" y="{y(reused) + 14:.1f}" fill="{INK}">{reused} reused</text>'
+        )
+    for px, py in downsample(points):
+        path.append(f"H{x(px):.1f}V{y(py):.1f}")
+    parts.append(f'<path d="{"".join(path)}" fill="none" stroke="{LINE}" stroke-width="2"/>')
+    return parts
 
 
 def _axes(
