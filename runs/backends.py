@@ -23,6 +23,7 @@ def backend() -> Backend:
             priority_value=value_of,
             poll_s=min(0.25, settings.SIMRUN_POLL_S),
             standby=settings.SIMRUN_LOCAL_STANDBY,
+            standby_idle_s=settings.SIMRUN_LOCAL_STANDBY_IDLE_S,
         )
     from cluster.argo.backend import ArgoBackend
     from cluster.argo.config import ClusterConfig

@@ -199,6 +199,10 @@ SIMRUN_POLL_S = env.number("SIMRUN_POLL_S", 2.0, minimum=0.05)
 # The controller reads the rows written since its last read, this much before it (a write
 # stamped before the read that commits after it), and every followed row this often.
 SIMRUN_TICK_LAG_S = env.number("SIMRUN_TICK_LAG_S", 10.0, minimum=0)
+# With no run to follow the watcher waits for the backend's ring this long at most; beat's
+# reconcile is the backstop of the watcher (which serve and the cluster both run).
+SIMRUN_IDLE_POLL_S = env.number("SIMRUN_IDLE_POLL_S", 60.0, minimum=0.05)
+SIMRUN_BEAT_POLL_S = env.number("SIMRUN_BEAT_POLL_S", 30.0, minimum=0.05)
 SIMRUN_TICK_RESYNC_S = env.number("SIMRUN_TICK_RESYNC_S", 300.0, minimum=1)
 SIMRUN_SUBMIT_LEASE_S = env.number("SIMRUN_SUBMIT_LEASE_S", 30.0, minimum=1)
 # fair share between identities (runs/services/fair_share.py): runs in submission and
@@ -263,6 +267,7 @@ SIMRUN_LOCAL_MEMORY_GB = env.number("SIMRUN_LOCAL_MEMORY_GB", 0.0, minimum=0)
 # standby pod processes, started and imported ahead: how many of the most recently used
 # environments keep one (0: none; every pod starts fresh) (docs/local-backend.md)
 SIMRUN_LOCAL_STANDBY = env.integer("SIMRUN_LOCAL_STANDBY", 2, minimum=0)
+SIMRUN_LOCAL_STANDBY_IDLE_S = env.number("SIMRUN_LOCAL_STANDBY_IDLE_S", 300.0, minimum=0)
 SIMRUN_PYTHON = env.string("SIMRUN_PYTHON", "3.13")
 # `simrun serve` gives up on a service that exits more than BURST times within WINDOW seconds
 SIMRUN_RESTART_BURST = env.integer("SIMRUN_RESTART_BURST", 5, minimum=0)
@@ -331,5 +336,5 @@ LOGGING = {
 }
 
 CELERY_BEAT_SCHEDULE = {
-    "reconcile": {"task": "runs.tasks.reconcile", "schedule": SIMRUN_POLL_S},
+    "reconcile": {"task": "runs.tasks.reconcile", "schedule": SIMRUN_BEAT_POLL_S},
 }

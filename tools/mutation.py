@@ -106,7 +106,12 @@ MODULES: dict[str, Module] = {
         "runs",
         "runs",
         ("runs/reuse.py",),
-        ("tests/runs/test_reuse_keys.py", "tests/runs/test_reuse_key_format.py"),
+        (
+            "tests/runs/test_reuse_keys.py",
+            "tests/runs/test_reuse_key_format.py",
+            "tests/runs/test_reuse_differences.py",
+            "tests/runs/test_reuse_plans.py",
+        ),
     ),
     "services-reuse": Module(
         "runs",
@@ -190,6 +195,10 @@ def stage(name: str, module: Module) -> Path:
         '"-o", "django_find_project=false"]\n'
         "use_git_change_detection = false\n"
         f"also_copy = {toml_list(ALSO_COPIED)}\n"
+        # mutants forked from a server of their own, not from the process that ran the tests
+        # once for their coverage: that one may have children left (a local backend's pods),
+        # whose end mutmut's `os.wait()` would take for a mutant's and then stop at
+        'process_isolation = "forkserver"\n'
     )
     (where / "pyproject.toml").write_text(config)
     return where

@@ -70,9 +70,11 @@ def victims(data_dir: Path, kind: str) -> list[psutil.Process]:
         with contextlib.suppress(psutil.Error, KeyError):
             return [psutil.Process(services[kind])]
         return []
-    if kind == "pool":  # the worker's pool processes, if its pool has any
+    if kind == "pool":  # the worker's pool processes, if its pool has any (Celery's; the
+        # pod supervisors a submission started are the worker's children too, and not these)
         with contextlib.suppress(psutil.Error, KeyError):
-            return psutil.Process(services["worker"]).children()
+            children = psutil.Process(services["worker"]).children()
+            return [c for c in children if "celery" in _line(c)]
         return []
     mine = processes_of(data_dir)
     if kind == "pod":

@@ -28,7 +28,7 @@ def percentile(values: list[float], p: float) -> float | None:
     return round(ordered[max(0, math.ceil(p / 100 * len(ordered)) - 1)], 1)
 
 
-def _free_port() -> int:
+def free_port() -> int:
     with socket.socket() as s:
         s.bind(("127.0.0.1", 0))
         return int(s.getsockname()[1])
@@ -40,7 +40,7 @@ class Serve:
 
     def __init__(self, data_dir: Path, env: dict[str, str], work: Path) -> None:
         self.data_dir, self.env, self.work = data_dir, env, work
-        self.port = _free_port()
+        self.port = free_port()
         self.proc: subprocess.Popen[bytes] | None = None
         self.manual_restarts = 0
         self.restarted_after_kill = 0

@@ -56,6 +56,8 @@ from bench.local._chaos import (  # noqa: E402
 )
 from bench.local._soak_parts import Disk, Serve, percentile  # noqa: E402
 
+FIND_TRIES = 15  # seconds the chaos looks for a process of the kind it is to kill
+
 WORKFLOW = """\
 name: soak
 tasks:
@@ -81,10 +83,15 @@ class Chaos:
 
     def once(self) -> None:
         kind = self.cycle.next()
-        at = time.time()
-        pid = self.serve.kill_and_start_again() if kind == "serve" else None
-        if kind != "serve":
-            pid = kill_kind(self.data_dir, kind, self.rng)
+        if kind == "serve":
+            at, pid = time.time(), self.serve.kill_and_start_again()
+        else:
+            # a pod or a standby is there only part of the time: look again for a while
+            for _ in range(1 if kind == "pool" else FIND_TRIES):
+                at, pid = time.time(), kill_kind(self.data_dir, kind, self.rng)
+                if pid:
+                    break
+                time.sleep(1.0)
         self.kills.append((at, kind, pid))
         what = f"pid {pid}" if pid else "none there"
         print(f"{time.monotonic() - self.started:7.1f}s chaos: {kind} ({what})", flush=True)

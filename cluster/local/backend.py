@@ -56,6 +56,8 @@ from simrun_harness.layout import StorePaths
 
 log = logging.getLogger(__name__)
 
+STANDBY_LOOK_S = 5.0  # with no live run but standbys kept, the loop passes this often
+
 
 class LocalBackend:
     """The embedded backend: runs the pods of runs as processes on this machine."""
@@ -75,6 +77,7 @@ class LocalBackend:
         kill_margin_s: float = 30.0,
         scratch_gb: float | None = None,
         standby: int = 0,
+        standby_idle_s: float = float("inf"),
     ) -> None:
         """`store`: the run store; `cores`/`memory_gb`: what runs may use (default: this
         machine's less a margin); `priority_value`: a priority class's value (default
@@ -84,7 +87,9 @@ class LocalBackend:
         how often a supervisor measures memory; `kill_margin_s`: seconds past a run's grace
         before a pod that ignores SIGTERM is killed; `scratch_gb`: the scratch pods may ask
         for (default: the free disk under the state directory, measured at each `nodes()`,
-        less a margin); `standby`: how many standby pods the loop keeps per environment."""
+        less a margin); `standby`: how many standby pods the loop keeps per environment;
+        `standby_idle_s`: an environment whose pods were last launched longer ago keeps
+        none."""
         self.store = StorePaths(Path(store))
         self.node_name = node_name or machine_name()
         self.cores = float(cores) if cores is not None else default_cores()
@@ -96,15 +101,7 @@ class LocalBackend:
         self.memory_poll_s = memory_poll_s
         self.kill_margin_s = kill_margin_s
         self.scratch_gb = scratch_gb
-        self._standbys = (
-            Standbys(
-                self.state / "standby",
-                count=standby,
-                bin_of=partial(launcher.environment_bin, self.store.environments),
-            )
-            if standby > 0
-            else None
-        )
+        self._standbys = self._standbys_of(standby, standby_idle_s)
         self._index = RunIndex(self.store, self.state / "workflows")
         self._statuses = RunStatuses(self._index.run)
         self._passes = NodePass(
@@ -119,7 +116,16 @@ class LocalBackend:
             memory_poll_s=memory_poll_s,
             standbys=self._standbys,
         )
-        self._loop = Loop(self._pass, bell=self.state / BELL_FILE, poll_s=poll_s)
+        self._loop = Loop(
+            self._pass, bell=self.state / BELL_FILE, poll_s=poll_s, quiet=self.quiet_s
+        )
+
+    def _standbys_of(self, count: int, idle_s: float) -> Standbys | None:
+        """The standby pods the loop keeps (None: none, every pod a fresh process)."""
+        if count <= 0:
+            return None
+        bin_of = partial(launcher.environment_bin, self.store.environments)
+        return Standbys(self.state / "standby", count=count, bin_of=bin_of, idle_s=idle_s)
 
     def tick(self) -> bool:
         """Advance every live run and admit what can start; whether anything changed."""
@@ -135,6 +141,16 @@ class LocalBackend:
             except OSError:  # the next pass tries again; the pods start fresh meanwhile
                 log.exception("local backend: cannot keep the standby pods")
         return found
+
+    def quiet_s(self) -> float | None:
+        """After a pass: None while runs are live (the loop passes every `poll_s`), else how
+        long the loop may wait for a ring: while standbys are kept, `STANDBY_LOOK_S` at most
+        (one that died is replaced, one whose environment went idle ends), else for good
+        (`loop.QUIET_S`)."""
+        if self._passes.live_runs:
+            return None
+        due = self._standbys.due_in_s() if self._standbys is not None else None
+        return float("inf") if due is None else min(STANDBY_LOOK_S, due)
 
     # -- the protocol -----------------------------------------------------------------------
 

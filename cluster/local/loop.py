@@ -4,7 +4,9 @@ the subscribers when something changed.
 It passes at once when a supervisor rings the doorbell (a pod ended) or `submit`, `cancel` or
 `stop` ring it from any process (`cluster.local.doorbell`), and otherwise every `poll_s`, or
 less often when passes are long (many live runs): with nothing ringing, the loop spends at
-most `1 / (1 + IDLE_FACTOR)` of a core on them (see `idle_wait`).
+most `1 / (1 + IDLE_FACTOR)` of a core on them (see `idle_wait`). With no live run there is
+nothing an unasked pass could catch, so the loop waits for a ring, or until what its owner
+says is due (`quiet`: a standby's idle time running out), at most `QUIET_S`.
 """
 
 from __future__ import annotations
@@ -24,21 +26,36 @@ Pass = Callable[[], tuple[bool, Hashable]]
 """One pass: whether it changed anything, and a signature of what it saw."""
 
 IDLE_FACTOR = 4.0
+QUIET_S = 60.0
 
 
-def idle_wait(*, poll_s: float, last_pass_s: float) -> float:
+def idle_wait(*, poll_s: float, last_pass_s: float, quiet_s: float | None = None) -> float:
     """How long the loop waits for a ring before it passes unasked: `poll_s`, or
     `IDLE_FACTOR` times the last pass when that is longer. The unasked passes only catch what
     rings nobody (a supervisor killed with its pod, the grace of a cancellation running out),
-    so they need not cost a thousand live runs a whole core."""
+    so they need not cost a thousand live runs a whole core. With no live run (`quiet_s`:
+    what the owner says is due, None while runs are live), until then, at most `QUIET_S`."""
+    if quiet_s is not None:
+        return max(0.0, min(QUIET_S, quiet_s))
     return max(poll_s, IDLE_FACTOR * last_pass_s)
 
 
 class Loop:
     """The thread, started by the first subscriber and stopped by `close`."""
 
-    def __init__(self, one_pass: Pass, *, bell: Path, poll_s: float) -> None:
+    def __init__(
+        self,
+        one_pass: Pass,
+        *,
+        bell: Path,
+        poll_s: float,
+        quiet: Callable[[], float | None] = lambda: None,
+    ) -> None:
+        """`quiet`: after a pass, None while runs are live, else the seconds until something
+        is due that rings nobody (the loop then waits for a ring that long, at most
+        `QUIET_S`)."""
         self._pass = one_pass
+        self._quiet = quiet
         self._bell = bell
         self._poll_s = poll_s
         self._callbacks: list[Callable[[], None]] = []
@@ -63,7 +80,8 @@ class Loop:
         bell = Doorbell(self._bell)
         try:
             while not self._closing.is_set():
-                bell.wait(idle_wait(poll_s=self._poll_s, last_pass_s=last_pass_s))
+                quiet_s = self._quiet() if last_pass_s else None
+                bell.wait(idle_wait(poll_s=self._poll_s, last_pass_s=last_pass_s, quiet_s=quiet_s))
                 if self._closing.is_set():
                     return
                 started = time.monotonic()

@@ -6,6 +6,13 @@ a stop or cancellation is enforced, a run whose pods all ended is marked ended a
 removed. Then `admission.admit` decides which pods start and which are evicted (extra workers
 for higher priorities, other runs' pods from a reserved node), and the pass does it. A pass is
 idempotent and safe to make from several processes at once.
+
+A run whose files did not change since the pass before reads none of them again: the pass
+keeps, per run, the times of the directories where its status can change (its `Signature`,
+`cluster/local/statuses.py`), taken before its files were read, and reuses what it read while
+they hold (and were older than the racy window when taken). It still checks, every pass, that
+the supervisor of each running attempt is alive (one that was killed with its pod writes
+nothing). A halted run is always read (its cancellation's grace runs out with no write).
 """
 
 from __future__ import annotations
@@ -15,6 +22,7 @@ import shutil
 import signal
 import time
 from collections.abc import Callable, Hashable
+from dataclasses import dataclass
 from pathlib import Path
 
 from cluster.local import launcher
@@ -28,10 +36,19 @@ from cluster.local.reservation import NODE_LOCK, reserved_for
 from cluster.local.run_files import CANCELLED, ENDED, STOPPED, RunFiles
 from cluster.local.run_index import RunIndex
 from cluster.local.standby import Standbys
-from cluster.local.statuses import RunStatuses
+from cluster.local.statuses import RunStatuses, Signature, run_listing, watched
 from runs.ports import ENDED_PHASES, RunLaunch
 
 log = logging.getLogger(__name__)
+
+
+@dataclass(frozen=True)
+class _Read:
+    """What a pass read of a run: its pods, and the directories' times taken before."""
+
+    signature: Signature
+    trusted: bool  # every time older than the racy window when taken
+    views: list[PodView]
 
 
 class NodePass:
@@ -64,6 +81,8 @@ class NodePass:
         self.memory_poll_s = memory_poll_s
         self.standbys = standbys
         self.idle_cores = cores  # after the last pass's admission: for the standbys
+        self.live_runs = 0  # the live runs the last pass found (0: nothing for a pass to do)
+        self._reads: dict[str, _Read] = {}  # run id → what the last pass read of it
 
     def run(self) -> tuple[bool, Hashable]:
         """One pass: whether it changed anything, and a signature of the pods it saw."""
@@ -78,7 +97,9 @@ class NodePass:
         # The node's lock: passes of several processes (worker, watcher, web) admit one at a
         # time, else two would each see the same free cores and both start pods on them.
         with locked(self.state / NODE_LOCK):
-            for run in self.index.live_runs():
+            live = self.index.live_runs()
+            self.live_runs = len(live)
+            for run in live:
                 try:
                     # The run's lock: a cancel or stop (`LocalBackend._signal_run`) marks the
                     # run between this pass's read of it and its start of a pod, which would
@@ -115,7 +136,7 @@ class NodePass:
                     elif v.startable and not halted:
                         order = (submitted, v.spec.index)
                         demands.append(Demand(key, value, shape.cores, memory, order))
-            self.statuses.passed(names, begun_ns=begun_ns)
+            self._passed(live, names, begun_ns)
             reserved = reserved_for(self.state)
             decision = admit(self.cores, self.memory_gb, demands, holdings, reserved)
             self._act(decision, running)
@@ -124,17 +145,29 @@ class NodePass:
         self.idle_cores = self.cores - busy
         return changed or bool(decision.start or decision.evict), tuple(signature)
 
+    def _passed(self, live: list[RunFiles], names: list[str], begun_ns: int) -> None:
+        """What the pass read is all the loop keeps: the runs not live any more are let go."""
+        self.statuses.passed(names, begun_ns=begun_ns)
+        kept = {run.run_id for run in live}
+        self._reads = {k: v for k, v in self._reads.items() if k in kept}
+
     def _advance(self, run: RunFiles, launch: RunLaunch) -> tuple[bool, list[PodView], int]:
         """Settle lost attempts, enforce a stop or cancel, mark an ended run. Under its lock.
 
         Whether it changed anything, the pods as the files say afterwards, and when that read
-        began (ns)."""
+        began (ns). A run whose files did not change since the last pass is not read again
+        (`_unchanged`); its running attempts' supervisors are checked all the same."""
         now = time.time()
+        read_ns = time.time_ns()
+        views = self._unchanged(run)
+        if views is not None:
+            if not any(settle_lost(v.last, now) for v in views if v.running and v.last):
+                return False, views, read_ns
+            read_ns = time.time_ns()  # a lost attempt was recorded: read the run again
         changed = False
         cancelled = run.marked_at(CANCELLED)
         stopped = run.marked_at(STOPPED) is not None
-        read_ns = time.time_ns()
-        views = run.views(launch)
+        views = self._read(run, launch, read_ns)
         for view in views:
             last = view.last
             if last is None or last.ended:
@@ -148,12 +181,30 @@ class NodePass:
                 changed |= evict(last, "the workflow was stopped", now)
         if changed:
             read_ns = time.time_ns()
-            views = run.views(launch)
+            views = self._read(run, launch, read_ns)
         if all(v.phase in ENDED_PHASES for v in views):
             run.mark(ENDED)
             shutil.rmtree(self.state / "scratch" / run.run_id, ignore_errors=True)
             changed = True
+        if changed or cancelled is not None or stopped:
+            self._reads.pop(run.run_id, None)  # halted or changed: read again next pass
         return changed, views, read_ns
+
+    def _read(self, run: RunFiles, launch: RunLaunch, read_ns: int) -> list[PodView]:
+        """The run's pods as its files say now, noting the directories' times taken before."""
+        listing = run_listing(run, launch)
+        views = run.views(launch)
+        directories = watched(listing, views)
+        signature = Signature(tuple(directories), tuple(listing.times[d] for d in directories))
+        self._reads[run.run_id] = _Read(signature, signature.trusted(read_ns), views)
+        return views
+
+    def _unchanged(self, run: RunFiles) -> list[PodView] | None:
+        """What the last pass read of the run, if its files did not change since."""
+        last = self._reads.get(run.run_id)
+        if last is None or not last.trusted or not last.signature.holds():
+            return None
+        return last.views
 
     def _act(self, decision: Decision, running: dict[Key, Attempt]) -> None:
         for key, reason in decision.evict:

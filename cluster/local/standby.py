@@ -15,7 +15,9 @@ backend's loop (`keep`) then starts the next one in the background.
 - A standby is no running work: it is in no run's files, so admission never counts it.
 - It ends when the service that started it stops or dies (its stdin, a pipe from that
   service, closes), when its environment is removed or falls out of the `count` most
-  recently used, and when the backend closes. One that died is not claimed (its FIFO has no
+  recently used, when no pod of its environment was launched for `idle_s` (an idle service
+  holds no imported interpreter: the next pod starts fresh, and a standby follows it), and
+  when the backend closes. One that died is not claimed (its FIFO has no
   reader) and is replaced at the next pass; one that died before it was ready is not
   started again for `FAILED_BACKOFF_S` (e.g. an environment whose harness has no standby).
 - An attempt whose environment differs from the standby's (its task's own variables) is
@@ -54,12 +56,21 @@ from simrun_harness.layout import check_name
 
 FAILED_BACKOFF_S = 300.0
 CLOSE_WAIT_S = 5.0
+ENDING_LOOK_S = 1.0  # after ending standbys, the loop looks again this soon
 
 
 def attempt_free(env: Mapping[str, str]) -> dict[str, str]:
     """A pod's environment less its attempt's SIMRUN_* variables, which the harness reads
     only once it runs: what its standby must have been started with."""
     return {k: v for k, v in env.items() if not k.startswith("SIMRUN_")}
+
+
+def _used_at(directory: Path) -> float | None:
+    """When a harness pod of the environment was last launched (its marker's time)."""
+    try:
+        return (directory / USED_FILE).stat().st_mtime
+    except (FileNotFoundError, NotADirectoryError):
+        return None
 
 
 def _send(fifo: Path, attempt: Path) -> bool:
@@ -89,13 +100,24 @@ class _Owned:
 class Standbys:
     """The standbys of one local backend's state directory."""
 
-    def __init__(self, root: Path, *, count: int, bin_of: Callable[[str], Path]) -> None:
+    def __init__(
+        self,
+        root: Path,
+        *,
+        count: int,
+        bin_of: Callable[[str], Path],
+        idle_s: float = float("inf"),
+    ) -> None:
         """`root`: `<state>/standby`; `count`: how many environments keep one; `bin_of`: the
-        `bin` directory of an environment."""
+        `bin` directory of an environment; `idle_s`: an environment whose pods were last
+        launched longer ago keeps none."""
         self.root = root
         self.count = count
         self.bin_of = bin_of
+        self.idle_s = idle_s
         self._owned: dict[int, _Owned] = {}
+        self._ends_at: float | None = None  # when a pass is next due (time.time): a kept
+        # standby's environment going idle, or ended ones to see gone
 
     # -- any process that launches ------------------------------------------------------
 
@@ -150,23 +172,38 @@ class Standbys:
         """Start a standby for each of the `count` most recently used environments that has
         none (unless not `may_start`: the node's cores are taken by pods, whose units a new
         standby's imports would slow); end the others' and those of removed environments."""
+        self._ends_at = None
         if not self.root.is_dir():
             return
         with locked(self.root / LOCK_FILE):
             self._reap()
-            used = [d for d in self.root.iterdir() if (d / USED_FILE).exists()]
-            used.sort(key=lambda d: (d / USED_FILE).stat().st_mtime_ns, reverse=True)
-            for rank, directory in enumerate(used):
+            found = ((d, _used_at(d)) for d in self.root.iterdir())
+            used = sorted(((d, at) for d, at in found if at is not None), key=lambda u: -u[1])
+            now = time.time()
+            for rank, (directory, used_at) in enumerate(used):
                 python = self.bin_of(directory.name) / "python"
                 live = self._live(directory)
                 present = python.exists()
-                if rank >= self.count or not present:
+                ends_at = used_at + self.idle_s
+                if rank >= self.count or not present or now >= ends_at:
                     for files in live:
                         self._end(files)
                     if not present and not live:
                         shutil.rmtree(directory, ignore_errors=True)
-                elif may_start and not live and not self._failed_lately(directory):
+                    elif live or not present:  # a pass soon sees them gone (their files too)
+                        self._due(now + ENDING_LOOK_S)
+                    continue
+                self._due(ends_at)
+                if may_start and not live and not self._failed_lately(directory):
                     self._start(directory, python)
+
+    def _due(self, at: float) -> None:
+        self._ends_at = at if self._ends_at is None else min(self._ends_at, at)
+
+    def due_in_s(self) -> float | None:
+        """Seconds until a pass is due: a kept standby's environment goes idle (it then ends),
+        or standbys ended are to be seen gone; None when nothing is kept."""
+        return None if self._ends_at is None else max(0.0, self._ends_at - time.time())
 
     def _live(self, directory: Path) -> list[StandbyFiles]:
         """The standbys of an environment that are alive and not claimed; the files of

@@ -96,7 +96,7 @@ class _Listing:
         return os.path.join(self.pod_dirs[pod], str(number))
 
 
-def _list(run: RunFiles, launch: RunLaunch) -> _Listing:
+def run_listing(run: RunFiles, launch: RunLaunch) -> _Listing:
     """Every directory of the run's status, each stat'ed before it is listed."""
     pods = str(run.pods)
     pod_dirs = {spec.name: os.path.join(pods, spec.name) for spec in run_pods(launch)}
@@ -314,12 +314,17 @@ class RunStatuses:
     ) -> None:
         """What a pass of the loop read of a run (under its lock), begun at `read_ns`. Its
         status is made here (in the loop's thread) for the node statuses were last asked for,
-        and is the same object as before while equal, so comparing it costs nothing."""
+        and is the same object as before while equal, so comparing it costs nothing. The same
+        `views` object as the last pass's (the pass found the run's files unchanged) only
+        renews the entry's time."""
         name = launch.workflow_name
         with self._lock:
             before = self._entries.get(name)
-        if before is not None and before.read_ns >= read_ns:
-            return
+            if before is not None and before.read_ns >= read_ns:
+                return
+            if before is not None and before.views is views and before.halted == halted:
+                self._entries[name] = replace(before, read_ns=read_ns)
+                return
         status, node = None, None
         if before is not None and before.status is not None and before.node is not None:
             node = before.node
@@ -349,7 +354,7 @@ class RunStatuses:
         try:
             launch = entry.launch if entry is not None else run.launch()[0]
             taken = time.time_ns()
-            listing = _list(run, launch)
+            listing = run_listing(run, launch)
             if listing.times[listing.pods] == MISSING:
                 raise KeyError(name)
             views = run.views(launch)

@@ -19,6 +19,7 @@ judged: none can make progress, and a restart would not free a byte.
 
 from __future__ import annotations
 
+import sys
 import threading
 import time
 import urllib.request
@@ -76,7 +77,7 @@ def worker_sign(timeout: float) -> Sign | None:
 
     try:
         replies = app.control.ping(timeout=timeout, limit=1)
-    except OSError:
+    except Exception:  # the broker refused (a full disk, say): no sign, and no crash
         return None
     return Sign(time.time(), "answered a ping") if replies else None
 
@@ -116,7 +117,10 @@ class Prober:
 
     def _run(self) -> None:
         while not self._stop.wait(self.every_s):
-            self.probe()
+            try:
+                self.probe()
+            except Exception as exc:  # a probe must never end the thread that judges
+                print(f"simrun: a liveness probe failed: {exc!r}", file=sys.stderr, flush=True)
 
     def probe(self) -> None:
         """One round: the disks, then a sign of each service."""

@@ -43,7 +43,7 @@ def register(sub: Any) -> None:
     status_commands.register(sub)
     p = sub.add_parser("watch", help="the controller loop: reconcile on every change of a run")
     p.set_defaults(handler=watch)
-    p = sub.add_parser("serve", help="run web, Celery worker (with beat) and the watcher")
+    p = sub.add_parser("serve", help="run web, Celery worker, Celery beat and the watcher")
     p.add_argument("--port", type=port_number, default=os.environ.get("SIMRUN_PORT", "8000"))
     p.set_defaults(handler=serve)
     p = sub.add_parser("demo", help="the main job: run the example workflow on this machine")

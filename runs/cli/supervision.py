@@ -1,4 +1,4 @@
-"""`simrun serve`'s supervisor: it keeps web, worker and watcher up and stops all it started.
+"""`simrun serve`'s supervisor: keeps web, worker, beat and watcher up and making progress.
 
 A service that exits is started again after the delay of its `CrashHistory` (the exit, its
 code and the log to read are said on stderr); so is one that shows no sign of progress for

@@ -23,11 +23,10 @@ from django.utils.safestring import SafeString
 from runs.pages import plots
 from runs.plans import TaskPlan
 from runs.reuse_plans import count_reused
+from runs.selectors.progress_lines import unit_lines
 from runs.selectors.unit_times import learned_unit_seconds
 from runs.selectors.workers import WorkerView, task_workers
 from runs.states import TaskState
-from runs.store import task_paths
-from simrun_harness.progress import UNIT_DONE, read_task_progress
 
 if TYPE_CHECKING:
     from runs.models import Run, Task
@@ -47,12 +46,8 @@ class UnitsDone:
 
 def units_done(run: Run, task: Task) -> UnitsDone:
     """From the task's progress file; a unit done twice counts once, at its first time."""
-    first: dict[str, tuple[datetime, float | None]] = {}
-    for event in read_task_progress(task_paths(run.id, task.task_id)):
-        if event.event == UNIT_DONE and event.unit is not None:
-            first.setdefault(event.unit, (event.time, event.seconds))
-    values = list(first.values())
-    return UnitsDone(times=[t for t, _ in values], seconds=[s for _, s in values if s is not None])
+    lines = unit_lines(task)
+    return UnitsDone(times=lines.first_times(), seconds=lines.unit_seconds())
 
 
 def projected_end(
@@ -122,19 +117,11 @@ def task_memory(
 
 
 def unit_memory(
-    task_id: str, peaks: Sequence[float], per_worker_gb: float | None
+    task_id: str, peak_gb: float | None, per_worker_gb: float | None
 ) -> plots.MemoryBar:
     """A split task's second bar, live from its progress lines: the highest peak of a unit's
     process so far against the memory each worker process is given."""
-    return plots.MemoryBar(f"{task_id} · per unit", max(peaks, default=None), per_worker_gb)
-
-
-def _unit_peaks(run: Run, task: Task) -> list[float]:
-    return [
-        event.peak_memory_gb
-        for event in read_task_progress(task_paths(run.id, task.task_id))
-        if event.event == UNIT_DONE and event.peak_memory_gb is not None
-    ]
+    return plots.MemoryBar(f"{task_id} · per unit", peak_gb, per_worker_gb)
 
 
 def memory_plot(run: Run, tasks: Sequence[Task]) -> SafeString:
@@ -147,5 +134,5 @@ def memory_plot(run: Run, tasks: Sequence[Task]) -> SafeString:
         bars.append(task_memory(task.task_id, task_workers(run, task), limit))
         if task.splittable:
             per_worker = shape.per_worker_gb if shape else None
-            bars.append(unit_memory(task.task_id, _unit_peaks(run, task), per_worker))
+            bars.append(unit_memory(task.task_id, unit_lines(task).peak_gb, per_worker))
     return plots.memory_per_task(bars)

@@ -20,10 +20,10 @@ from runs.models import Run, StoredPod, Task
 from runs.plans import merge_pod, worker_index, worker_pod
 from runs.ports import PodPhase
 from runs.reuse_plans import count_reused
+from runs.selectors.progress_lines import unit_lines
 from runs.states import TaskState
 from runs.store import reports, task_paths
 from simrun_harness.ledger_reads import claims_by_worker
-from simrun_harness.progress import UNIT_DONE, read_task_progress
 from simrun_harness.report import WorkerReport
 
 LIVE_PHASES = frozenset({PodPhase.QUEUED, PodPhase.RUNNING, PodPhase.PREEMPTED, PodPhase.RETRYING})
@@ -70,14 +70,6 @@ def _belongs(task: Task, pod: str) -> bool:
     return pod == merge_pod(task.task_id) or worker_index(task.task_id, pod) is not None
 
 
-def _units_done_by_worker(task: Task) -> dict[str, set[str]]:
-    done: dict[str, set[str]] = {}
-    for event in read_task_progress(task_paths(task.run_id, task.task_id)):
-        if event.event == UNIT_DONE and event.unit is not None:
-            done.setdefault(event.worker, set()).add(event.unit)
-    return done
-
-
 def _worker_order(task_id: str, name: str) -> tuple[int, int, str]:
     """The coordinator, the extra workers by number, anything else, the merge last."""
     index = worker_index(task_id, name)
@@ -96,7 +88,7 @@ def task_workers(run: Run, task: Task) -> list[WorkerView]:
         name: pod for name, pod in (run.pods or {}).items() if _belongs(task, name)
     }
     claims = claims_by_worker(paths) if task.splittable else {}
-    done = _units_done_by_worker(task) if task.splittable else {}
+    done = unit_lines(task).units_by_worker() if task.splittable else {}
     names = set(by_worker) | set(pods) | set(claims) | set(done)
     reused = sum(count_reused(units) for units in (task.reused or {}).values())
     return [
@@ -105,7 +97,7 @@ def task_workers(run: Run, task: Task) -> list[WorkerView]:
             name,
             sorted(by_worker.get(name, []), key=lambda r: r.attempt),
             pods.get(name),
-            units_done=len(done.get(name, ())),
+            units_done=done.get(name, 0),
             units_claimed=claims.get(name, 0),
             units_reused=reused if name == f"{task.task_id}-w0" else 0,
         )

@@ -167,6 +167,8 @@ def test_a_tasks_memory_is_its_highest_peak_against_that_workers_limit() -> None
 
 
 def test_a_split_tasks_units_bar_is_their_highest_peak_against_the_memory_per_process() -> None:
-    bar = run_plots.unit_memory("scan", [0.25, 0.5, 0.125], 0.75)
+    bar = run_plots.unit_memory("scan", 0.5, 0.75)
     assert bar == plots.MemoryBar("scan · per unit", 0.5, 0.75)
-    assert run_plots.unit_memory("scan", [], None) == plots.MemoryBar("scan · per unit", None, None)
+    assert run_plots.unit_memory("scan", None, None) == plots.MemoryBar(
+        "scan · per unit", None, None
+    )

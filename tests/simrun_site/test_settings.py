@@ -123,3 +123,14 @@ def test_a_bad_pool_size_stops_start_up_naming_the_variable(tmp_path: Path) -> N
     result = manage("check", cwd=tmp_path, env=env)
     assert result.returncode != 0
     assert "SIMRUN_DB_POOL_SIZE" in result.stderr
+
+
+def test_beats_reconcile_is_the_watchers_backstop_on_its_own_interval(tmp_path: Path) -> None:
+    """An idle service ticks rarely: beat's reconcile follows SIMRUN_BEAT_POLL_S (30 s by
+    default), not the watcher's SIMRUN_POLL_S."""
+    code = "from django.conf import settings; print(settings.CELERY_BEAT_SCHEDULE['reconcile'])"
+    default = manage("shell", "-c", code, cwd=tmp_path, env={"SIMRUN_POLL_S": "0.5"})
+    given = manage("shell", "-c", code, cwd=tmp_path, env={"SIMRUN_BEAT_POLL_S": "45"})
+
+    assert "'schedule': 30.0" in default.stdout, default.stderr
+    assert "'schedule': 45.0" in given.stdout, given.stderr

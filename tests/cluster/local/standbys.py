@@ -14,6 +14,7 @@ import psutil
 
 from cluster.local.atomic_files import read_json
 from cluster.local.backend import LocalBackend
+from cluster.local.doorbell import BELL_FILE, ring
 from cluster.local.standby_files import USED_FILE, StandbyFiles, files_of
 from runs.ports import WorkflowPhase
 from tests.cluster.local.builders import launch, shape, split_task
@@ -29,10 +30,12 @@ def standby_dir(backend: LocalBackend, environment: str) -> Path:
 
 
 def want_standby(backend: LocalBackend, environment: str) -> None:
-    """As if a pod of `environment` had just been launched: the loop keeps a standby for it."""
+    """As if a pod of `environment` had just been launched (and the doorbell rung, as a
+    launch's run rings it): the loop keeps a standby for it."""
     marker = standby_dir(backend, environment) / USED_FILE
     marker.parent.mkdir(parents=True, exist_ok=True)
     marker.touch()
+    ring(backend.state / BELL_FILE)
 
 
 def imported_standby(backend: LocalBackend, environment: str) -> StandbyFiles:

@@ -10,7 +10,7 @@ from pathlib import Path
 
 from cluster.local.backend import LocalBackend
 from cluster.local.doorbell import Doorbell, ring
-from cluster.local.loop import idle_wait
+from cluster.local.loop import QUIET_S, idle_wait
 from runs.ports import WorkflowPhase
 from tests.cluster.local.builders import command_task, launch
 from tests.waiting import wait_for
@@ -73,3 +73,10 @@ def test_with_long_passes_the_loop_waits_longer_so_it_never_takes_a_whole_core()
     assert wait == 6.0
     share_of_a_core = 1.5 / (1.5 + wait)
     assert share_of_a_core <= 0.2
+
+
+def test_with_no_live_run_the_loop_waits_for_a_ring_until_something_is_due() -> None:
+    """Nothing an unasked pass could catch: the owner's due time, at most `QUIET_S`."""
+    assert idle_wait(poll_s=0.25, last_pass_s=0.01, quiet_s=float("inf")) == QUIET_S == 60.0
+    assert idle_wait(poll_s=0.25, last_pass_s=0.01, quiet_s=3.0) == 3.0
+    assert idle_wait(poll_s=0.25, last_pass_s=1.5, quiet_s=None) == 6.0

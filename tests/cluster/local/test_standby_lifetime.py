@@ -21,6 +21,7 @@ import pytest
 from cluster.local.atomic_files import locked, read_json
 from cluster.local.attempts import ProcessId
 from cluster.local.backend import LocalBackend
+from cluster.local.doorbell import BELL_FILE, ring
 from cluster.local.standby_files import LOCK_FILE, USED_FILE
 from runs.ports import PodPhase, WorkflowPhase
 from tests.cluster.local.builders import NODE, command_task, launch, shape
@@ -94,6 +95,7 @@ def test_a_standby_ends_when_the_service_that_started_it_dies(store: Path, probe
         marker = store / "local" / "standby" / "probe" / USED_FILE
         marker.parent.mkdir(parents=True)
         marker.touch()
+        ring(store / "local" / BELL_FILE)  # as a launch's run rings it
         wait_for(lambda: list(marker.parent.glob("*.imported")), timeout=60)
         assert len(standby_processes(store)) == 2
     finally:

@@ -1,0 +1,137 @@
+"""What a split task's progress lines say, for its views: read whole once, then only the lines
+appended since.
+
+A task of 100,000 units has a progress file of some 15 MB; its page and the API's workers
+asked for the units each worker did, when each unit was first done and the highest peak of a
+unit's process by parsing every line at every request (seconds). A web process now keeps, for
+the few files it read last (`KEPT`), what their lines said so far in compact arrays (a bit per
+unit and worker, a time and a duration per unit: ~2 MB for 100,000 units) and the offset it
+read to; a request reads only what was appended since (none once the task has ended). A file
+that was replaced (another inode) or cut is read again from its start.
+
+Units are named `u<index>` by the harness (`ledger.unit_names`); a line naming anything else,
+or that cannot be parsed, is skipped, as `simrun_harness.progress` readers skip it.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+import os
+import threading
+from array import array
+from collections import OrderedDict
+from dataclasses import dataclass, field
+from datetime import UTC, datetime
+
+from runs.models import Task
+from runs.store import task_paths
+from simrun_harness import store_reads
+from simrun_harness.progress import LINE_MAX_BYTES, UNIT_DONE
+
+KEPT = 8  # files whose summary a process keeps (the runs people look at now)
+CHUNK = 1 << 20
+
+
+@dataclass
+class UnitLines:
+    """What the `unit_done` lines of one progress file said so far."""
+
+    key: tuple[int, int] = (0, 0)  # the file's device and inode
+    offset: int = 0  # bytes read, whole lines only
+    workers: dict[str, bytearray] = field(default_factory=dict)  # a bit per unit it did
+    first_at: array = field(default_factory=lambda: array("d"))  # by unit index; NaN: not yet
+    seconds: array = field(default_factory=lambda: array("d"))  # of the first completion
+    peak_gb: float | None = None  # the highest peak of a unit's process
+
+    def units_by_worker(self) -> dict[str, int]:
+        """How many distinct units each worker did (over its attempts)."""
+        return {
+            name: int.from_bytes(bits, "little").bit_count() for name, bits in self.workers.items()
+        }
+
+    def first_times(self) -> list[datetime]:
+        """When each unit done was first done, in unit order."""
+        return [datetime.fromtimestamp(t, UTC) for t in self.first_at if t == t]
+
+    def unit_seconds(self) -> list[float]:
+        """The seconds each unit done took, its first time."""
+        return [s for t, s in zip(self.first_at, self.seconds, strict=True) if t == t and s == s]
+
+    def _add(self, worker: str, index: int, at: float, seconds: float | None) -> None:
+        bits = self.workers.setdefault(worker, bytearray())
+        byte = index >> 3
+        if byte >= len(bits):
+            bits.extend(bytes(byte - len(bits) + 1))
+        bits[byte] |= 1 << (index & 7)
+        if index >= len(self.first_at):
+            grow = index - len(self.first_at) + 1
+            self.first_at.extend([math.nan] * grow)
+            self.seconds.extend([math.nan] * grow)
+        if not self.first_at[index] <= at:  # NaN (not yet) or later
+            self.first_at[index] = at
+            self.seconds[index] = math.nan if seconds is None else seconds
+
+    def read(self, data: bytes) -> None:
+        """Take the whole lines of `data` (what the file holds past `offset`)."""
+        for line in data.split(b"\n"):
+            if b'"' + UNIT_DONE.encode() + b'"' not in line:
+                continue
+            try:
+                event = json.loads(line)
+                if event.get("event") != UNIT_DONE:
+                    continue
+                unit, worker = event["unit"], event["worker"]
+                index = int(unit[1:]) if isinstance(unit, str) and unit[:1] == "u" else -1
+                if index < 0 or not isinstance(worker, str):
+                    continue
+                at = datetime.fromisoformat(event["time"]).timestamp()
+                seconds = event.get("seconds")
+                peak = event.get("peak_memory_gb")
+            except (ValueError, KeyError, TypeError, AttributeError):
+                continue
+            self._add(worker, index, at, float(seconds) if _number(seconds) else None)
+            if _number(peak):
+                self.peak_gb = max(self.peak_gb or 0.0, float(peak))
+
+
+def _number(value: object) -> bool:
+    return isinstance(value, int | float) and not isinstance(value, bool)
+
+
+_SUMMARIES: OrderedDict[str, UnitLines] = OrderedDict()
+_LOCK = threading.Lock()  # requests of one web process read the same file on several threads
+
+
+def unit_lines(task: Task) -> UnitLines:
+    """What the task's progress lines say now: the lines appended since this process last
+    read the file, added to what it kept (no link followed: `store_reads`)."""
+    paths = task_paths(task.run_id, task.task_id)
+    name = str(paths.progress)
+    with _LOCK:
+        kept = _SUMMARIES.pop(name, None)
+        try:
+            handle = store_reads.open_file(paths.store_root, paths.progress)
+        except FileNotFoundError:
+            return UnitLines()
+        with handle:
+            stat = os.fstat(handle.fileno())
+            key = (stat.st_dev, stat.st_ino)
+            if kept is None or kept.key != key or stat.st_size < kept.offset:
+                kept = UnitLines(key=key)
+            handle.seek(kept.offset)
+            while chunk := handle.read(CHUNK):
+                end = chunk.rfind(b"\n") + 1
+                if end == 0:  # no whole line in a chunk: a line longer than any we write
+                    if len(chunk) > LINE_MAX_BYTES:
+                        kept.offset += len(chunk)
+                        continue
+                    break
+                kept.read(chunk[:end])
+                kept.offset += end
+                if end < len(chunk):
+                    handle.seek(kept.offset)
+        _SUMMARIES[name] = kept
+        while len(_SUMMARIES) > KEPT:
+            _SUMMARIES.popitem(last=False)
+        return kept
