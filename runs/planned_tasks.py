@@ -146,6 +146,11 @@ def count_units(
         )
     except UnitsFailed as exc:
         message = str(exc)
+        if exc.settings_error and model_dir is None:  # what the user can change: a flag
+            message += (
+                "; this submission has no model snapshot: give the model's directory with "
+                "`simrun submit --source DIR` (API: `sources`, the model first)"
+            )
     except SettingsInvalid as exc:
         message = str(exc)
     except TypeUnavailable as exc:

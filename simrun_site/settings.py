@@ -130,6 +130,8 @@ AUTH_PASSWORD_VALIDATORS = [
     {"NAME": "django.contrib.auth.password_validation.MinimumLengthValidator"},
 ]
 LOGIN_URL = "/login/"
+# a one-time login link (`simrun login`, printed by serve and demo --keep) is valid this long
+SIMRUN_LOGIN_LINK_S = env.integer("SIMRUN_LOGIN_LINK_S", 600, minimum=10)
 LOGIN_REDIRECT_URL = "/"
 
 LANGUAGE_CODE = "en-us"

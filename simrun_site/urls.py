@@ -5,6 +5,8 @@ from django.contrib.auth import views as auth_views
 from django.http import HttpRequest, HttpResponse
 from django.urls import include, path
 
+from runs.pages.login_link import login_link
+
 
 def healthz(request: HttpRequest) -> HttpResponse:
     """Liveness of the web process (no database access)."""
@@ -22,6 +24,7 @@ urlpatterns = [
     path("admin/", admin.site.urls),
     path("api/", include("runs.api.urls")),
     path("login/", auth_views.LoginView.as_view(), name="login"),
+    path("login/link/<str:uid>/<str:token>/", login_link, name="login-link"),
     path("logout/", auth_views.LogoutView.as_view(next_page="/login/"), name="logout"),
     path("", include("runs.pages.urls")),
 ]

@@ -125,7 +125,9 @@ MODULES: dict[str, Module] = {
             "tests/runs/test_reuse_outputs.py",
         ),
     ),
-    "rules": Module("runs", "runs", ("runs/controller/rules.py",), CONTROLLER_TESTS),
+    "rules": Module(
+        "runs", "runs", ("runs/controller/rules.py", "runs/controller/advice.py"), CONTROLLER_TESTS
+    ),
     "reconcile": Module("runs", "runs", ("runs/controller/reconcile.py",), CONTROLLER_TESTS),
     "ledger": Module(
         "harness/src/simrun_harness", "simrun_harness", ("simrun_harness/ledger.py",), LEDGER_TESTS

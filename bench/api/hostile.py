@@ -11,6 +11,13 @@ workflow as the baseline. Peak memory is the kernel's high-water mark of the web
 (VmHWM), reset before each request (`/proc/<pid>/clear_refs` ← 5), less its RSS at that
 moment. Goal for every class: answered in under 1 s, peak under +50 MB.
 
+`--units N` (default 1,000,000; 0: skipped) then submits a workflow of one task of N units to a
+service with its real Celery worker (a stack of its own), and reports the answer, the web
+process's peak as above, and the worker's: the highest VmHWM above its RSS before, over the
+worker's processes (the pool's children run the submission), until the submission keyed the
+task's units (`unit-keys.txt` written) — then the run is cancelled. Goal: the worker within
++100 MB (a task may have SIMRUN_MAX_UNITS_PER_TASK units, a million by default).
+
 The file and upload classes (links out of a run, bombs, archives of many members) are in
 bench/api/hostile_files.py, which uses this module's service and measurement.
 """
@@ -166,10 +173,93 @@ def served(env: dict[str, str]) -> Iterator[tuple[str, int]]:
         server.wait(timeout=30)
 
 
+def _tree(pid: int) -> list[int]:
+    """`pid` and its descendants of Celery (its pool): not plugin hosts (processes of the
+    model's environment, with limits of their own) nor the pods it started."""
+    import psutil
+
+    root = psutil.Process(pid)
+    found = [root.pid]
+    for child in root.children(recursive=True):
+        try:
+            if "celery" in " ".join(child.cmdline()):  # not a plugin host, not a pod
+                found.append(child.pid)
+        except psutil.Error:
+            continue
+    return found
+
+
+def many_units(units: int) -> str:
+    """The million-unit class: a task of `units` units submitted to a service with its real
+    Celery worker; the line of the benchmarks' table."""
+    extra = {"SIMRUN_RATE_LIMIT_PER_MINUTE": "1000000", "SIMRUN_LOG_LEVEL": "ERROR"}
+    with stack(services=True, extra_env=extra) as the_stack:
+        from runs.models import Run, Task
+        from runs.services.identities import create_identity, create_token
+
+        paul = create_identity(name="paula", kind="person", password="bench-pw-123")
+        token = create_token(identity=paul).secret
+        env = {**the_stack.env, "SIMRUN_REDIS_URL": the_stack.env["CELERY_BROKER_URL"]}
+        headers = {"Authorization": f"Bearer {token}"}
+        worker = the_stack.procs["worker"].pid
+
+        def submitted_and_keyed(n: int) -> tuple[Answer, str]:
+            workflow = {
+                "name": "wide",
+                "tasks": [{"id": "many", "type": "sleep", "settings": {"units": n, "seconds": 0}}],
+            }
+            answer = send(
+                http,
+                pid,
+                Case("wide", "/api/runs/", json.dumps({"workflow": workflow}).encode()),
+                token,
+            )
+            run = Run.objects.order_by("-created_at").first()
+            assert run is not None, answer
+            deadline = time.monotonic() + 900
+            while not Task.objects.filter(run=run).exclude(key="").exists():
+                run.refresh_from_db()
+                if run.state != "submitting" or time.monotonic() > deadline:
+                    raise SystemExit(f"run {run.pk} was not keyed: {run.state} {run.message}")
+                time.sleep(0.2)
+            http.post(f"/api/runs/{run.pk}/cancel/", headers=headers)
+            return answer, run.pk
+
+        with served(env) as (url, pid), httpx.Client(base_url=url, timeout=900) as http:
+            submitted_and_keyed(10)  # warm: the worker's imports, its pool, a plugin host
+            before = {p: _status_kb(p)["VmRSS"] for p in _tree(worker)}
+            for p in before:
+                Path(f"/proc/{p}/clear_refs").write_text("5")
+            started = time.perf_counter()
+            answer, _ = submitted_and_keyed(units)
+            keyed_s = time.perf_counter() - started
+            peaks = {
+                p: _status_kb(p)["VmHWM"] - rss
+                for p, rss in before.items()
+                if Path(f"/proc/{p}").exists()
+            }
+    worker_mb = max(peaks.values()) / 1024
+    met = "met" if worker_mb <= 100 and answer.seconds < GOAL_S else "**missed**"
+    return (
+        f"| a task of {units:,} units | `/api/runs/` | {answer.status} "
+        f"| {answer.seconds * 1000:.0f} ms (keyed by the worker in {keyed_s:.1f} s) "
+        f"| web +{answer.peak_mb:.1f} MB, Celery worker +{worker_mb:.1f} MB "
+        f"| {met} (worker ≤ +100 MB) |"
+    )
+
+
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
-    parser.add_argument("--repeat", type=int, default=5, help="requests per case")
+    parser.add_argument("--repeat", type=int, default=5, help="requests per case (0: none)")
+    parser.add_argument(
+        "--units", type=int, default=1_000_000, help="units of the many-units class (0: none)"
+    )
     args = parser.parse_args()
+    if args.units:
+        line = many_units(args.units)
+        print(line, flush=True)
+    if args.repeat <= 0:  # the many-units class alone
+        return 0
     extra = {"SIMRUN_RATE_LIMIT_PER_MINUTE": "1000000", "SIMRUN_LOG_LEVEL": "ERROR"}
     with stack(services=False, extra_env=extra) as the_stack:
         from runs.services.identities import create_identity, create_token

@@ -6,7 +6,8 @@ files, calls these, and acts on the answer. The rules follow Argo's as the clust
 - a task starts when the tasks it reads are done: a split task when its merge succeeded (or
   its coordinator, when that merges itself), an unsplit task when its pod succeeded; the merge
   of a split task waits for the coordinator only;
-- only a stopped attempt is retried (no exit code, 137, 143), at most `RETRY_LIMIT` times; any
+- only a stopped attempt is retried (no exit code, 137, 143), at most `RETRY_LIMIT` times, and
+  never one killed for memory at the retry memory (the run fails: C7); any
   other exit fails the pod at once; after an exit 137 the next attempt gets the retry memory,
   after anything else the first memory (as Argo's `lastRetry` only knows the last attempt);
 - after a failure no pod that still waits for its dependencies is started (Argo's fail-fast);
@@ -63,6 +64,21 @@ class PodView:
 def is_retried(exit_code: int | None) -> bool:
     """Whether an attempt that ended with `exit_code` is retried: only a stopped one."""
     return exit_code in RETRIED_EXITS
+
+
+def killed_at_retry_memory(attempts: Sequence[Attempt]) -> bool:
+    """C7 here too: an attempt killed for memory that ran at the retry memory (the one
+    before it exited 137) is not retried; the run fails, and no attempt starts after it."""
+    if len(attempts) < 2:
+        return False
+    last, before = attempts[-1].exit, attempts[-2].exit
+    return (
+        last is not None
+        and before is not None
+        and last.oom_killed
+        and attempts[-1].eviction is None
+        and before.exit_code == EXIT_POOL_BROKEN
+    )
 
 
 def was_evicted(attempt: Attempt) -> bool:
@@ -140,6 +156,8 @@ def pod_phase(
             return PodPhase.FAILED, f"{message}; the workflow was stopped"
         if not is_retried(code):
             return PodPhase.FAILED, message
+        if killed_at_retry_memory(attempts):
+            return PodPhase.FAILED, f"{message} again at the retry memory: not retried"
         if len(attempts) > RETRY_LIMIT:
             return PodPhase.FAILED, f"{message}; no retries left ({RETRY_LIMIT})"
         phase = PodPhase.PREEMPTED if was_evicted(last) else PodPhase.RETRYING

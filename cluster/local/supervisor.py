@@ -292,8 +292,37 @@ class Supervision:
 
     def status(self, returncode: int) -> ExitStatus:
         code = EXIT_POOL_BROKEN if self.oom_killed else exit_code_of(returncode)
-        message = "OOMKilled" if self.oom_killed else ""
-        return ExitStatus(code, self.oom_killed, time.time(), message=message)
+        # the harness kills a unit process itself before the pod reaches its limit: its
+        # report counts the kill, the evidence the pod's retry rules need here too
+        oom = self.oom_killed or (code == EXIT_POOL_BROKEN and reported_oom_kill(self.env))
+        message = "OOMKilled" if oom else ""
+        return ExitStatus(code, oom, time.time(), message=message)
+
+
+REPORT_MAX_BYTES = 1024 * 1024
+
+
+def reported_oom_kill(env: dict[str, str]) -> bool:
+    """Whether the report of this attempt (written by the harness) counts a kill for memory;
+    read without following a link the pod's code may have put in its place."""
+    import json
+
+    from simrun_harness import store_reads
+
+    task_dir, worker, attempt = (
+        env.get(k) for k in ("SIMRUN_TASK_DIR", "SIMRUN_WORKER", "SIMRUN_ATTEMPT")
+    )
+    if not (task_dir and worker and attempt):
+        return False
+    try:
+        data = json.loads(
+            store_reads.read_bytes(
+                Path(task_dir), f"reports/{worker}-{attempt}.json", limit=REPORT_MAX_BYTES
+            )
+        )
+    except (OSError, ValueError):
+        return False
+    return isinstance(data, dict) and int(data.get("oom_kills") or 0) > 0
 
 
 def supervise(

@@ -211,6 +211,16 @@ class Client:
     def compare(self, run_ids: Sequence[str]) -> Any:
         return self.call("GET", "compare/", params={"runs": ",".join(run_ids)})
 
+    def explain_reuse(
+        self, workflow_text: str, sources: Sequence[Path], **options: Any
+    ) -> dict[str, Any]:
+        """What a submission now would reuse, per task, and why not more (reuse,
+        resume_from as the API's body); submits nothing."""
+        body = {"workflow": workflow_text, "sources": [self.snapshot(s) for s in sources]}
+        body |= {k: v for k, v in options.items() if v is not None}
+        answer: dict[str, Any] = self.call("POST", "explain-reuse/", body=body)
+        return answer
+
     def estimate(self, workflow_text: str, sources: Sequence[Path]) -> list[Any]:
         body = {"workflow": workflow_text, "sources": [self.snapshot(s) for s in sources]}
         return list(self.call("POST", "estimate/", body=body))

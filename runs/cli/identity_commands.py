@@ -1,4 +1,5 @@
-"""`simrun owner|person|agent create` and `simrun token create|list|revoke|import`."""
+"""`simrun owner|person|agent create`, `simrun token create|list|revoke|import` and
+`simrun login`: admin commands, which work on this machine's database directly."""
 
 from __future__ import annotations
 
@@ -44,6 +45,47 @@ def register(sub: Any) -> None:
     im = verbs.add_parser("import", help="create identities and tokens from a YAML file")
     im.add_argument("file", type=Path)
     im.set_defaults(handler=import_tokens)
+
+    login = sub.add_parser(
+        "login", help="print a one-time link that logs in to the pages (the owner by default)"
+    )
+    login.add_argument("name", nargs="?", help="the person to log in as (default: the owner)")
+    login.set_defaults(handler=print_login_link)
+
+
+def login_link_line(data_dir: Path, url: str, name: str | None = None) -> str:
+    """The line that gives a one-time login link of `name` (the owner by default) to the
+    service at `url`; Django set up."""
+    from django.conf import settings
+
+    from runs.services.login_links import NoLoginLink, login_link_for
+
+    try:
+        who, path = login_link_for(name)
+    except NoLoginLink as exc:
+        raise CommandError(str(exc)) from None
+    minutes = settings.SIMRUN_LOGIN_LINK_S / 60
+    return (
+        f"{url.rstrip('/')}{path}  (logs in as {who} once, within {minutes:g} "
+        "minutes; `simrun login` prints another)"
+    )
+
+
+def print_login_link(args: argparse.Namespace) -> int:
+    setup_django()
+    from django.conf import settings
+
+    from runs.cli.service_state import read_state
+
+    data_dir = Path(settings.DATA_DIR)
+    record = read_state(data_dir)
+    if record is None or not record.alive() or not record.url:
+        raise CommandError(
+            f"simrun is not serving this data directory ({data_dir}): start it with "
+            "`simrun serve`, which prints a login link, or run `simrun login` again then"
+        )
+    print(login_link_line(data_dir, record.url, args.name))
+    return 0
 
 
 def create_identity(args: argparse.Namespace) -> int:

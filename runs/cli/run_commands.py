@@ -33,6 +33,36 @@ def connect() -> Client:
 
 
 def register(sub: Any) -> None:
+    _register_submit(sub)
+    p = sub.add_parser("runs", help="list recent runs")
+    p.add_argument("--limit", type=int, default=20)
+    p.set_defaults(handler=list_runs)
+    for name, handler, text in (
+        ("show", show, "show a run and its tasks"),
+        ("follow", follow, "follow a run with live progress bars until it ends"),
+        ("cancel", cancel, "cancel a run"),
+        ("outputs", outputs, "list a run's output files"),
+    ):
+        p = sub.add_parser(name, help=text)
+        p.add_argument("run")
+        p.set_defaults(handler=handler)
+    p = sub.add_parser("logs", help="print the logs of a task's pods")
+    p.add_argument("run")
+    p.add_argument("task")
+    p.add_argument("--tail", type=int, default=None)
+    p.add_argument("--follow", action="store_true", help="keep printing until the task ends")
+    p.set_defaults(handler=logs)
+    p = sub.add_parser("compare", help="two or more runs side by side")
+    p.add_argument("runs", nargs="+", metavar="RUN")
+    p.add_argument("--all", action="store_true", help="every row, not only those that differ")
+    p.set_defaults(handler=compare)
+    p = sub.add_parser("estimate", help="resources, plan and expected time of each task")
+    p.add_argument("workflow", type=Path)
+    _sources(p)
+    p.set_defaults(handler=estimate)
+
+
+def _register_submit(sub: Any) -> None:
     p = sub.add_parser("submit", help="submit a workflow, or run a crate again")
     p.add_argument("workflow", type=Path, nargs="?", help="the workflow (YAML or JSON)")
     p.add_argument(
@@ -65,33 +95,13 @@ def register(sub: Any) -> None:
         action="store_true",
         help="with --from-crate: reuse units done here before (a crate's run computes all)",
     )
+    p.add_argument(
+        "--explain-reuse",
+        action="store_true",
+        help="submit nothing: say per task what would be reused and, when not all, which part"
+        " of its key differs from the earlier run",
+    )
     p.set_defaults(handler=submit, reuse=None)
-    p = sub.add_parser("runs", help="list recent runs")
-    p.add_argument("--limit", type=int, default=20)
-    p.set_defaults(handler=list_runs)
-    for name, handler, text in (
-        ("show", show, "show a run and its tasks"),
-        ("follow", follow, "follow a run with live progress bars until it ends"),
-        ("cancel", cancel, "cancel a run"),
-        ("outputs", outputs, "list a run's output files"),
-    ):
-        p = sub.add_parser(name, help=text)
-        p.add_argument("run")
-        p.set_defaults(handler=handler)
-    p = sub.add_parser("logs", help="print the logs of a task's pods")
-    p.add_argument("run")
-    p.add_argument("task")
-    p.add_argument("--tail", type=int, default=None)
-    p.add_argument("--follow", action="store_true", help="keep printing until the task ends")
-    p.set_defaults(handler=logs)
-    p = sub.add_parser("compare", help="two or more runs side by side")
-    p.add_argument("runs", nargs="+", metavar="RUN")
-    p.add_argument("--all", action="store_true", help="every row, not only those that differ")
-    p.set_defaults(handler=compare)
-    p = sub.add_parser("estimate", help="resources, plan and expected time of each task")
-    p.add_argument("workflow", type=Path)
-    _sources(p)
-    p.set_defaults(handler=estimate)
 
 
 def _sources(parser: argparse.ArgumentParser) -> None:
@@ -118,9 +128,20 @@ def submit(args: argparse.Namespace) -> int:
     text = read_workflow(args.workflow)
     client = connect()
     reuse = True if args.reuse is None else args.reuse
+    if args.explain_reuse:
+        return explain_reuse(client, text, args, reuse=reuse)
     run = client.submit(text, args.source, group=args.group, reuse=reuse, resume_from=args.resume)
     print(f"submitted run {run['id']} ({run['name']})", flush=True)
     return follow_run(client, run["id"]) if args.follow else 0
+
+
+def explain_reuse(client: Client, text: str, args: argparse.Namespace, *, reuse: bool) -> int:
+    """Per task: the units a submission now would reuse and why not more; nothing submitted."""
+    answer = client.explain_reuse(text, args.source, reuse=reuse, resume_from=args.resume)
+    print(f"{answer['text']} (nothing submitted)")
+    for task in answer["tasks"]:
+        print(f"  {task['task_id']:24} {task['note'].get('text', '')}")
+    return 0
 
 
 def submit_crate(args: argparse.Namespace) -> int:

@@ -172,7 +172,13 @@ def serve(args: argparse.Namespace) -> int:
     secret = machine_token(identity=owner_identity(), secret=kept)
     if secret != kept:
         write_token(data_dir, secret)
+    from runs.cli.identity_commands import login_link_line
+
+    def greet(url: str) -> None:
+        print(f"pages: {login_link_line(data_dir, url)}", flush=True)
+
     return serve_supervised(
+        on_serving=greet,
         data_dir=data_dir,
         store=Path(settings.SIMRUN_STORE),
         port=serve_port(args.port),
@@ -211,6 +217,7 @@ def demo(args: argparse.Namespace) -> int:
     from django.core.management import call_command
 
     from runs.cli.client import Client
+    from runs.cli.identity_commands import login_link_line
     from runs.cli.run_commands import follow_run, output_paths
     from runs.cli.service_state import read_token
     from runs.cli.serving import Background, Joined
@@ -239,14 +246,19 @@ def demo(args: argparse.Namespace) -> int:
         print(f"submitted run {run['id']} ({run['name']}); following it", flush=True)
         code = follow_run(client, run["id"], check=served.check)
         kept = None
+        pages = "the services stop with the demo: `simrun demo --keep` leaves them running"
+        login = None
         if args.keep or isinstance(served, Joined):
             kept = f"left at {url} (`simrun status` shows them); logs in {data_dir / 'logs'}"
+            pages = f"{url}runs/{run['id']}/"
+            login = login_link_line(data_dir, url)
         print_summary(
             summary_lines(
                 client.show(run["id"]),
                 output_paths(client, run["id"]),
-                pages=f"{url}runs/{run['id']}/",
+                pages=pages,
                 kept=kept,
+                login=login,
             )
         )
         if args.keep:

@@ -50,9 +50,10 @@ def serve_supervised(
     store: Path | None = None,
     watch: Watchfulness | None = None,
     before_start: Callable[[], None] | None = None,
+    on_serving: Callable[[str], None] | None = None,
 ) -> int:
     """End what an earlier serve left, start the services, keep them up (and making
-    progress) until SIGTERM/SIGINT, then stop them and their pods."""
+    progress) until SIGTERM/SIGINT, then stop them and their pods (`_announce`)."""
     _take_over(data_dir)
     if before_start is not None:
         before_start()
@@ -92,8 +93,7 @@ def serve_supervised(
         supervisor.start()
         prober.start()
         if _wait_for_web(url, supervisor, stopping):
-            print(f"simrun is serving on {url} (Ctrl-C stops it)", flush=True)
-            print("`simrun status` shows its services, `simrun stop` stops it", flush=True)
+            _announce(url, on_serving)
         while not stopping.is_set():
             # woken by a child's end (SIGCHLD) or a stop at once, else when a restart is
             # due or the liveness judgement's next look: idle, serve wakes every few seconds
@@ -106,6 +106,14 @@ def serve_supervised(
     finally:
         prober.stop()
         supervisor.stop(grace_s=SERVICE_STOP_GRACE_S, pods_grace_s=pods_grace_s)
+
+
+def _announce(url: str, on_serving: Callable[[str], None] | None) -> None:
+    """Say where serve serves, once its web process answers (and what `on_serving` adds)."""
+    print(f"simrun is serving on {url} (Ctrl-C stops it)", flush=True)
+    print("`simrun status` shows its services, `simrun stop` stops it", flush=True)
+    if on_serving is not None:
+        on_serving(url)
 
 
 def _take_over(data_dir: Path) -> None:

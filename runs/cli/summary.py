@@ -12,7 +12,12 @@ STOP_COMMAND = "simrun stop"
 
 
 def summary_lines(
-    run: dict[str, Any], outputs: list[str], *, pages: str, kept: str | None
+    run: dict[str, Any],
+    outputs: list[str],
+    *,
+    pages: str,
+    kept: str | None,
+    login: str | None = None,
 ) -> list[str]:
     """The summary of an ended run: `outputs` as `simrun outputs` prints them (the first
     `OUTPUTS_SHOWN`); the time is the record's, from submission to the end (as following
@@ -33,6 +38,8 @@ def summary_lines(
             f"{'':10}... and {len(outputs) - OUTPUTS_SHOWN} more (`simrun outputs {run['id']}`)"
         )
     lines.append(f"pages:    {pages}")
+    if login is not None:
+        lines.append(f"login:    {login}")
     if kept is not None:
         lines.append(f"services: {kept}; stop them with `{STOP_COMMAND}`")
     return lines

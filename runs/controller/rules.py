@@ -48,8 +48,10 @@ class Verdict:
 
     pod: str
     message: str
-    attempt: int | None = None  # the attempt whose exit failed the task (None: a memory kill)
+    attempt: int | None = None  # the attempt whose exit (or kill for memory) failed the task
     exit_code: int | None = None
+    memory: bool = False  # killed for memory at the retry memory (its cause: `memory_cause`)
+    limit_gb: float | None = None  # the memory it was killed at (a kill for memory)
 
 
 def fatal_failure(
@@ -81,6 +83,10 @@ def fatal_failure(
                     pod,
                     f"pod {pod} was killed for memory again at the retry memory of "
                     f"{retry_memory_gb:g} GiB",
+                    failure.attempt,
+                    failure.exit_code,
+                    memory=True,
+                    limit_gb=retry_memory_gb,
                 )
     return None
 
@@ -88,6 +94,8 @@ def fatal_failure(
 def failure_cause(verdict: Verdict, *, error: str | None, unit: str | None, task_dir: str) -> str:
     """What a failed attempt died of, for its message: the store refusing writes (exit 5), or
     the error its report gives (a unit's exception, last line); empty when nothing says."""
+    if verdict.memory:
+        return ""  # `memory_cause`, from the attempt's report
     if verdict.exit_code == EXIT_STORE:
         return f"the store is not writable: {task_dir}"
     if not error:

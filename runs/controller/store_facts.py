@@ -7,9 +7,12 @@ from __future__ import annotations
 from datetime import datetime
 
 from runs.controller import rules
+from runs.controller.advice import memory_cause
 from runs.ports import BackendStatus
 from runs.store import reports, task_paths
-from simrun_harness.layout import report_name
+from simrun_harness import store_reads
+from simrun_harness.layout import TaskPaths, report_name
+from simrun_harness.ledger import SEP
 from simrun_harness.report import task_report
 
 
@@ -43,12 +46,38 @@ def _cause(run_id: str, task_id: str, verdict: rules.Verdict) -> str:
         except (OSError, ValueError):
             report = None  # no report: the store refused it, or the pod died before
     error = report.error if report is not None else None
+    if verdict.memory and report is not None:
+        return memory_cause(
+            unit=error.unit if error else None,
+            value=error.value if error else None,
+            peak_gb=report.peak_memory_per_process_gb,
+            limit_gb=report.memory_limit_gb,
+            per_worker_gb=report.memory_per_worker_gb,
+        )
+    if verdict.memory:  # killed with no report written (the pod's limit, outside the harness)
+        held = _claimed_by(paths, f"{verdict.pod}{SEP}{verdict.attempt}")
+        return memory_cause(
+            unit=", ".join(held) or None,
+            value=None,
+            peak_gb=None,
+            limit_gb=verdict.limit_gb,
+            per_worker_gb=None,
+        )
     return rules.failure_cause(
         verdict,
         error=error.message if error else None,
         unit=error.unit if error else None,
         task_dir=str(paths.root),
     )
+
+
+def _claimed_by(paths: TaskPaths, holder: str) -> list[str]:
+    """The units a holder still had claimed (the pod was killed holding them)."""
+    try:
+        names = store_reads.names(paths.store_root, paths.claimed, limit=10_000)
+    except OSError:
+        return []
+    return sorted(n.split(SEP, 1)[0] for n in names if n.split(SEP, 1)[-1] == holder)
 
 
 def reported_kills(

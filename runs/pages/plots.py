@@ -12,7 +12,9 @@ import math
 from collections.abc import Sequence
 from dataclasses import dataclass
 from datetime import datetime
+from typing import Any
 
+from django.template.defaultfilters import floatformat
 from django.utils.html import escape
 from django.utils.safestring import SafeString, mark_safe
 
@@ -97,13 +99,18 @@ def units_over_time(
     total: int | None,
     label: str,
     projection: Projection | None = None,
+    reused: int = 0,
 ) -> SafeString:
-    """Units done over time: a step line from the first unit done, the total as a dashed line,
-    and the projected end as a dashed line from the last unit done to the total."""
+    """Units done over time: a step line from the first unit done (from `reused`, the units
+    linked from earlier runs, done before any was computed), the total as a dashed line, and
+    the projected end as a dashed line from the last unit done to the total."""
     width, height, left, right, top, bottom = 560, 220, 52, 16, 14, 38
+    points = [(t, n + reused) for t, n in points] or ([(0.0, float(reused))] if reused else [])
     done = int(points[-1][1]) if points else 0
     span = points[-1][0] if points else 0.0
     desc = f"{done} of {total if total is not None else '?'} units done"
+    if reused:
+        desc += f" ({reused} reused from earlier runs)"
     desc += f" over {_duration(round(span, 1))}." if points else "; none done yet."
     if projection is not None:
         desc += f" Projected end at {_duration(round(projection.end_s, 1))} ({projection.basis})."
@@ -132,10 +139,7 @@ def units_over_time(
             f'fill="{INK}">{total} units</text>'
         )
     if points:
-        path = [f"M{x(0):.1f},{y(0):.1f}"]
-        for px, py in downsample(points):
-            path.append(f"H{x(px):.1f}V{y(py):.1f}")
-        body.append(f'<path d="{"".join(path)}" fill="none" stroke="{LINE}" stroke-width="2"/>')
+        body += _done_line(points, reused, x, y)
     if projection is not None and total:
         x0, y0 = (x(span), y(done)) if points else (x(0), y(0))
         end = x(projection.end_s)
@@ -148,6 +152,21 @@ def units_over_time(
             f"projected end {_duration(round(projection.end_s, 1))}</text>"
         )
     return _svg(width, height, f"Units done over time: {label}", desc, body)
+
+
+def _done_line(points: Sequence[tuple[float, float]], reused: int, x: Any, y: Any) -> list[str]:
+    """The step line of units done, from the units reused (labelled) at the start."""
+    path = [f"M{x(0):.1f},{y(0):.1f}"]
+    parts = []
+    if reused:
+        path.append(f"V{y(reused):.1f}")
+        parts.append(
+            f'<text x="{x(0) + 4:.1f}" y="{y(reused) + 14:.1f}" fill="{INK}">{reused} reused</text>'
+        )
+    for px, py in downsample(points):
+        path.append(f"H{x(px):.1f}V{y(py):.1f}")
+    parts.append(f'<path d="{"".join(path)}" fill="none" stroke="{LINE}" stroke-width="2"/>')
+    return parts
 
 
 def _axes(
@@ -248,8 +267,9 @@ def _memory_bars(bars: Sequence[MemoryBar], *, title: str, what: str = "worker")
 
 
 def _memory_text(bar: MemoryBar) -> str:
-    peak = "?" if bar.peak_gb is None else f"{bar.peak_gb:.2f}"
-    limit = "?" if bar.limit_gb is None else f"{bar.limit_gb:.2f}"
+    # as the tables round them (the template's floatformat: half up), never one digit apart
+    peak = "?" if bar.peak_gb is None else floatformat(bar.peak_gb, 2)
+    limit = "?" if bar.limit_gb is None else floatformat(bar.limit_gb, 2)
     return f"{peak} / {limit} GiB" + (" killed" if bar.oom_killed else "")
 
 

@@ -22,9 +22,11 @@ from django.utils.safestring import SafeString
 
 from runs.pages import plots
 from runs.plans import TaskPlan
+from runs.reuse_plans import count_reused
 from runs.selectors.progress_lines import unit_lines
 from runs.selectors.unit_times import learned_unit_seconds
 from runs.selectors.workers import WorkerView, task_workers
+from runs.states import TaskState
 
 if TYPE_CHECKING:
     from runs.models import Run, Task
@@ -71,19 +73,30 @@ def _processes(task: Task, workers: list[WorkerView]) -> int:
 
 
 def units_plot(run: Run, task: Task, workers: list[WorkerView]) -> SafeString:
-    """The selected split task's units over time, with its projected end while it runs."""
+    """The selected split task's units over time (those reused from earlier runs first), with
+    its projected end while it runs: none once the task or the run has ended."""
     done = units_done(run, task)
-    points = done.points
+    reused = sum(count_reused(units) for units in (task.reused or {}).values())
+    points = [(t, n + reused) for t, n in done.points]
     learned = learned_unit_seconds(run, task)
     basis = "unit time learned from earlier runs"
     if learned is None and done.seconds:
         learned, basis = statistics.median(done.seconds), "unit time of this run so far"
-    end = projected_end(
-        points, total=task.units_total, unit_s=learned, processes=_processes(task, workers)
-    )
+    end = None
+    if not run.ended and task.state not in TaskState.final():
+        end = projected_end(
+            points or [(0.0, float(reused))],
+            total=task.units_total,
+            unit_s=learned,
+            processes=_processes(task, workers),
+        )
     projection = None if end is None else plots.Projection(end_s=end, basis=basis)
     return plots.units_over_time(
-        points, total=task.units_total, label=task.task_id, projection=projection
+        done.points,
+        total=task.units_total,
+        label=task.task_id,
+        projection=projection,
+        reused=reused,
     )
 
 

@@ -19,6 +19,7 @@ from dataclasses import dataclass
 from runs.models import Run, StoredPod, Task
 from runs.plans import merge_pod, worker_index, worker_pod
 from runs.ports import PodPhase
+from runs.reuse_plans import count_reused
 from runs.selectors.progress_lines import unit_lines
 from runs.states import TaskState
 from runs.store import reports, task_paths
@@ -48,6 +49,8 @@ class WorkerView:
     oom_killed: bool
     exit_code: int | None
     error: str | None
+    units_reused: int = 0
+    """Units the coordinator linked from earlier runs instead of computing them."""
 
 
 def role_of(task: Task, worker: str) -> str:
@@ -87,6 +90,7 @@ def task_workers(run: Run, task: Task) -> list[WorkerView]:
     claims = claims_by_worker(paths) if task.splittable else {}
     done = unit_lines(task).units_by_worker() if task.splittable else {}
     names = set(by_worker) | set(pods) | set(claims) | set(done)
+    reused = sum(count_reused(units) for units in (task.reused or {}).values())
     return [
         _view(
             task,
@@ -95,6 +99,7 @@ def task_workers(run: Run, task: Task) -> list[WorkerView]:
             pods.get(name),
             units_done=done.get(name, 0),
             units_claimed=claims.get(name, 0),
+            units_reused=reused if name == f"{task.task_id}-w0" else 0,
         )
         for name in sorted(names, key=lambda name: _worker_order(task.task_id, name))
     ]
@@ -108,6 +113,7 @@ def _view(
     *,
     units_done: int,
     units_claimed: int,
+    units_reused: int = 0,
 ) -> WorkerView:
     last = worker_reports[-1] if worker_reports else None
     reported = {r.attempt for r in worker_reports}
@@ -139,6 +145,7 @@ def _view(
         oom_killed=bool(last and last.oom_kills > 0),
         exit_code=last.exit_code if last else pod.get("exit_code") if pod else None,
         error=last.error.message if last and last.error else None,
+        units_reused=units_reused if task.splittable else 0,
     )
 
 

@@ -30,9 +30,10 @@ def test_a_units_error_at_submission_is_400_naming_the_task_and_the_plugin(lab: 
     assert response.status_code == 400, response.json()
     body = response.json()
     assert body["code"] == "workflow_invalid"
-    assert body["errors"][0]["text"] == (
+    assert body["errors"][0]["text"].startswith(
         "task 't': settings: units(): the model has no parameter 'k9' "
-        "(raised by plugin picky-plugin 0.1 (picky_types:Picky))"
+        "(raised by plugin picky-plugin 0.1 (picky_types:Picky)); this submission has no model "
+        "snapshot: give the model's directory with `simrun submit --source DIR`"
     )
     assert not Run.objects.exists()
 

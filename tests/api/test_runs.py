@@ -340,3 +340,25 @@ def test_deleting_is_refused_for_others_live_and_unknown_runs(lab: Lab) -> None:
     assert lab.person.client.delete(f"/api/runs/{live.id}/").status_code == 409
     assert lab.person.client.delete("/api/runs/nosuchrun/").status_code == 404
     assert Run.objects.filter(pk__in=[ended.id, live.id]).count() == 2
+
+
+def test_a_task_of_more_units_than_a_task_may_have_is_400_naming_the_task(
+    lab: Lab, settings: object
+) -> None:
+    """SIMRUN_MAX_UNITS_PER_TASK bounds what a submission lists and keys; nothing recorded."""
+    settings.SIMRUN_MAX_UNITS_PER_TASK = 1000  # type: ignore[attr-defined]
+    workflow = {
+        "name": "wide",
+        "tasks": [{"id": "many", "type": "sleep", "settings": {"units": 1001}}],
+    }
+
+    response = lab.agent.client.post("/api/runs/", {"workflow": workflow}, format="json")
+
+    assert response.status_code == 400, response.json()
+    [error] = response.json()["errors"]
+    assert error["task"] == "many"
+    assert error["text"].startswith(
+        "task 'many': settings: 1,001 units, more than the 1,000 a task may have: make each unit "
+        "do more (SIMRUN_MAX_UNITS_PER_TASK is 1,000;"
+    )
+    assert not Run.objects.exists()

@@ -20,7 +20,8 @@ pytestmark = [pytest.mark.slow]
 
 def test_the_main_job_runs_the_example_and_says_where_everything_is(tmp_path: Path) -> None:
     """The example scan and its summary succeed; the command prints the state, the time,
-    the outputs and the pages' URL, and leaves no process behind. A second run reuses the
+    the outputs and how to keep the pages (no URL of services it stopped), and leaves no
+    process behind. A second run reuses the
     environment the first one built."""
     data_dir = tmp_path / "simrun"
     port = free_port()
@@ -45,7 +46,9 @@ def test_the_main_job_runs_the_example_and_says_where_everything_is(tmp_path: Pa
         assert "<task>" not in first.stdout
         took = re.search(r"^time: +([0-9.]+)s from submission to the end$", first.stdout, re.M)
         assert took and f"run {run_id[1]} succeeded {took[1]}s after submission" in first.stdout
-        assert f"pages:    http://127.0.0.1:{port}/runs/{run_id[1]}/" in first.stdout
+        # the services stopped with it: no URL that would not answer, but how to keep them
+        assert f"http://127.0.0.1:{port}/" not in first.stdout.split("state:")[-1]
+        assert "pages:    the services stop with the demo: `simrun demo --keep`" in first.stdout
         wait_for(
             lambda: not processes_of(data_dir), timeout=30, what="every process of the demo gone"
         )

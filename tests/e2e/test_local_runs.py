@@ -5,6 +5,8 @@ Each test submits through the domain, as the CLI does, and waits on the run's ro
 
 from __future__ import annotations
 
+import os
+import re
 from pathlib import Path
 from typing import Any
 
@@ -17,7 +19,7 @@ from runs.backends import backend
 from runs.models import Identity, Run
 from runs.services.runs import cancel_run
 from runs.services.submission import create_run
-from runs.store import task_paths
+from runs.store import store, task_paths
 from tests import factories
 from tests.e2e.conftest import Services, wait_for_end
 from tests.waiting import wait_for
@@ -109,6 +111,23 @@ def test_a_second_kill_for_memory_fails_the_run_naming_the_retry_memory(services
     run = wait_for_end(submit({"name": "oom-twice", "tasks": [task]}).pk)
     assert run.state == "failed"
     assert "grow-w0 was killed for memory again at the retry memory of 0.75 GiB" in run.message
+    # what the user can change: the unit, what it reached (when the harness measured it
+    # before the pod's limit was hit), the limit, and the setting with a value with room
+    said = re.search(
+        r"unit u000000 (\(value 0\) had reached \d\.\d\d GB in its process when killed|was "
+        r"running when the pod was killed) with the pod's limit at 0\.75 GB.*; give its units "
+        r"more memory: in the workflow, the task's resources: \{memory_per_worker_gb: ([\d.]+)\}",
+        run.message,
+    )
+    assert said, run.message
+    assert float(said[2]) >= 1.0
+    # no attempt starts after the run ended: the second kill was the last attempt
+    wait_for(
+        lambda: not Run.objects.filter(pk=run.pk, pending_cancel=True).exists(),
+        what="the workflow stopped",
+    )
+    attempts = store().runs / run.pk / "pods" / "grow-w0"
+    assert sorted(int(n) for n in os.listdir(attempts) if n.isdigit()) == [0, 1]
 
 
 def test_a_failed_analysis_fails_at_once_naming_pod_and_exit(services: Services) -> None:

@@ -122,6 +122,21 @@ def test_a_raising_unit_fails_the_task_with_3_and_names_the_unit(run_store: Stor
     assert os.listdir(paths.claimed) == []
 
 
+def test_a_units_listing_that_raises_in_the_pod_shows_its_traceback_in_the_pod_s_log(
+    run_store: Store,
+) -> None:
+    """`simrun logs` and the run page show a pod's log: the traceback is there, not only in
+    the report."""
+    run_store.write_task("fail", {"units": 3, "in_pods": True})
+
+    started = run_store.start("simrun-worker", run_store.env("t-w0"))
+
+    assert started.wait(60) == EXIT_ANALYSIS
+    log = started.log()
+    assert "listing the units raised:\nTraceback (most recent call last):" in log
+    assert "RuntimeError: listing the units fails on purpose" in log
+
+
 def test_a_worker_frozen_past_the_stale_time_cannot_count_its_late_unit_twice(
     run_store: Store,
 ) -> None:

@@ -230,6 +230,41 @@ def test_the_run_page_says_how_many_units_were_reused_and_from_which_run(paul: C
     assert "off (every unit computed)" in page(paul, off)
 
 
+def fully_reused(run: Run) -> Run:
+    """Every unit of `scan` linked from an earlier run: none computed here, the run ended."""
+    paths = task_paths(run.id, "scan")
+    paths.progress.unlink()  # no unit was computed: no unit_done line
+    run.tasks.filter(task_id="scan").update(reused={"earlier": [[0, 6]]}, state="done")
+    return run
+
+
+def test_a_fully_reused_run_shows_its_units_done_and_projects_no_end(paul: Client) -> None:
+    """Item 7: no projected end over the total of an ended run; the reused units are done."""
+    html = page(paul, fully_reused(scan_run(state="succeeded")), "?task=scan")
+
+    assert "Projected end" not in html and 'class="projection"' not in html
+    assert "6 of 6 units done (6 reused from earlier runs)" in html
+    assert re.search(r'<td class="num">0 \+ 6 reused</td>', html), html
+
+
+def test_memory_in_the_plot_and_in_the_table_is_rounded_alike(paul: Client) -> None:
+    """0.625 GiB is 0.63 in the workers' table (floatformat) and in the figures' text."""
+    run = scan_run()
+    report = task_paths(run.id, "scan").report("scan-w0", 0)
+    report.write_text(
+        report.read_text().replace('"peak_memory_gb": 0.75', '"peak_memory_gb": 0.625')
+    )
+    html = page(paul, run, "?task=scan")
+    assert "scan: 0.63 / 1.50 GiB" in html
+    assert "0.63 / 1.50 GiB</td>" in html and "0.62" not in html
+
+
+def test_the_memory_figures_have_headings_of_one_level(paul: Client) -> None:
+    html = page(paul, scan_run(), "?task=scan")
+    assert "<h3>Memory per worker against its limit</h3>" in html
+    assert "<h3>Memory per task against its limit</h3>" in html
+
+
 def test_a_full_disk_is_named_on_a_live_run_page(paul: Client, settings: object) -> None:
     """Below SIMRUN_DISK_MIN_FREE_MB free (here: more than any disk has) the page says which
     disk is full and that nothing of the run advances until space is freed."""

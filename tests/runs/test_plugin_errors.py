@@ -107,7 +107,9 @@ def test_a_settings_error_of_units_at_submit_is_one_message_and_exit_1(
     err = capsys.readouterr().err
     assert err.splitlines() == [
         "simrun: the workflow is invalid:",
-        f"task 't': settings: units(): the model has no parameter 'k9' (raised by {PLUGIN})",
+        f"task 't': settings: units(): the model has no parameter 'k9' (raised by {PLUGIN}); "
+        "this submission has no model snapshot: give the model's directory with `simrun "
+        "submit --source DIR` (API: `sources`, the model first)",
     ]
     assert not Run.objects.exists()
     backend.cache_clear()

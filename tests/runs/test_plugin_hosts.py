@@ -53,6 +53,7 @@ class Tricky(SplitTaskType):
         return list(range(ctx.settings.n))
 """
 PLUGIN = "plugin tricky-plugin 0.1 (tricky_types:Tricky)"
+ROOT = Path(__file__).resolve().parents[2]
 
 
 def workflow(settings: str = "{}") -> str:
@@ -171,3 +172,17 @@ def test_a_plugin_installed_in_an_environment_after_its_types_were_read_is_usabl
     assert types.check("tricky", {"n": 3}) == {"n": 3, "how": "fine"}
     with pytest.raises(SettingsInvalid):
         types.check("tricky", {"n": 30})
+
+
+@pytest.mark.django_db
+def test_a_type_that_needs_a_model_submitted_without_one_names_the_flag(store: Path) -> None:
+    """`sbml_scan` refuses to list units without a model snapshot: the refusal says which
+    flag gives one."""
+    text = (ROOT / "examples" / "workflows" / "repressilator.yaml").read_text()
+
+    with pytest.raises(WorkflowInvalid) as refused:
+        submit(text)
+
+    [error] = [e for e in refused.value.errors if e.task == "scan"]
+    assert "sbml_scan needs a model snapshot" in error.message
+    assert "`simrun submit --source DIR`" in error.message

@@ -152,6 +152,10 @@ class Worker:
                 message=f"listing the units raised {type(exc).__name__}: {exc}",
                 traceback=traceback.format_exc(),
             )
+            # in the pod's log too: `simrun logs` and the run page show the traceback
+            log.error(
+                "%s: listing the units raised:\n%s", self.holder.token, traceback.format_exc()
+            )
             return EXIT_ANALYSIS
         reused = link_units(
             task.paths, store_root_of(self.config.common.run_dir), unit_names(len(units))

@@ -129,6 +129,26 @@ def test_only_a_stopped_pod_is_retried() -> None:
     assert [phase(code) for code in (1, 3, 4, 2)] == [PodPhase.FAILED] * 4
 
 
+def test_a_pod_killed_for_memory_at_its_retry_memory_is_not_retried() -> None:
+    """C7 in the backend too: the run fails on it, so no third attempt may start (and run
+    after the run ended) in the moment before the controller stops the workflow."""
+    options = {"ready": True, "blocked": False, "halted": False, "fail_fast": False}
+
+    def of(*attempts: Attempt) -> PodPhase:
+        return pod_phase(list(attempts), **options)[0]
+
+    once = attempt(0, 137, oom=True)
+    assert of(once) is PodPhase.RETRYING
+    twice = of(once, attempt(1, 137, oom=True))
+    assert twice is PodPhase.FAILED
+    message = pod_phase([once, attempt(1, 137, oom=True)], **options)[1]
+    assert message.endswith("again at the retry memory: not retried")
+    # at the first memory again (after an eviction that exited 143): retried
+    assert of(once, attempt(1, 143, evicted=True), attempt(2, 137, oom=True)) is PodPhase.RETRYING
+    # a 137 without the evidence of a kill for memory is retried
+    assert of(once, attempt(1, 137)) is PodPhase.RETRYING
+
+
 def test_the_retries_of_a_pod_end_after_its_limit() -> None:
     """K8: every eviction counts against the limit of 100 retries."""
     assert phase(*([143] * RETRY_LIMIT)) is PodPhase.PREEMPTED

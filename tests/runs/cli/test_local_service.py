@@ -11,6 +11,8 @@ import socket
 import subprocess
 import sys
 import threading
+import urllib.error
+import urllib.request
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -64,6 +66,32 @@ def test_serve_keeps_a_private_token_and_records_its_store(served: Serving) -> N
     assert record["store"] == str(served.data_dir / "store")
     token = served.data_dir / "cli_token"
     assert token.read_text().startswith("srn_") and token.stat().st_mode & 0o777 == 0o600
+
+
+def _opened(url: str, opener: urllib.request.OpenerDirector) -> tuple[int, str]:
+    try:
+        with opener.open(url, timeout=60) as reply:
+            return reply.status, reply.geturl()
+    except urllib.error.HTTPError as error:
+        return error.code, url
+
+
+def test_serve_prints_a_one_time_login_link_to_the_pages_and_the_admin(served: Serving) -> None:
+    """The owner has no password: serve prints a link that logs in as the owner once, who is
+    an operator (the admin opens too); `simrun login` prints another."""
+    out, _ = served.said()
+    found = re.search(r"^pages: (http://\S+/login/link/\S+/)  \(logs in as ", out, re.M)
+    assert found, out
+    browser = urllib.request.build_opener(urllib.request.HTTPCookieProcessor())
+
+    assert _opened(found[1], browser) == (200, f"http://127.0.0.1:{served.port}/")
+    assert _opened(f"http://127.0.0.1:{served.port}/admin/", browser)[0] == 200
+    again = urllib.request.build_opener(urllib.request.HTTPCookieProcessor())
+    assert _opened(found[1], again)[0] == 410  # once only
+    printed = served.simrun("login")
+    assert printed.returncode == 0, printed.stderr
+    fresh = printed.stdout.split()[0]
+    assert fresh != found[1] and _opened(fresh, again)[0] == 200
 
 
 def test_outputs_are_the_files_full_paths_without_the_merge_marker(

@@ -41,3 +41,30 @@ def test_resuming_a_run_that_does_not_exist_exits_1_creating_nothing(
     assert main(["submit", str(workflow), "--resume", "nosuch"]) == 1
     assert "resume_from: no run 'nosuch'" in capsys.readouterr().err
     assert not Run.objects.exists()
+
+
+def test_explain_reuse_says_which_setting_differs_and_submits_nothing(
+    workflow: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """`--explain-reuse` asks the API (`POST /api/explain-reuse/`) and prints, per task, what
+    a submission would reuse and the first part of the key that differs."""
+    from runs.services.reuse import plan_reuse
+
+    naps = workflow.with_name("naps.yaml")
+    naps.write_text("name: naps\ntasks:\n  - {id: nap, type: sleep, settings: {units: 3}}\n")
+    assert main(["submit", str(naps)]) == 0
+    first = Run.objects.get()
+    plan_reuse(run_id=first.pk, environment="service")  # as its submission does
+    naps.write_text(
+        "name: naps\ntasks:\n  - {id: nap, type: sleep, settings: {units: 3, seconds: 2}}\n"
+    )
+    capsys.readouterr()
+
+    assert main(["submit", str(naps), "--explain-reuse"]) == 0
+
+    assert capsys.readouterr().out.splitlines() == [
+        "would reuse 0 of 3 units (nothing submitted)",
+        f"  nap                      reused 0 of 3: setting 'seconds' differs from run "
+        f"{first.pk}'s (2.0 here, 0.1 there)",
+    ]
+    assert Run.objects.count() == 1

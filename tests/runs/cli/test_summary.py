@@ -34,3 +34,12 @@ def test_kept_services_come_with_the_command_that_stops_them() -> None:
     assert lines[-1] == "services: left running; stop them with `simrun stop`"
     assert "... and 3 more (`simrun outputs r1`)" in lines[-3]
     assert sum(line.endswith(".csv") for line in lines) == OUTPUTS_SHOWN
+
+
+def test_a_login_link_is_given_beside_the_pages_of_services_left_running() -> None:
+    lines = summary_lines(RUN, [], pages="http://x/runs/r1/", kept="left running", login="L")
+    assert lines[-3:] == [
+        "pages:    http://x/runs/r1/",
+        "login:    L",
+        "services: left running; stop them with `simrun stop`",
+    ]

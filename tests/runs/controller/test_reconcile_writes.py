@@ -263,5 +263,8 @@ def test_an_unsplit_task_killed_for_memory_twice_fails_naming_its_retry_memory()
     reconcile_with(fresh(run), status(failures={"t": kills}, t=P.FAILED), now=NOW)
 
     assert (
-        task(run, "t").message == "pod t was killed for memory again at the retry memory of 8 GiB"
+        task(run, "t").message
+        == "pod t was killed for memory again at the retry memory of 8 GiB: the pod was killed "
+        "at its limit of 8.00 GB; give its units more memory: in the workflow, the task's "
+        "resources: {memory_per_worker_gb: 16}"
     )

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from runs.controller import rules
+from runs.controller.advice import memory_cause
 from runs.plans import task_pods
 from runs.ports import AttemptFailure, BackendStatus, PodPhase, PodStatus, WorkflowPhase
 
@@ -102,6 +103,28 @@ def test_a_second_kill_at_the_retry_memory_fails_naming_it() -> None:
     )
 
 
+def test_a_memory_failure_names_the_unit_its_peak_the_limit_and_a_setting_with_room() -> None:
+    cause = memory_cause(
+        unit="u000512", value=512, peak_gb=2.91, limit_gb=1.8125, per_worker_gb=0.5
+    )
+    assert cause == (
+        "unit u000512 (value 512) had reached 2.91 GB in its process when killed with the "
+        "pod's limit at 1.81 GB, 0.5 GB per worker; give its units more memory: in the "
+        "workflow, the task's resources: {memory_per_worker_gb: 6}"
+    )
+
+
+def test_a_memory_failure_without_a_report_names_the_unit_held_and_the_setting() -> None:
+    """The pod was killed at its limit before the harness wrote a report: the unit its
+    claim names, the limit the pod had, and a setting with room."""
+    cause = memory_cause(unit="u000003", value=None, peak_gb=None, limit_gb=1.5, per_worker_gb=None)
+    assert cause == (
+        "unit u000003 was running when the pod was killed with the pod's limit at 1.50 GB; "
+        "give its units more memory: in the workflow, the task's resources: "
+        "{memory_per_worker_gb: 3}"
+    )
+
+
 def test_a_kill_after_a_preemption_that_followed_a_kill_does_not_count() -> None:
     """K9: the attempt after a preemption had the first memory again; its kill is retried."""
     attempts = [
@@ -194,7 +217,12 @@ def test_a_kill_in_the_attempt_after_an_eviction_at_exit_137_counts_at_the_retry
     ]
     verdict = rules.fatal_failure("w", attempts, oom_attempts=frozenset({1}), retry_memory_gb=2)
     assert verdict == rules.Verdict(
-        "w", "pod w was killed for memory again at the retry memory of 2 GiB"
+        "w",
+        "pod w was killed for memory again at the retry memory of 2 GiB",
+        1,
+        137,
+        memory=True,
+        limit_gb=2,
     )
     exited = rules.fatal_failure(
         "w", [AttemptFailure(0, 3)], oom_attempts=frozenset(), retry_memory_gb=2

@@ -8,6 +8,7 @@ They import nothing heavy, so a pod running them starts fast. Every unit writes
 from __future__ import annotations
 
 import json
+import os
 import time
 from collections.abc import Sequence
 from pathlib import Path
@@ -136,14 +137,24 @@ class Allocate(_Counting):
 class FailSettings(_Units):
     fail_unit: int = Field(0, ge=0, le=1_000_000, description="The index of the unit that raises.")
     seconds: float = Field(0.0, ge=0, le=DAY_S, description="Seconds each unit sleeps first.")
+    in_pods: bool = Field(
+        False, description="Listing the units raises in the pods (not at submission)."
+    )
 
 
 class Fail(_Counting):
-    """One unit raises (a failed analysis)."""
+    """One unit raises (a failed analysis); or listing the units raises in the pods."""
 
     name: ClassVar[str] = "fail"
     description: ClassVar[str] = "Units of which one raises (tests)."
     settings_model: ClassVar[type[BaseModel]] = FailSettings
+
+    def units(self, ctx: TaskContext) -> Sequence[Any]:
+        settings = ctx.settings
+        assert isinstance(settings, FailSettings)
+        if settings.in_pods and os.environ.get("SIMRUN_WORKER"):  # a pod has one
+            raise RuntimeError("listing the units fails on purpose")
+        return super().units(ctx)
 
     def work(self, ctx: TaskContext, unit: int) -> None:
         settings = ctx.settings
