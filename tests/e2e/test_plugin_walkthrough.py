@@ -61,8 +61,13 @@ def test_the_plugin_walkthrough_runs_as_written(tmp_path: Path) -> None:
     place.mkdir()
     own_environment(place / ".venv")
     data_dir = tmp_path / "data"
+    # uv's cache as set-up left it (a home of its own would hide it: with the package index
+    # unreachable, what set-up downloaded is all there is)
+    cache = subprocess.run(
+        [uv.find_uv_bin(), "cache", "dir"], capture_output=True, text=True, check=True
+    ).stdout.strip()
     env = fresh_env(tmp_path / "home")
-    env.update(SIMRUN_DATA_DIR=str(data_dir), SIMRUN_PORT=str(free_port()))
+    env.update(SIMRUN_DATA_DIR=str(data_dir), SIMRUN_PORT=str(free_port()), UV_CACHE_DIR=cache)
     (tmp_path / "home").mkdir()
     try:
         done = subprocess.run(

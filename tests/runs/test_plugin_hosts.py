@@ -5,8 +5,10 @@ takes all memory is a message naming the type and the plugin while the asker goe
 
 from __future__ import annotations
 
+import os
 import subprocess
 import sys
+import time
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -100,12 +102,18 @@ def test_an_edit_of_the_plugin_on_disk_is_used_at_the_next_validation(plugin: Pa
 
 @pytest.mark.django_db
 def test_an_edit_of_units_is_used_at_the_next_submission(plugin: Path, store: Path) -> None:
+    """The edit keeps the file's size, inode and modification time, as two saves within a
+    filesystem's timestamp granularity do: only its bytes tell it apart. (The time is set in
+    the future, so every read of the file here comes within that granularity.)"""
+    ahead = time.time_ns() + 3600 * 10**9
+    os.utime(plugin, ns=(ahead, ahead))
     submit(workflow())
-    plugin.write_text(
-        TYPES.format(limit=10).replace(
-            "return list(range(ctx.settings.n))", 'raise ValueError("edited to fail")'
-        )
+    edited = TYPES.format(limit=10).replace(
+        "return list(range(ctx.settings.n))", 'raise ValueError("edited to fail")'
     )
+    assert len(edited) == len(plugin.read_text())
+    plugin.write_text(edited)
+    os.utime(plugin, ns=(ahead, ahead))
 
     with pytest.raises(WorkflowInvalid) as refused:
         submit(workflow())
