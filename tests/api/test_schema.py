@@ -33,9 +33,10 @@ from tests.api.conftest import Lab
 # A request can be schema-valid and still be refused for what no schema can say: a workflow
 # whose tasks do not fit together (to run it, estimate it or explain its reuse), a snapshot
 # that does not exist, a node that is not there, an archive member pointing outside it, a zip
-# that is no crate, a byte range beyond a file, a NUL character in a workflow's key. On these routes a 400 (416 for ranges) is expected of
-# valid requests too; `refused_for_its_meaning` checks that such a 400 is one of the domain's
-# refusals, never a complaint about the request's form.
+# that is no crate, a byte range beyond a file, a NUL character in a workflow's key. On these
+# routes a 400 (416 for ranges) is expected of valid requests too; `refused_for_its_meaning`
+# checks that such a 400 is one of the domain's refusals, never a complaint about the
+# request's form.
 CONFIG = SchemathesisConfig.from_str(
     """
 [[operations]]
