@@ -49,7 +49,7 @@ import httpx
 ROOT = Path(__file__).resolve().parents[2]
 sys.path.insert(0, str(ROOT))
 
-from bench.api.hostile import served  # noqa: E402
+from bench.api.hostile import _status_kb, served  # noqa: E402
 from bench.local._stack import stack  # noqa: E402
 
 STALLED = 200
@@ -89,6 +89,17 @@ def others(http: httpx.Client, token: str, rounds: int = ROUNDS) -> list[float]:
 
 def latency(times: list[float]) -> str:
     return f"p50 {quantile(times, 0.5) * 1000:.0f} ms, p99 {quantile(times, 0.99) * 1000:.0f} ms"
+
+
+@contextmanager
+def peak(pid: int) -> Iterator[list[float]]:
+    """The web process's peak RSS during the block above its RSS before, in MB (set at the
+    end into the list yielded): the kernel's high-water mark, reset at the start."""
+    Path(f"/proc/{pid}/clear_refs").write_text("5")
+    before = _status_kb(pid)["VmRSS"]
+    found: list[float] = []
+    yield found
+    found.append((_status_kb(pid)["VmHWM"] - before) / 1024)
 
 
 def raw(url: str) -> tuple[str, int]:
@@ -163,7 +174,7 @@ def stalled_bodies(url: str, pid: int, token: str) -> list[str]:
     with httpx.Client(base_url=url, timeout=60) as http:
         others(http, token, rounds=5)  # warm
         before = others(http, token)
-        with Stallers(raw(url), token, STALLED).held() as stallers:
+        with peak(pid) as mb, Stallers(raw(url), token, STALLED).held() as stallers:
             during: list[float] = []
             started = time.perf_counter()
             while time.perf_counter() - started < HELD_S:  # past the deadline: replaced ones
@@ -173,7 +184,7 @@ def stalled_bodies(url: str, pid: int, token: str) -> list[str]:
     return [
         f"stalled bodies: nothing stalled: {latency(before)}",
         f"stalled bodies: {STALLED} stalled ({stallers.opened} opened in all, {answers}; "
-        f"{threads} threads in the web process): {latency(during)}",
+        f"{threads} threads in the web process, +{mb[0]:.1f} MB): {latency(during)}",
     ]
 
 
@@ -206,6 +217,7 @@ def open_streams(url: str, pid: int, tokens: list[str], run_id: str) -> list[str
     with httpx.Client(base_url=url, timeout=60) as http, ExitStack() as held:
         others(http, tokens[0], rounds=5)  # warm
         before, counts_before = others(http, tokens[0]), web_counts(pid)
+        mb = held.enter_context(peak(pid))
         opening = time.perf_counter()
         for n in range(STREAMS_EACH * STREAM_IDENTITIES):
             status, data, conn = open_stream(address, tokens[n % STREAM_IDENTITIES], path)
@@ -220,10 +232,11 @@ def open_streams(url: str, pid: int, tokens: list[str], run_id: str) -> list[str
         shape = "JSON" if b"application/json" in data.lower() else "not JSON"
         counts_during = web_counts(pid)
         during = others(http, tokens[0])
+        held.close()  # the streams closed, the peak read
     return [
         f"streams: none open: {counts_before}; others {latency(before)}",
         f"streams: {STREAMS_EACH * STREAM_IDENTITIES} open (opened in {opened_s:.1f} s): "
-        f"{counts_during}; others {latency(during)}",
+        f"{counts_during}, +{mb[0]:.1f} MB; others {latency(during)}",
         f"streams: one more of an identity holding {STREAMS_EACH}: {status} {shape} "
         f"in {one_more_s * 1000:.0f} ms",
     ]
@@ -248,7 +261,7 @@ def submitted_after(http: httpx.Client, token: str) -> float:
     return time.perf_counter() - start
 
 
-def flood(url: str, flooder: str, other: str) -> list[str]:
+def flood(url: str, pid: int, flooder: str, other: str) -> list[str]:
     """The flood class: the other person's submission before and after one agent's 500."""
     with httpx.Client(base_url=url, timeout=120) as http:
         alone = [submitted_after(http, other) for _ in range(3)]
@@ -264,7 +277,7 @@ def flood(url: str, flooder: str, other: str) -> list[str]:
             return answer.status_code, bool(retry), time.perf_counter() - start
 
         started = time.perf_counter()
-        with ThreadPoolExecutor(FLOOD_CONNECTIONS) as pool:
+        with peak(pid) as mb, ThreadPoolExecutor(FLOOD_CONNECTIONS) as pool:
             sent = list(pool.map(one, range(FLOOD)))
         flood_s = time.perf_counter() - started
         after = submitted_after(http, other)
@@ -275,7 +288,7 @@ def flood(url: str, flooder: str, other: str) -> list[str]:
         f"flood: {FLOOD} submissions of one agent in {flood_s:.1f} s: "
         + ", ".join(f"{n} x {s}" for s, n in sorted(statuses.items()))
         + f" ({with_retry} of the 429s in JSON with Retry-After); answers {latency(times)}, "
-        f"max {max(times) * 1000:.0f} ms",
+        f"max {max(times) * 1000:.0f} ms; web +{mb[0]:.1f} MB",
         f"flood: the other person's submission to submitted, alone: "
         f"{', '.join(f'{s:.2f} s' for s in alone)} (median {statistics.median(alone):.2f} s)",
         f"flood: the same right after the flood: {after:.2f} s",
@@ -347,7 +360,7 @@ def main() -> int:
         print(*found, sep="\n", flush=True)
         lines += found
     if "flood" in chosen:
-        found = with_service(True, lambda url, pid: flood(url, *flood_identities()))
+        found = with_service(True, lambda url, pid: flood(url, pid, *flood_identities()))
         print(*found, sep="\n", flush=True)
         lines += found
     return 0
