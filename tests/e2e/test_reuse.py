@@ -55,7 +55,7 @@ def succeeded(workflow: dict[str, Any], **options: Any) -> Run:
 
 
 def test_a_run_again_reuses_every_unit_and_survives_deleting_its_source(
-    services: Services, capsys: pytest.CaptureFixture[str]
+    simrun_api: str, services: Services, capsys: pytest.CaptureFixture[str]
 ) -> None:
     first = succeeded(SCAN_AND_SUMMARY)
     assert run_reuse(first).text == "reused 0 of 7 units"
