@@ -19,7 +19,9 @@ task's units (`unit-keys.txt` written) — then the run is cancelled. Goal: the 
 +100 MB (a task may have SIMRUN_MAX_UNITS_PER_TASK units, a million by default).
 
 The file and upload classes (links out of a run, bombs, archives of many members) are in
-bench/api/hostile_files.py, which uses this module's service and measurement.
+bench/api/hostile_files.py, and the client classes (200 stalled bodies, 200 open streams, one
+identity's flood of 500 submissions) in bench/api/hostile_clients.py; both use this module's
+service and measurement.
 """
 
 from __future__ import annotations
@@ -42,6 +44,7 @@ ROOT = Path(__file__).resolve().parents[2]
 sys.path.insert(0, str(ROOT))
 
 from bench.local._stack import stack  # noqa: E402 - after sys.path
+from runs.cli.service_commands import service_command  # noqa: E402
 from tests.hostile import HOSTILE, deep_json  # noqa: E402
 
 ROUTES = ("/api/validate/", "/api/runs/", "/api/estimate/")
@@ -147,12 +150,12 @@ def _status_kb(pid: int) -> dict[str, int]:
 
 @contextmanager
 def served(env: dict[str, str]) -> Iterator[tuple[str, int]]:
-    """uvicorn on the stack's database in its own process: its URL and pid."""
+    """The web process as the service starts it (uvicorn, its protocol) on the stack's
+    database, in its own process: its URL and pid."""
     with socket.socket() as probe:
         probe.bind(("127.0.0.1", 0))
         port = probe.getsockname()[1]
-    command = [sys.executable, "-m", "uvicorn", "simrun_site.asgi:application"]
-    command += ["--host", "127.0.0.1", "--port", str(port), "--log-level", "error"]
+    command = service_command("web", port=port)  # the protocol's deadlines and limits too
     server = subprocess.Popen(
         command, cwd=ROOT, env=env, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL
     )
