@@ -20,6 +20,7 @@ import json
 import os
 import sys
 import threading
+import time
 from collections.abc import Iterable
 from dataclasses import dataclass, field
 from functools import lru_cache
@@ -233,11 +234,17 @@ def _digest(plugin: Plugin, site: tuple[str, ...]) -> str:
 
 _FILES: dict[str, tuple[tuple[int, int, int], str]] = {}
 _FILES_LOCK = threading.Lock()
+# A file modified less than this before it was hashed may be rewritten with the same size
+# and the same modification time (a filesystem's timestamps are coarse: a kernel tick, a
+# second on some): its hash is not reused by its stat, the bytes are read again.
+RACY_NS = 3_000_000_000
 
 
 def _file_hash(path: Path) -> str:
     """SHA-256 of a file's bytes, read again whenever its size, modification time or inode
-    changed (most files of a plugin stay as they were between two questions)."""
+    changed, or when it had been modified just before it was hashed (most files of a plugin
+    stay as they were between two questions; a file saved twice within a timestamp's
+    granularity keeps its stat, and would otherwise keep its old hash)."""
     st = path.stat()
     mark = (st.st_size, st.st_mtime_ns, st.st_ino)
     key = str(path)
@@ -245,9 +252,11 @@ def _file_hash(path: Path) -> str:
         known = _FILES.get(key)
     if known is not None and known[0] == mark:
         return known[1]
+    hashed_at = time.time_ns()
     value = hashlib.sha256(path.read_bytes()).hexdigest()
-    with _FILES_LOCK:
-        _FILES[key] = (mark, value)
+    if st.st_mtime_ns < hashed_at - RACY_NS:
+        with _FILES_LOCK:
+            _FILES[key] = (mark, value)
     return value
 
 

@@ -2,7 +2,8 @@
 
 None of them sets Django up: the list reads the entry points' metadata (`--check` has a
 plugin host load each type, never this process, to name the ones that fail), and install is
-`uv pip install -e` into the Python the service runs with: a running service uses it at its
+`uv pip install -e` into the Python the service runs with (with this simrun's own harness
+when that Python has none: the harness is on no index): a running service uses it at its
 next question, with no restart.
 """
 
@@ -15,6 +16,8 @@ from pathlib import Path
 from typing import Any
 
 from runs.cli.base import CommandError
+
+HARNESS = "simrun-harness"
 
 
 def register(sub: Any) -> None:
@@ -48,21 +51,59 @@ def new(args: argparse.Namespace) -> int:
 
 
 def install(args: argparse.Namespace) -> int:
+    import tempfile
+
     import uv
 
     path = args.path.resolve()
     if not (path / "pyproject.toml").is_file():
         raise CommandError(f"{args.path}: no pyproject.toml; give the plugin's directory")
-    done = subprocess.run(
-        [uv.find_uv_bin(), "pip", "install", "--python", args.python, "-e", str(path)],
-        capture_output=True,
-        text=True,
-    )
+    with tempfile.TemporaryDirectory(prefix="simrun-plugin-install-") as scratch:
+        command = [uv.find_uv_bin(), "pip", "install", "--python", args.python, "-e", str(path)]
+        command += harness_from_here(args.python, Path(scratch))
+        done = subprocess.run(command, capture_output=True, text=True)
     if done.returncode != 0:
         tail = "\n".join((done.stdout + done.stderr).strip().splitlines()[-20:])
         raise CommandError(f"installing {args.path} failed:\n{tail}")
     print(f"installed {path} (editable) into {args.python}")
     return 0
+
+
+def harness_from_here(python: str, scratch: Path) -> list[str]:
+    """What `uv pip install` needs beside the plugin so its dependency on the harness is met
+    from this project, never from a package index (the harness is on none): nothing when the
+    target Python has the harness installed; else this simrun's own copy, from the directory
+    it was installed from, with every package pinned to the version this process runs (uv's
+    cache has those since set-up, so it works offline too)."""
+    import json
+    from importlib import metadata
+    from urllib.parse import urlparse
+    from urllib.request import url2pathname
+
+    import uv
+
+    shown = [uv.find_uv_bin(), "pip", "show", "--python", python, HARNESS]
+    if subprocess.run(shown, capture_output=True).returncode == 0:
+        return []
+    harness = metadata.distribution(HARNESS)
+    direct = json.loads(harness.read_text("direct_url.json") or "{}")
+    url = str(direct.get("url", ""))
+    if not url.startswith("file://") or "dir_info" not in direct:
+        raise CommandError(
+            f"{python} has no {HARNESS}, and this simrun's copy was not installed from a "
+            f"directory: install {HARNESS} into {python} first"
+        )
+    source = url2pathname(urlparse(url).path)
+    pins = scratch / "constraints.txt"
+    pins.write_text(
+        "".join(
+            f"{dist.metadata['Name']}=={dist.version}\n"
+            for dist in metadata.distributions()
+            if dist.read_text("direct_url.json") is None and dist.metadata["Name"]
+        )
+    )
+    editable = ["-e"] if direct["dir_info"].get("editable") else []
+    return [*editable, source, "--constraints", str(pins)]
 
 
 def list_plugins(args: argparse.Namespace) -> int:

@@ -58,15 +58,7 @@ def serve_supervised(
     if before_start is not None:
         before_start()
     watch = watch or Watchfulness()
-    stopping, woken = threading.Event(), threading.Event()
-
-    def stop(*_: object) -> None:
-        stopping.set()
-        woken.set()
-
-    for signum in (signal.SIGTERM, signal.SIGINT):
-        signal.signal(signum, stop)
-    signal.signal(signal.SIGCHLD, lambda *_: woken.set())
+    stopping, woken = _stop_and_wake_on_signals()
     become_subreaper()
     url = f"http://127.0.0.1:{port}/"
     prober, supervisor = _supervision(data_dir, url, commands(port), policy, store, watch)
@@ -87,6 +79,21 @@ def serve_supervised(
     finally:
         prober.stop()
         supervisor.stop(grace_s=SERVICE_STOP_GRACE_S, pods_grace_s=pods_grace_s)
+
+
+def _stop_and_wake_on_signals() -> tuple[threading.Event, threading.Event]:
+    """Events set by signals: SIGTERM/SIGINT ask serve to stop (and wake it), a child's end
+    (SIGCHLD) only wakes it to look at its services at once."""
+    stopping, woken = threading.Event(), threading.Event()
+
+    def stop(*_: object) -> None:
+        stopping.set()
+        woken.set()
+
+    for signum in (signal.SIGTERM, signal.SIGINT):
+        signal.signal(signum, stop)
+    signal.signal(signal.SIGCHLD, lambda *_: woken.set())
+    return stopping, woken
 
 
 def _announce(url: str, on_serving: Callable[[str], None] | None) -> None:

@@ -8,6 +8,7 @@ from datetime import datetime
 from typing import Any
 
 from runs.crates.record import Written
+from runs.states import RunState, TaskState
 
 FORMAL_PARAMETER = "https://bioschemas.org/profiles/FormalParameter/1.0-RELEASE"
 COMPLETED, FAILED = (
@@ -30,9 +31,9 @@ def iso_time(value: datetime | None) -> str | None:
 
 
 def status(state: str) -> str:
-    if state in ("succeeded", "done"):
+    if state in (RunState.SUCCEEDED, TaskState.DONE):
         return COMPLETED
-    if state in ("failed", "cancelled", "skipped"):
+    if state in (RunState.FAILED, RunState.CANCELLED, TaskState.FAILED, TaskState.SKIPPED):
         return FAILED
     return ACTIVE
 

@@ -25,6 +25,7 @@ from runs.crates.jsonld import file_properties, iso_time, ref, status
 from runs.crates.profiles import CRATE_VERSION, DECLARED, EXTRA_TERMS, WORKFLOW_RO_CRATE
 from runs.crates.record import MadeFile, RunRecord, StoredFile, TaskRecord, Written
 from runs.crates.task_entities import TaskEntities
+from runs.states import RunState
 
 WORKFLOW_FILE = "workflow.json"
 LANGUAGE_ID = "#simrun-workflow-language"
@@ -112,7 +113,7 @@ class _Builder(TaskEntities):
         )
         if record.who.acts_for:
             run["participant"] = ref(self.who_id(record.who.acts_for))
-        if record.state != "succeeded" and record.message:
+        if record.state != RunState.SUCCEEDED and record.message:
             run["error"] = record.message
         if record.from_crate:
             run["isBasedOn"] = record.from_crate

@@ -14,6 +14,7 @@ from rocrate.rocrate import ROCrate
 
 from runs.crates.jsonld import FORMAL_PARAMETER, UNITS, iso_time, ref, status, value_type
 from runs.crates.record import MadeFile, RunRecord, StoredFile, TaskRecord
+from runs.states import TaskState
 
 
 def reused_count(units: list[Any]) -> int:
@@ -155,7 +156,7 @@ class TaskEntities:
             props["startTime"] = iso_time(task.started_at)
         if task.ended_at:
             props["endTime"] = iso_time(task.ended_at)
-        if task.state != "done" and task.message:
+        if task.state != TaskState.DONE and task.message:
             props["error"] = task.message
         usage = [self.usage(task, name, value) for name, value in sorted(task.usage.items())]
         if usage:

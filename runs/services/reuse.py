@@ -15,6 +15,8 @@ from __future__ import annotations
 import json
 import logging
 import os
+import re
+from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -35,7 +37,14 @@ from runs.reuse_plans import (
     reuse_split_task,
 )
 from runs.store import store, task_paths
-from runs.task_types import COMMAND, SettingsInvalid, Types, TypeUnavailable, registry
+from runs.task_types import (
+    COMMAND,
+    SettingsInvalid,
+    Types,
+    TypeUnavailable,
+    plugin_identity,
+    registry,
+)
 from runs.workflow import WorkflowInvalid
 from simrun_harness.reuse import REUSE_FILE, digest
 
@@ -71,12 +80,15 @@ def types_of_run(run: Run, environment: str) -> Types:
     return registry(built) if built is not None else types_for_model(run.sources[0])
 
 
-def copies_differ(types: Types, names: set[str]) -> dict[str, str]:
+def copies_differ(
+    types: Types, names: set[str], local_packages: Sequence[Mapping[str, str]] = ()
+) -> dict[str, str]:
     """Per type, a note when the service's own copy of its plugin is not the code the run's
     environment has (the service checked the settings with its copy before the environment
-    was built, or on a cluster, where the environment is an image)."""
+    was built, or on a cluster, where the environment is an image: then its copy is compared
+    with the model's local package of that name, `local_packages`, by their files' digests)."""
     if types.env.name == "service":
-        return {}
+        return _image_copies_differ(names, local_packages)
     service = plugins_of(service_environment())
     notes = {}
     for name in names - {COMMAND}:
@@ -89,6 +101,31 @@ def copies_differ(types: Types, names: set[str]) -> dict[str, str]:
                 "checked and the units listed again with the model environment's"
             )
     return notes
+
+
+def _image_copies_differ(
+    names: set[str], local_packages: Sequence[Mapping[str, str]]
+) -> dict[str, str]:
+    """The notes of `copies_differ` where the model's environment is not here to ask (an
+    image): the service's copy of a plugin installed from a directory against the model's
+    local package of the same name."""
+    in_model = {_canonical(p.get("name", "")): p.get("digest", "") for p in local_packages}
+    notes = {}
+    for name in names - {COMMAND}:
+        package, _, mine = plugin_identity(name)
+        theirs = in_model.get(_canonical(package), "")
+        if mine and theirs and mine != theirs:
+            label = registry().origin(name)
+            notes[name] = (
+                f"the service's copy of {label} ({mine[:12]}) differs from the model "
+                f"environment's ({theirs[:12]}): the settings were checked and the units "
+                "listed with the service's copy, the pods run the model environment's"
+            )
+    return notes
+
+
+def _canonical(name: str) -> str:
+    return re.sub(r"[-_.]+", "-", name).lower()
 
 
 def _task_to_key(task: Task) -> TaskToKey:
@@ -105,7 +142,9 @@ def _refused(task_id: str, message: str) -> SubmissionRefused:
     return SubmissionRefused(f"task {task_id!r}: {message} (in the model's environment)")
 
 
-def plan_reuse(*, run_id: str, environment: str) -> None:
+def plan_reuse(
+    *, run_id: str, environment: str, local_packages: Sequence[Mapping[str, str]] = ()
+) -> None:
     """Key every task and unit of a run in its environment and write what it reuses; once (a
     resumed submission finds the keys recorded and leaves them, as the pods may already read
     them). SubmissionRefused when the model's environment refuses a task's settings or units."""
@@ -127,7 +166,7 @@ def plan_reuse(*, run_id: str, environment: str) -> None:
         raise SubmissionRefused(f"settings: {exc} (in the model's environment)") from None
     except TypeUnavailable as exc:
         raise SubmissionRefused(str(exc)) from None
-    notes = copies_differ(types, {t.type for t in tasks})
+    notes = copies_differ(types, {t.type for t in tasks}, local_packages)
     results = {}
     for task, to_key in zip(tasks, keying, strict=True):
         results[task.pk] = _task_reuse(run, task, to_key, types, parts[task.task_id])

@@ -244,7 +244,11 @@ def submit_run(*, run_id: str, backend: Backend) -> None:
         with _lease_kept(run_id):
             run = Run.objects.get(pk=run_id)
             environment = _environment(run, backend)
-            plan_reuse(run_id=run.id, environment=environment["ref"])
+            plan_reuse(
+                run_id=run.id,
+                environment=environment["ref"],
+                local_packages=environment.get("local_packages", []),
+            )
             if run.reserve and not run.reserved:
                 backend.reserve(run.reserve, run.id)
                 Run.objects.filter(pk=run_id).update(reserved=True)

@@ -31,16 +31,18 @@ from tests.api.archives import tar_files, tar_member, tar_of, zip_of
 from tests.api.conftest import Lab
 
 # A request can be schema-valid and still be refused for what no schema can say: a workflow
-# whose tasks do not fit together, a snapshot that does not exist, a node that is not there,
-# an archive member pointing outside it, a zip that is no crate, a byte range beyond a file,
-# a NUL character in a workflow's key. On these routes a 400 (416 for ranges) is expected of
-# valid requests too; `refused_for_its_meaning` checks that such a 400 is one of the domain's
-# refusals, never a complaint about the request's form.
+# whose tasks do not fit together (to run it, estimate it or explain its reuse), a snapshot
+# that does not exist, a node that is not there, an archive member pointing outside it, a zip
+# that is no crate, a byte range beyond a file, a NUL character in a workflow's key. On these
+# routes a 400 (416 for ranges) is expected of valid requests too; `refused_for_its_meaning`
+# checks that such a 400 is one of the domain's refusals, never a complaint about the
+# request's form.
 CONFIG = SchemathesisConfig.from_str(
     """
 [[operations]]
 include-operation-id = [
-  "runs_create", "estimate_create", "snapshots_create", "validate_create", "runs_from_crate"
+  "runs_create", "estimate_create", "explain_reuse_create", "snapshots_create",
+  "validate_create", "runs_from_crate"
 ]
 checks.positive_data_acceptance.expected-statuses = [
   "2xx", "400", "401", "403", "404", "409", "429"
@@ -53,6 +55,12 @@ checks.positive_data_acceptance.expected-statuses = ["2xx", "401", "403", "404",
 )
 SEMANTIC = {
     "runs_create": {"workflow_invalid", "workflow_refused", "submission_refused", "plan_refused"},
+    "explain_reuse_create": {
+        "workflow_invalid",
+        "workflow_refused",
+        "submission_refused",
+        "plan_refused",
+    },
     "estimate_create": {
         "workflow_invalid",
         "workflow_refused",

@@ -47,6 +47,31 @@ def own_environment(venv: Path) -> Path:
     return venv
 
 
+IMPORTS_SEEN = """
+import os, sys
+
+
+class _Seen:
+    def find_spec(self, name, path=None, target=None):
+        if name.split(".")[0] == "decay":
+            with open(RECORD, "a") as record:
+                record.write(repr(sys.argv) + "\\n")
+        return None
+
+
+sys.meta_path.insert(0, _Seen())
+"""
+
+
+def record_imports(venv: Path, record: Path) -> None:
+    """Every process of `venv` that looks for the plugin's module (`decay`) writes its
+    command line to `record`, from a `.pth` file (the hosts get none of the service's
+    environment variables: the record's path is written in)."""
+    [site] = (venv / "lib").glob("python*/site-packages")
+    code = f"RECORD = {str(record)!r}\n{IMPORTS_SEEN}"
+    (site / "zz_imports_seen.pth").write_text(f"import sys; exec({code!r}, {{}})\n")
+
+
 def walkthrough() -> str:
     """The doc's scaffold block (it makes `$work`) and its e2e blocks, one script."""
     found = blocks(DOC)
@@ -60,9 +85,16 @@ def test_the_plugin_walkthrough_runs_as_written(tmp_path: Path) -> None:
     place = tmp_path / "checkout"
     place.mkdir()
     own_environment(place / ".venv")
+    imports = tmp_path / "imports.txt"
+    record_imports(place / ".venv", imports)
     data_dir = tmp_path / "data"
+    # uv's cache as set-up left it (a home of its own would hide it: with the package index
+    # unreachable, what set-up downloaded is all there is)
+    cache = subprocess.run(
+        [uv.find_uv_bin(), "cache", "dir"], capture_output=True, text=True, check=True
+    ).stdout.strip()
     env = fresh_env(tmp_path / "home")
-    env.update(SIMRUN_DATA_DIR=str(data_dir), SIMRUN_PORT=str(free_port()))
+    env.update(SIMRUN_DATA_DIR=str(data_dir), SIMRUN_PORT=str(free_port()), UV_CACHE_DIR=cache)
     (tmp_path / "home").mkdir()
     try:
         done = subprocess.run(
@@ -81,3 +113,9 @@ def test_the_plugin_walkthrough_runs_as_written(tmp_path: Path) -> None:
     assert "failed to load from plugin decay 0.1.0" in said
     assert "reused 8 of 8 units" in done.stdout
     assert "setting 'n_points' differs" in done.stdout
+    # the plugin's code ran in plugin hosts (and the plugin's own tests), never in a service
+    # process: no web, Celery or watcher process as much as looked for its module
+    seen = {line for line in imports.read_text().splitlines()}
+    assert any("simrun_harness/plugin_host.py" in line for line in seen), seen
+    services = ("uvicorn", "celery", "manage.py", "runs.cli.main", "bin/simrun")
+    assert not [line for line in seen if any(s in line for s in services)], seen

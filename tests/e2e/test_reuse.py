@@ -4,20 +4,20 @@ resumed gives a clean run's outputs byte for byte; deleting the source run break
 
 from __future__ import annotations
 
-import argparse
 import copy
 from pathlib import Path
 from typing import Any
 
 import pytest
 
-from runs.cli import run_commands
+from runs.cli.main import main
 from runs.models import Run
 from runs.selectors.reuse import run_reuse
 from runs.services.runs import cancel_run, finish_deletion, request_deletion
 from runs.store import reports, task_paths
 from simrun_harness.ledger_reads import counts
 from tests import factories
+from tests.api.live import serving
 from tests.e2e.conftest import Services, wait_for_end
 from tests.e2e.test_local_runs import SCAN, submit
 from tests.waiting import wait_for
@@ -55,7 +55,7 @@ def succeeded(workflow: dict[str, Any], **options: Any) -> Run:
 
 
 def test_a_run_again_reuses_every_unit_and_survives_deleting_its_source(
-    services: Services, capsys: pytest.CaptureFixture[str]
+    services: Services, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
 ) -> None:
     first = succeeded(SCAN_AND_SUMMARY)
     assert run_reuse(first).text == "reused 0 of 7 units"
@@ -67,7 +67,10 @@ def test_a_run_again_reuses_every_unit_and_survives_deleting_its_source(
     assert (view.text, view.sources) == ("reused 7 of 7 units", {first.pk: 7})
     assert computed(again, "scan") == 0
     assert outputs(again) == expected
-    run_commands.show(argparse.Namespace(run=again.pk))
+    with serving() as url:  # `simrun show` as a person would type it, over the API
+        monkeypatch.setenv("SIMRUN_URL", url)
+        monkeypatch.setenv("SIMRUN_TOKEN", factories.token(factories.owner()).secret)
+        assert main(["show", again.pk]) == 0
     assert f"reused 7 of 7 units (7 from {first.pk})" in capsys.readouterr().out
 
     # a changed setting: the scan is reused, the summary after it computed again

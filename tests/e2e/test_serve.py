@@ -144,8 +144,8 @@ def test_status_and_stop_from_another_terminal_stop_services_and_pods(tmp_path: 
 
 
 def test_demo_keep_leaves_serve_running_for_status_and_stop(tmp_path: Path) -> None:
-    """`demo --keep` prints the commands that show and stop what it left running; `status`
-    lists the services, `stop` stops them all."""
+    """`demo --keep` prints the commands that show and stop what it left running, and a
+    one-time login link to its pages; `status` lists the services, `stop` stops them all."""
     data_dir = tmp_path / "simrun"
     workflow = small_workflow(tmp_path)
 
@@ -170,6 +170,11 @@ def test_demo_keep_leaves_serve_running_for_status_and_stop(tmp_path: Path) -> N
             "--source",
             str(tmp_path / "model"),
         )
+        login = re.search(
+            r"^login: +(http://\S+/login/link/\S+/)  \(logs in as ", demo.stdout, re.M
+        )
+        browser = urllib.request.build_opener(urllib.request.HTTPCookieProcessor())
+        opened = browser.open(login[1], timeout=30).status if login else None
         status = simrun("status")
         stopped = simrun("stop")
         gone = wait_for(lambda: not processes_under(data_dir), timeout=60, what="all gone")
@@ -177,6 +182,8 @@ def test_demo_keep_leaves_serve_running_for_status_and_stop(tmp_path: Path) -> N
         kill_everything(data_dir)
 
     assert demo.returncode == 0, demo.stdout + demo.stderr
+    # the owner opens the pages it left running with the one-time link it printed
+    assert login and opened == 200, demo.stdout
     assert "`simrun status` shows them" in demo.stdout
     assert "stop them with `simrun stop`" in demo.stdout
     assert status.returncode == 0, status.stdout + status.stderr

@@ -230,6 +230,27 @@ def test_the_run_page_says_how_many_units_were_reused_and_from_which_run(paul: C
     assert "off (every unit computed)" in page(paul, off)
 
 
+def test_a_task_that_reused_fewer_units_than_it_could_says_which_part_of_its_key_differed(
+    paul: Client,
+) -> None:
+    """Reuse explains itself on the page too: per task, the part of the key that differed
+    from the run compared with (linked), and a note when the service's copy of the plugin is
+    not the model environment's."""
+    earlier = scan_run(state="succeeded")
+    run = scan_run()
+    text = f"reused 0 of 6: setting 'seconds' differs from run {earlier.id}'s (2.0 here, 0.1 there)"
+    copies = "the service's copy of plugin p 0.1 (p:T) (aaa) differs from the model environment's"
+    run.tasks.filter(task_id="scan").update(
+        reuse_note={"text": text, "compared_with": earlier.id, "copies": copies}
+    )
+    html = page(paul, run)
+    cell = re.search(r'<td class="task-reuse">(.*?)</td>', html, re.S)
+    assert cell, html
+    assert text.replace("'", "&#x27;") in cell[1]
+    assert f'<a href="/runs/{earlier.id}/">{earlier.id}</a>' in cell[1]
+    assert copies.replace("'", "&#x27;") in cell[1]
+
+
 def fully_reused(run: Run) -> Run:
     """Every unit of `scan` linked from an earlier run: none computed here, the run ended."""
     paths = task_paths(run.id, "scan")

@@ -5,8 +5,11 @@ takes all memory is a message naming the type and the plugin while the asker goe
 
 from __future__ import annotations
 
+import json
+import os
 import subprocess
 import sys
+import time
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -14,8 +17,10 @@ import pytest
 import uv
 from pytest_django import Settings
 
+from runs.local_packages import tree_digest
 from runs.plans import Node
-from runs.plugin_metadata import environment_at
+from runs.plugin_metadata import Environment, environment_at
+from runs.services.reuse import copies_differ
 from runs.services.submission import create_run
 from runs.task_types import SettingsInvalid, registry
 from runs.validation import errors_of
@@ -100,12 +105,18 @@ def test_an_edit_of_the_plugin_on_disk_is_used_at_the_next_validation(plugin: Pa
 
 @pytest.mark.django_db
 def test_an_edit_of_units_is_used_at_the_next_submission(plugin: Path, store: Path) -> None:
+    """The edit keeps the file's size, inode and modification time, as two saves within a
+    filesystem's timestamp granularity do: only its bytes tell it apart. (The time is set in
+    the future, so every read of the file here comes within that granularity.)"""
+    ahead = time.time_ns() + 3600 * 10**9
+    os.utime(plugin, ns=(ahead, ahead))
     submit(workflow())
-    plugin.write_text(
-        TYPES.format(limit=10).replace(
-            "return list(range(ctx.settings.n))", 'raise ValueError("edited to fail")'
-        )
+    edited = TYPES.format(limit=10).replace(
+        "return list(range(ctx.settings.n))", 'raise ValueError("edited to fail")'
     )
+    assert len(edited) == len(plugin.read_text())
+    plugin.write_text(edited)
+    os.utime(plugin, ns=(ahead, ahead))
 
     with pytest.raises(WorkflowInvalid) as refused:
         submit(workflow())
@@ -186,3 +197,53 @@ def test_a_type_that_needs_a_model_submitted_without_one_names_the_flag(store: P
     [error] = [e for e in refused.value.errors if e.task == "scan"]
     assert "sbml_scan needs a model snapshot" in error.message
     assert "`simrun submit --source DIR`" in error.message
+
+
+def test_a_model_environment_whose_copy_of_the_plugin_differs_from_the_service_s_is_named(
+    plugin: Path, tmp_path: Path
+) -> None:
+    """The service checked the settings with its copy; the run's environment has another
+    (an edit since `plugin install`): its reuse notes say so, naming the plugin and both
+    digests. The same code in both says nothing."""
+    other = write_plugin(
+        tmp_path / "model-site",
+        package="tricky-plugin",
+        modules={"tricky_types": TYPES.format(limit=20)},
+        types={"tricky": "tricky_types:Tricky"},
+    )
+    model = Environment(name="model", python=sys.executable, site=(str(other),))
+
+    [note] = copies_differ(registry(model), {"tricky", "command"}).values()
+
+    assert note.startswith(f"the service's copy of {PLUGIN} (")
+    assert "differs from the model environment's (" in note
+    (other / "tricky_types.py").write_text(TYPES.format(limit=10))
+    assert copies_differ(registry(model), {"tricky"}) == {}
+
+
+def test_on_a_cluster_a_model_whose_local_copy_of_the_plugin_differs_is_named(
+    tmp_path: Path,
+) -> None:
+    """Where the model's environment is an image, the service lists with its own copy, an
+    editable install: the model's local package of that name with other files is named."""
+    project = tmp_path / "tricky-plugin"
+    project.mkdir()
+    (project / "pyproject.toml").write_text('[project]\nname = "tricky-plugin"\n')
+    (project / "tricky_types.py").write_text(TYPES.format(limit=10))
+    site = write_plugin(
+        tmp_path / "site",
+        package="tricky-plugin",
+        modules={},
+        types={"tricky": "tricky_types:Tricky"},
+    )
+    direct = {"url": project.as_uri(), "dir_info": {"editable": True}}
+    (site / "tricky_plugin-0.1.dist-info" / "direct_url.json").write_text(json.dumps(direct))
+    with on_path(site):
+        same = [{"name": "tricky_plugin", "digest": tree_digest(project)}]
+        other = [{"name": "Tricky.Plugin", "digest": "0" * 64}]
+
+        assert copies_differ(registry(), {"tricky"}, same) == {}
+        [note] = copies_differ(registry(), {"tricky", "command"}, other).values()
+
+    assert note.startswith(f"the service's copy of {PLUGIN} ({tree_digest(project)[:12]})")
+    assert "differs from the model environment's (000000000000)" in note

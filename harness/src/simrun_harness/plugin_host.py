@@ -21,8 +21,8 @@ to a temporary name renamed to `out` once complete: the service keys them from t
 
 The host sets its own memory limit (its data segment, `RLIMIT_DATA`) before importing
 anything of a plugin, ends when its standard input closes or the service dies, and loads
-each type once (the modules of a plugin installed from a directory checked by hash, see
-`simrun_harness.sources`). The service starts a new host when a plugin's files change.
+each type once (the bytecode of every plugin's module checked against a hash of its source,
+see `simrun_harness.sources`). The service starts a new host when a plugin's files change.
 """
 
 from __future__ import annotations
@@ -39,6 +39,7 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any, TextIO
 
+from simrun_harness import sources
 from simrun_harness.plugin import (
     SettingsError,
     SplitTaskType,
@@ -196,6 +197,9 @@ def main() -> None:
     args = parser.parse_args()
     _die_with_parent()
     _limit_memory(args.memory_mb)
+    # a module edited in place, within a second at the same size, is run as it is on disk,
+    # not from the bytecode Python would take by time and size
+    sources.install([*sources.project_dirs(), *sources.plugin_places()])
     # the answers go to the standard output it was started with; anything the plugin prints
     # goes to standard error, never into an answer
     answers = os.fdopen(os.dup(1), "w")

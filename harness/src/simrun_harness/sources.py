@@ -52,6 +52,27 @@ def project_dirs() -> list[str]:
     return found
 
 
+def plugin_places() -> list[str]:
+    """Where the top-level module of every task-type plugin is (its package's directory, or
+    its module's file), found without importing anything."""
+    from importlib.metadata import entry_points
+
+    found = []
+    for ep in entry_points(group=ENTRY_POINT_GROUP):
+        top = ep.value.split(":", 1)[0].split(".")[0].strip()
+        try:
+            spec = importlib.util.find_spec(top)
+        except (ImportError, ValueError):
+            continue
+        if spec is None:
+            continue
+        places = list(spec.submodule_search_locations or [])
+        if not places and isinstance(spec.origin, str) and spec.has_location:
+            places = [spec.origin]
+        found += [place for place in places if place not in found]
+    return found
+
+
 class HashCheckedLoader(importlib.machinery.SourceFileLoader):
     """A source file's loader that takes its cached bytecode only when the bytecode was
     compiled from the same bytes (a checked hash-based pyc), never by time and size."""
@@ -93,11 +114,13 @@ class SourceFinder(importlib.abc.MetaPathFinder):
         self.seen: Callable[[str], None] | None = None
 
     def add_projects(self, projects: Sequence[str]) -> None:
-        """Check the bytecode of the files under `projects` by hash from now on."""
+        """Check the bytecode of the files under `projects` (directories, or single module
+        files) by hash from now on."""
         prefixes = set(self.projects)
         for project in projects:
+            single = os.path.isfile(project)
             for form in (os.path.abspath(project), os.path.realpath(project)):
-                prefixes.add(os.path.join(form, ""))
+                prefixes.add(form if single else os.path.join(form, ""))
         self.projects = tuple(sorted(prefixes))
 
     def find_spec(

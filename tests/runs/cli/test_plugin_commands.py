@@ -73,15 +73,20 @@ def test_plugin_new_refuses_a_bad_name_and_an_existing_directory(tmp_path: Path)
 def test_plugin_install_makes_its_types_known_to_that_python_and_list_shows_them(
     tmp_path: Path,
 ) -> None:
-    """A throwaway environment stands for the service's (the tests' own must not change)."""
+    """A throwaway environment stands for the service's (the tests' own must not change).
+    It has no harness, which is on no package index: the install takes this simrun's copy,
+    with the package index unreachable."""
     assert simrun("plugin", "new", "decay", "--dir", str(tmp_path)).returncode == 0
     venv = tmp_path / "venv"
     subprocess.run([uv.find_uv_bin(), "venv", "-q", "--python", sys.executable, venv], check=True)
     python = venv / "bin" / "python"
-    harness = [uv.find_uv_bin(), "pip", "install", "-q", "--python", python, "-e", ROOT / "harness"]
-    subprocess.run(harness, check=True)
     result = simrun(
-        "plugin", "install", str(tmp_path / "decay" / "plugin"), "--python", str(python)
+        "plugin",
+        "install",
+        str(tmp_path / "decay" / "plugin"),
+        "--python",
+        str(python),
+        UV_OFFLINE="1",
     )
     assert result.returncode == 0, result.stderr
     listed = subprocess.run(
