@@ -162,15 +162,18 @@ def _by_field(
 
 
 def _values(rows: list[list[tuple[models.Field[Any, Any], Any]]]) -> tuple[str, list[Any]]:
-    """The rows of a `VALUES` list and their parameters, each value converted by its field."""
-    listed, params = [], []
-    for row in rows:
-        cells = []
-        for model_field, value in row:
-            cells.append(_placeholder(model_field))
-            params.append(model_field.get_db_prep_save(value, connection))
-        listed.append(f"({', '.join(cells)})")
-    return ", ".join(listed), params
+    """The rows of a `VALUES` list and their parameters, each value converted by its field
+    (the rows hold the same fields in the same order: one placeholder per column)."""
+    if not rows:
+        return "", []
+    placeholders = [_placeholder(model_field) for model_field, _ in rows[0]]
+    row = f"({', '.join(placeholders)})"
+    params = [
+        model_field.get_db_prep_save(value, connection)
+        for cells in rows
+        for model_field, value in cells
+    ]
+    return ", ".join([row] * len(rows)), params
 
 
 def _placeholder(model_field: models.Field[Any, Any]) -> str:
