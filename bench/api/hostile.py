@@ -1,7 +1,7 @@
 """Hostile input against a running service: each class's answer, its time, and the web
 process's peak memory above what it held before the request.
 
-    .venv/bin/python bench/api/hostile.py [--repeat 5]
+    .venv/bin/python bench/api/hostile.py [--repeat 5] [--all]
 
 Starts the service as bench/api/run.py does (uvicorn, ASGI, one process) on a throwaway
 database (bench/local/_stack.py) and sends every class over HTTP with a valid token: the
@@ -19,7 +19,9 @@ task's units (`unit-keys.txt` written) — then the run is cancelled. Goal: the 
 +100 MB (a task may have SIMRUN_MAX_UNITS_PER_TASK units, a million by default).
 
 The file and upload classes (links out of a run, bombs, archives of many members) are in
-bench/api/hostile_files.py, which uses this module's service and measurement.
+bench/api/hostile_files.py, and the client classes (200 stalled bodies, 200 open streams, one
+identity's flood of 500 submissions) in bench/api/hostile_clients.py; both use this module's
+service and measurement.
 """
 
 from __future__ import annotations
@@ -42,6 +44,7 @@ ROOT = Path(__file__).resolve().parents[2]
 sys.path.insert(0, str(ROOT))
 
 from bench.local._stack import stack  # noqa: E402 - after sys.path
+from runs.cli.service_commands import service_command  # noqa: E402
 from tests.hostile import HOSTILE, deep_json  # noqa: E402
 
 ROUTES = ("/api/validate/", "/api/runs/", "/api/estimate/")
@@ -147,12 +150,12 @@ def _status_kb(pid: int) -> dict[str, int]:
 
 @contextmanager
 def served(env: dict[str, str]) -> Iterator[tuple[str, int]]:
-    """uvicorn on the stack's database in its own process: its URL and pid."""
+    """The web process as the service starts it (uvicorn, its protocol) on the stack's
+    database, in its own process: its URL and pid."""
     with socket.socket() as probe:
         probe.bind(("127.0.0.1", 0))
         port = probe.getsockname()[1]
-    command = [sys.executable, "-m", "uvicorn", "simrun_site.asgi:application"]
-    command += ["--host", "127.0.0.1", "--port", str(port), "--log-level", "error"]
+    command = service_command("web", port=port)  # the protocol's deadlines and limits too
     server = subprocess.Popen(
         command, cwd=ROOT, env=env, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL
     )
@@ -254,12 +257,25 @@ def main() -> int:
     parser.add_argument(
         "--units", type=int, default=1_000_000, help="units of the many-units class (0: none)"
     )
+    parser.add_argument(
+        "--all",
+        action="store_true",
+        help="then the file and client classes (hostile_files.py, hostile_clients.py)",
+    )
     args = parser.parse_args()
+    measure(args)
+    for module in ("hostile_files.py", "hostile_clients.py") if args.all else ():
+        subprocess.run([sys.executable, str(Path(__file__).with_name(module))], check=True)
+    return 0
+
+
+def measure(args: argparse.Namespace) -> None:
+    """The classes of this module: the many-units one, then every request class."""
     if args.units:
         line = many_units(args.units)
         print(line, flush=True)
     if args.repeat <= 0:  # the many-units class alone
-        return 0
+        return
     extra = {"SIMRUN_RATE_LIMIT_PER_MINUTE": "1000000", "SIMRUN_LOG_LEVEL": "ERROR"}
     with stack(services=False, extra_env=extra) as the_stack:
         from runs.services.identities import create_identity, create_token
@@ -278,7 +294,6 @@ def main() -> int:
                 print(_row(case, answers), flush=True)
     print()
     print(table(rows))
-    return 0
 
 
 def _row(case: Case, answers: list[Answer]) -> str:

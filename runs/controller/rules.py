@@ -6,7 +6,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from datetime import datetime, timedelta
 
-from runs.plans import merge_pod, task_pods, worker_pod
+from runs.plans import merge_pod, task_pods, worker_index, worker_pod
 from runs.ports import AttemptFailure, BackendStatus, PodPhase, PodStatus
 from runs.states import RunState, TaskState
 from simrun_harness.exits import EXIT_POOL_BROKEN, EXIT_STORE, EXIT_TERMINATED
@@ -141,7 +141,7 @@ def split_task_state(
             return _live_state([merge] if merge else [], coordinator_done=True)
     if w0_phase == PodPhase.SKIPPED:
         return SKIPPED
-    mine = [p for name, p in pods.items() if name.startswith(f"{task_id}-w")]
+    mine = [p for name, p in pods.items() if worker_index(task_id, name) is not None]
     return _live_state(mine, coordinator_done=False)
 
 

@@ -26,6 +26,7 @@ from __future__ import annotations
 import re
 import time
 from dataclasses import dataclass
+from typing import TYPE_CHECKING
 from urllib.parse import urlencode
 
 from django.conf import settings
@@ -35,7 +36,6 @@ from django.template.loader import render_to_string
 
 from runs.edge.streams import Recent, Stream, TooManyStreams, Watch
 from runs.edge.streams import streamed as edge_streamed
-from runs.models import Identity, Run
 from runs.pages.access import HtmxHttpRequest, with_identity
 from runs.pages.run_files import TEMPLATE as LOG
 from runs.pages.run_files import log_tail, pod_or_404, run_or_404, task_or_404
@@ -50,6 +50,9 @@ from runs.selectors.runs_list import (
     run_item,
     runs_with_details,
 )
+
+if TYPE_CHECKING:  # the rows are read through selectors; their types name what they return
+    from runs.models import Identity, Run
 
 LIST = "runs/run_list.html"
 REFRESH_S = 10.0

@@ -99,7 +99,7 @@ def task_workers(run: Run, task: Task) -> list[WorkerView]:
             pods.get(name),
             units_done=done.get(name, 0),
             units_claimed=claims.get(name, 0),
-            units_reused=reused if name == f"{task.task_id}-w0" else 0,
+            units_reused=reused if name == worker_pod(task.task_id, 0) else 0,
         )
         for name in sorted(names, key=lambda name: _worker_order(task.task_id, name))
     ]

@@ -69,6 +69,7 @@ def test_every_module_of_runs_is_in_a_layer() -> None:
         ("runs/pages/run_page.py", "from runs.controller import reconcile", "surfaces"),
         ("runs/pages/submit.py", "from runs.backends import backend", "surfaces"),
         ("runs/api/snapshots.py", "from runs.models import Snapshot", "surfaces"),
+        ("runs/pages/live.py", "from runs.models import Run", "surfaces"),
         ("runs/edge/readers.py", "from runs.controller import records", "surfaces"),
         # a surface of the web reaching the controller through a module it may import
         ("runs/selectors/servers.py", "def later():\n    from runs.controller import tick", "web"),

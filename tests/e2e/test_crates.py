@@ -65,13 +65,14 @@ def run_again(archive: Path, by: Identity | None = None) -> Run:
     return run
 
 
-def test_a_real_runs_crate_is_valid_for_every_profile_it_declares(
-    services: Services, tmp_path: Path
+def test_a_real_runs_crate_is_valid_and_made_again_writes_the_same_bytes(
+    services: Services, tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: Any
 ) -> None:
     """`simrun crate validate` (roc-validator at the REQUIRED level, offline) on the crate of
-    a scan and its summary run by real pods."""
-    run = succeeded(SCAN_AND_SUMMARY)
-    crate = export_to(run_id=run.pk, target=tmp_path / "run.crate.zip")
+    a scan and its summary run by real pods; the run made again from that crate computes
+    every unit again and writes the same bytes. One run serves both: a scan costs seconds."""
+    original = succeeded(SCAN_AND_SUMMARY)
+    crate = export_to(run_id=original.pk, target=tmp_path / "scan.crate.zip")
 
     result = simrun("crate", "validate", str(crate))
 
@@ -86,13 +87,6 @@ def test_a_real_runs_crate_is_valid_for_every_profile_it_declares(
     ):
         assert f"{profile}: valid at the REQUIRED level (0 issues)" in lines
     assert lines[-1] == "valid"
-
-
-def test_the_example_scan_made_again_from_its_crate_writes_the_same_bytes(
-    services: Services, tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: Any
-) -> None:
-    original = succeeded(SCAN_AND_SUMMARY)
-    crate = export_to(run_id=original.pk, target=tmp_path / "scan.crate.zip")
 
     again = wait_for_end(run_again(crate).pk)
 

@@ -17,6 +17,14 @@ from tests.waiting import wait_for
 
 pytestmark = [pytest.mark.slow]
 
+NAPS = """\
+name: naps
+tasks:
+  - id: naps
+    type: sleep
+    settings: {units: 16, seconds: 1}
+"""
+
 
 def test_the_main_job_runs_the_example_and_says_where_everything_is(tmp_path: Path) -> None:
     """The example scan and its summary succeed; the command prints the state, the time,
@@ -70,13 +78,16 @@ def test_the_main_job_goes_on_when_its_worker_is_killed(tmp_path: Path) -> None:
     source = tmp_path / "model"
     source.mkdir()
     (source / "README.md").write_text("no environment of its own\n")
+    # long enough to be followed past the kill, short enough not to sleep the suite away
+    workflow = tmp_path / "naps.yaml"
+    workflow.write_text(NAPS)
     command = [
         str(SIMRUN),
         "demo",
         "--port",
         str(free_port()),
         "--workflow",
-        str(ROOT / "examples" / "workflows" / "faults.yaml"),
+        str(workflow),
         "--source",
         str(source),
     ]

@@ -15,6 +15,7 @@ from runs.plans import (
     ResolvedResources,
     TaskPlan,
     merge_pod,
+    task_pods,
     worker_index,
     worker_pod,
 )
@@ -221,3 +222,23 @@ def test_a_worker_pod_is_known_by_its_number_and_no_other_pod_is(
     assert worker_index("scan", pod) == index
     assert worker_index("scan", worker_pod("scan", 7)) == 7
     assert merge_pod("scan") == "scan-merge"
+
+
+@pytest.mark.parametrize(
+    ("splittable", "pods", "coordinator_merges", "names"),
+    [
+        (False, 1, False, ["scan"]),
+        (False, 3, False, ["scan"]),
+        (True, 3, False, ["scan-w0", "scan-w1", "scan-w2", "scan-merge"]),
+        (True, 2, True, ["scan-w0", "scan-w1"]),
+    ],
+)
+def test_a_tasks_pods_are_its_workers_then_its_merge_or_the_task_alone(
+    splittable: bool, pods: int, coordinator_merges: bool, names: list[str]
+) -> None:
+    """M1: an unsplit task's one pod is named as the task; a split task's are its workers in
+    order, then its merge unless the coordinator merges."""
+    found = task_pods(
+        "scan", splittable=splittable, pods=pods, coordinator_merges=coordinator_merges
+    )
+    assert found == names

@@ -1,7 +1,8 @@
 """What a run's pods receive and do, as the backend's manifests make them run on the cluster
 (the simulator): the stale time the workers are given and what it decides (M3), the account
 the pods run as (M6), where a reserved run's pods go (M7), the attempt and node the harness
-is told and reports (M10). The manifest's text is checked by test_manifest.py; these check
+is told and reports (M10), the group a label may not hold (M5), how long the cluster keeps
+a finished workflow (M12). The manifest's text is checked by test_manifest.py; these check
 the behaviour it is for."""
 
 from __future__ import annotations
@@ -163,3 +164,39 @@ def test_a_reserved_runs_pods_go_to_its_node_even_where_another_would_fit_better
     assert sim_lab.backend.status(filler).pods["nap"].node == placed
     sim_lab.backend.cancel(mine)
     sim_lab.backend.cancel(filler)
+
+
+def test_a_group_no_label_value_may_hold_is_made_valid_and_the_run_goes_ahead(
+    sim_lab: Lab,
+) -> None:
+    """M5: a group longer than a label value may be, with spaces and a slash: the cluster,
+    which refuses such a label value (422), takes the workflow; its pod runs labelled with the
+    group made valid and annotated with it as given."""
+    group = "Computational Biology / Modelling of cardiac electrophysiology 2026"
+    name = sim_lab.backend.submit(launch("r1", command_task("t", "pass"), group=group))
+
+    wait_for(lambda: sim_lab.backend.status(name).phase is WorkflowPhase.SUCCEEDED, timeout=60)
+
+    pod = sim_lab.pod(name, "t")
+    assert pod is not None
+    label = pod["metadata"]["labels"]["simrun/group"]
+    assert len(label) <= 63 and label.startswith("Computational-Biology-Modelling-of-")
+    assert pod["metadata"]["annotations"]["simrun/group"] == group
+
+
+def test_a_finished_workflow_is_kept_for_its_time_to_live_then_deleted(sim_lab: Lab) -> None:
+    """M12: the workflow is named after the run and labelled with its id; once it completed
+    the cluster keeps it, its status readable, until the configured time to live has passed,
+    then deletes it."""
+    assert sim_lab.sim is not None
+    name = sim_lab.backend.submit(launch("r1", command_task("t", "pass")))
+    assert name == "simrun-r1"
+    wait_for(lambda: sim_lab.backend.status(name).phase is WorkflowPhase.SUCCEEDED, timeout=60)
+    workflow = sim_lab.workflow(name)
+    assert workflow is not None and workflow["metadata"]["labels"]["simrun/run"] == "r1"
+
+    sim_lab.sim.advance(sim_lab.config.workflow_ttl_s - 5)
+    sim_lab.sim.settle()
+    assert sim_lab.backend.status(name).phase is WorkflowPhase.SUCCEEDED
+
+    sim_lab.expire(name)  # past the time to live: deleted

@@ -194,7 +194,7 @@ def test_a_kill_for_memory_reads_oom_killed_and_the_retry_gets_the_retry_memory(
 
 @pytest.mark.parametrize("code", [3, 4, 1])
 def test_an_exit_other_than_a_stop_fails_the_pod_at_once(lab: Lab, code: int) -> None:
-    """K7: only a stopped pod is retried; exits 3, 4 (and any other) are not."""
+    """M8: K7: only a stopped pod is retried; exits 3, 4 (and any other) are not."""
     name = lab.backend.submit(launch("r1", command_task("t", f"import sys; sys.exit({code})")))
     assert wait_for(lambda: ended(lab, name), timeout=60) is WorkflowPhase.FAILED
     status = lab.backend.status(name)
@@ -203,7 +203,7 @@ def test_an_exit_other_than_a_stop_fails_the_pod_at_once(lab: Lab, code: int) ->
 
 
 def test_a_sigterm_exit_is_retried(lab: Lab) -> None:
-    """K7: 143 is a stop: retried."""
+    """M8: K7: 143 is a stop: retried (the exit code compared as text)."""
     code = "import os, sys; sys.exit(143 if os.environ['SIMRUN_ATTEMPT'] == '0' else 0)"
     name = lab.backend.submit(launch("r1", command_task("t", code)))
     assert wait_for(lambda: ended(lab, name), timeout=60) is WorkflowPhase.SUCCEEDED
@@ -211,7 +211,8 @@ def test_a_sigterm_exit_is_retried(lab: Lab) -> None:
 
 
 def test_every_eviction_is_an_attempt_counted_against_the_retry_limit(lab: Lab) -> None:
-    """K8: two preemptions, two failed attempts, the third attempt runs."""
+    """M8: K8: two preemptions (errors, retried under the policy Always), two failed
+    attempts, the third attempt runs."""
     name = lab.backend.submit(launch("r1", command_task("t", NAP)))
     for attempts in (1, 2):
         wait_for(lambda a=attempts: _running_attempts(lab, name) == a, timeout=60)

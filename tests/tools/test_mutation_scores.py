@@ -1,0 +1,95 @@
+"""The mutation scores docs/testing.md gives stand for the code as it is.
+
+`tools/mutation.py --record` keeps each module's score in `tools/mutation_scores.json` with a
+SHA-256 digest of every file it mutated. A scored file changed since (its score then says
+nothing of it) fails here until the module is scored again; the table of docs/testing.md
+gives each recorded score and its commit, and names every module the tool scores, those not
+yet scored saying so. Plain files, no database."""
+
+from __future__ import annotations
+
+import hashlib
+import importlib.util
+import json
+import re
+import sys
+from pathlib import Path
+from types import ModuleType
+from typing import Any
+
+import pytest
+
+ROOT = Path(__file__).resolve().parents[2]
+SCORES = ROOT / "tools" / "mutation_scores.json"
+TESTING = ROOT / "docs" / "testing.md"
+NOT_SCORED = "not scored"
+
+
+def recorded() -> dict[str, dict[str, Any]]:
+    return json.loads(SCORES.read_text()) if SCORES.exists() else {}
+
+
+def tool() -> ModuleType:
+    spec = importlib.util.spec_from_file_location("mutation_tool", ROOT / "tools" / "mutation.py")
+    assert spec is not None and spec.loader is not None
+    module = importlib.util.module_from_spec(spec)
+    sys.modules[spec.name] = module  # its dataclasses look their module up there
+    spec.loader.exec_module(module)
+    return module
+
+
+def table_rows() -> dict[str, str]:
+    """The rows of the scores table, by the module's name in the tool (`| \\`plans\\` | …`)."""
+    rows = {}
+    for line in TESTING.read_text().splitlines():
+        found = re.match(r"\| `([\w-]+)` \|", line)
+        if found:
+            rows[found.group(1)] = line
+    return rows
+
+
+def changed_files(entry: dict[str, Any]) -> list[str]:
+    return [
+        path
+        for path, digest in entry["digests"].items()
+        if not (ROOT / path).exists()
+        or hashlib.sha256((ROOT / path).read_bytes()).hexdigest() != digest
+    ]
+
+
+@pytest.mark.parametrize("name", sorted(recorded()))
+def test_a_scored_module_is_unchanged_since_its_score_was_taken(name: str) -> None:
+    entry = recorded()[name]
+    assert changed_files(entry) == [], (
+        f"{name} was scored on {entry['commit']} ({entry['date']}) and changed since: score it "
+        f"again (tools/mutation.py {name} --record, docs/testing.md) and give the new score"
+    )
+
+
+def test_a_changed_file_is_told_apart_from_its_recorded_digest(tmp_path: Path) -> None:
+    """The check itself: a digest that is not the file's is found, one that is is not."""
+    path = "runs/plans.py"
+    digest = hashlib.sha256((ROOT / path).read_bytes()).hexdigest()
+    assert changed_files({"digests": {path: digest}}) == []
+    assert changed_files({"digests": {path: "0" * 64}}) == [path]
+    assert changed_files({"digests": {"runs/no_such_module.py": digest}}) == [
+        "runs/no_such_module.py"
+    ]
+
+
+def test_the_table_gives_each_recorded_score_with_its_commit() -> None:
+    rows = table_rows()
+    for name, entry in recorded().items():
+        assert name in rows, f"docs/testing.md's scores table has no row for {name}"
+        row = rows[name]
+        assert f"{entry['killed']}/{entry['total']}" in row, (name, row)
+        assert f"`{entry['commit']}`" in row, (name, row)
+
+
+def test_every_module_the_tool_scores_has_a_row_saying_its_score_or_that_it_has_none() -> None:
+    rows, scores = table_rows(), recorded()
+    for name in tool().SCORED:
+        assert name in rows, f"docs/testing.md's scores table has no row for {name}"
+        if name not in scores:
+            assert NOT_SCORED in rows[name], (name, rows[name])
+    assert set(scores) <= set(tool().MODULES), set(scores) - set(tool().MODULES)
