@@ -1,7 +1,7 @@
 """Hostile input against a running service: each class's answer, its time, and the web
 process's peak memory above what it held before the request.
 
-    .venv/bin/python bench/api/hostile.py [--repeat 5]
+    .venv/bin/python bench/api/hostile.py [--repeat 5] [--all]
 
 Starts the service as bench/api/run.py does (uvicorn, ASGI, one process) on a throwaway
 database (bench/local/_stack.py) and sends every class over HTTP with a valid token: the
@@ -257,12 +257,25 @@ def main() -> int:
     parser.add_argument(
         "--units", type=int, default=1_000_000, help="units of the many-units class (0: none)"
     )
+    parser.add_argument(
+        "--all",
+        action="store_true",
+        help="then the file and client classes (hostile_files.py, hostile_clients.py)",
+    )
     args = parser.parse_args()
+    measure(args)
+    for module in ("hostile_files.py", "hostile_clients.py") if args.all else ():
+        subprocess.run([sys.executable, str(Path(__file__).with_name(module))], check=True)
+    return 0
+
+
+def measure(args: argparse.Namespace) -> None:
+    """The classes of this module: the many-units one, then every request class."""
     if args.units:
         line = many_units(args.units)
         print(line, flush=True)
     if args.repeat <= 0:  # the many-units class alone
-        return 0
+        return
     extra = {"SIMRUN_RATE_LIMIT_PER_MINUTE": "1000000", "SIMRUN_LOG_LEVEL": "ERROR"}
     with stack(services=False, extra_env=extra) as the_stack:
         from runs.services.identities import create_identity, create_token
@@ -281,7 +294,6 @@ def main() -> int:
                 print(_row(case, answers), flush=True)
     print()
     print(table(rows))
-    return 0
 
 
 def _row(case: Case, answers: list[Answer]) -> str:
