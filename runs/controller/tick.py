@@ -105,7 +105,16 @@ def read_rows(seen: Seen) -> Rows:
 # Fields a tick never reads (or, `sources` and a task's `type`, only to observe a final task:
 # one query then): not fetched, so not decoded.
 RUN_UNUSED = ("workflow", "environment", "sources", "idempotency_key", "resume_from")
-TASK_UNUSED = ("settings", "inputs", "dependencies", "resources", "reused", "key", "type")
+TASK_UNUSED = (
+    "settings",
+    "inputs",
+    "dependencies",
+    "resources",
+    "reused",
+    "reuse_note",
+    "key",
+    "type",
+)
 
 
 class Fetched(NamedTuple):
