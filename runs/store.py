@@ -11,7 +11,7 @@ from pathlib import Path
 
 from django.conf import settings
 
-from simrun_harness import store_reads
+from simrun_harness import store_reads, store_walks
 from simrun_harness.layout import MERGE_MARKER, RunPaths, StorePaths, TaskPaths
 from simrun_harness.report import WorkerReport, task_reports
 
@@ -34,9 +34,9 @@ def task_paths(run_id: str, task_id: str) -> TaskPaths:
     return store().run(run_id).task(task_id)
 
 
-def listing_limits(*, files: int | None = None) -> store_reads.WalkLimits:
+def listing_limits(*, files: int | None = None) -> store_walks.WalkLimits:
     """How far a listing of a run's files goes (SIMRUN_LISTING_*), keeping at most `files`."""
-    return store_reads.WalkLimits(
+    return store_walks.WalkLimits(
         entries=settings.SIMRUN_LISTING_MAX_ENTRIES,
         depth=settings.SIMRUN_LISTING_MAX_DEPTH,
         seconds=settings.SIMRUN_LISTING_MAX_S,

@@ -23,7 +23,8 @@ This subclass changes three things and nothing else:
 - anything in the queue folder that is not a regular file (a FIFO, a device, a link, a
   directory) is set aside the same way without being opened: reading a FIFO would wait for a
   writer for ever, and with it the worker;
-- a message that cannot be written whole (the disk is full) is removed from `staging/`, and
+- a message or an exchange table that cannot be written whole (the disk is full) is removed
+  (from `staging/`, from the control folder), and
   `clean_staging` removes what producers killed half way left there (`simrun serve` calls it
   when it starts).
 
@@ -132,8 +133,12 @@ class Channel(filesystem.Channel):
 
     def _write_table(self, table: Path, queues: list[Any]) -> None:
         staged = table.with_name(f".{table.name}.{uuid.uuid4()}")
-        staged.write_bytes(dumps(queues).encode())
-        os.rename(staged, table)
+        try:
+            staged.write_bytes(dumps(queues).encode())
+            os.rename(staged, table)
+        except BaseException:
+            staged.unlink(missing_ok=True)  # a disk that filled up leaves no half table
+            raise
 
     def _queue_bind(
         self, exchange: str, routing_key: str, pattern: str, queue: str, *args: Any

@@ -80,7 +80,7 @@ def victims(data_dir: Path, kind: str) -> list[psutil.Process]:
     if kind == "pod":
         return [p for p in mine if p.info.get("name") in POD_COMMANDS]
     if kind == "supervisor":
-        return [p for p in mine if SUPERVISOR in _line(p) and STANDBY not in _line(p)]
+        return attempt_supervisors(data_dir)
     if kind == "standby":  # waiting standbys: their supervisor, or the process started ahead
         ready = {
             int(path.stem)
@@ -89,6 +89,22 @@ def victims(data_dir: Path, kind: str) -> list[psutil.Process]:
         }
         return [p for p in mine if p.pid in ready]
     raise ValueError(f"unknown kind {kind!r}")
+
+
+def attempt_supervisors(data_dir: Path) -> list[psutil.Process]:
+    """The supervisors of the attempts still running, from each attempt's `supervisor.json`
+    (pid and start time): a fresh supervisor, or a standby's once it was handed the attempt
+    (most attempts are; its command line names the standby, not the supervisor)."""
+    found = []
+    for record in (data_dir / "store" / "runs").glob("*/pods/*/*/supervisor.json"):
+        if (record.parent / "exit.json").exists():
+            continue
+        with contextlib.suppress(OSError, ValueError, KeyError, TypeError, psutil.Error):
+            identity = json.loads(record.read_text())
+            proc = psutil.Process(int(identity["pid"]))
+            if abs(proc.create_time() - float(identity["started"])) < 0.01:
+                found.append(proc)
+    return found
 
 
 def kill_kind(data_dir: Path, kind: str, rng: random.Random) -> int | None:

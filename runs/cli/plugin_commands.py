@@ -95,13 +95,12 @@ def harness_from_here(python: str, scratch: Path) -> list[str]:
         )
     source = url2pathname(urlparse(url).path)
     pins = scratch / "constraints.txt"
-    pins.write_text(
-        "".join(
-            f"{dist.metadata['Name']}=={dist.version}\n"
-            for dist in metadata.distributions()
-            if dist.read_text("direct_url.json") is None and dist.metadata["Name"]
-        )
-    )
+    versions: dict[str, str] = {}
+    for dist in metadata.distributions():  # the first of a name on the path, as imported
+        name = dist.metadata["Name"]
+        if name and dist.read_text("direct_url.json") is None:
+            versions.setdefault(name.lower(), f"{name}=={dist.version}\n")
+    pins.write_text("".join(versions.values()))
     editable = ["-e"] if direct["dir_info"].get("editable") else []
     return [*editable, source, "--constraints", str(pins)]
 

@@ -61,26 +61,7 @@ def serve_supervised(
     stopping, woken = _stop_and_wake_on_signals()
     become_subreaper()
     url = f"http://127.0.0.1:{port}/"
-    prober = Prober(
-        data_dir=data_dir,
-        url=url,
-        deadline_s=watch.deadline_s,
-        disks=list(watch.disks),
-        min_free=watch.min_free,
-        signs={},
-    )
-    supervisor = Supervisor(
-        commands=commands(port),
-        env=services_env(data_dir),
-        cwd=ROOT,
-        data_dir=data_dir,
-        url=url,
-        store=str(store) if store is not None else "",
-        policy=policy,
-        prober=prober,
-        log_max_bytes=watch.log_max_bytes,
-        log_backups=watch.log_backups,
-    )
+    prober, supervisor = _supervision(data_dir, url, commands(port), policy, store, watch)
     try:
         supervisor.start()
         prober.start()
@@ -121,6 +102,38 @@ def _announce(url: str, on_serving: Callable[[str], None] | None) -> None:
     print("`simrun status` shows its services, `simrun stop` stops it", flush=True)
     if on_serving is not None:
         on_serving(url)
+
+
+def _supervision(
+    data_dir: Path,
+    url: str,
+    commands: dict[str, list[str]],
+    policy: RestartPolicy,
+    store: Path | None,
+    watch: Watchfulness,
+) -> tuple[Prober, Supervisor]:
+    """The prober of the services' signs of life, and the supervisor that judges by them."""
+    prober = Prober(
+        data_dir=data_dir,
+        url=url,
+        deadline_s=watch.deadline_s,
+        disks=list(watch.disks),
+        min_free=watch.min_free,
+        signs={},
+    )
+    supervisor = Supervisor(
+        commands=commands,
+        env=services_env(data_dir),
+        cwd=ROOT,
+        data_dir=data_dir,
+        url=url,
+        store=str(store) if store is not None else "",
+        policy=policy,
+        prober=prober,
+        log_max_bytes=watch.log_max_bytes,
+        log_backups=watch.log_backups,
+    )
+    return prober, supervisor
 
 
 def _take_over(data_dir: Path) -> None:

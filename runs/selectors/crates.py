@@ -27,7 +27,7 @@ from runs.models import ResourceObservation, Run, Snapshot, Task
 from runs.refusals import RunConflict
 from runs.task_types import COMMAND, plugin_identity, registry
 from simrun_harness.layout import MERGE_MARKER
-from simrun_harness.store_reads import WalkLimits, walk_files
+from simrun_harness.store_walks import WalkLimits, walk_files
 
 WORKFLOW_FILE = "workflow.json"
 

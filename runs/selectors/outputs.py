@@ -19,7 +19,7 @@ from pathlib import PurePosixPath
 from typing import BinaryIO
 
 from runs.store import listing_limits, store_root
-from simrun_harness import store_reads
+from simrun_harness import store_reads, store_walks
 from simrun_harness.layout import MERGE_MARKER, check_name
 
 MAX_LISTED = 5_000
@@ -84,7 +84,7 @@ def run_outputs(run_id: str, task_id: str | None = None, limit: int = MAX_LISTED
             entries=max(0, limits.entries - seen),
             seconds=deadline - time.monotonic(),
         )
-        walk = store_reads.walk_files(root, out, remaining)
+        walk = store_walks.walk_files(root, out, remaining)
         seen += walk.seen
         files += [
             OutputFile(

@@ -13,7 +13,7 @@ from pathlib import Path
 
 from runs.models import Run
 from runs.store import store, store_root
-from simrun_harness import store_reads
+from simrun_harness import store_reads, store_walks
 
 FileId = tuple[int, int]
 
@@ -30,7 +30,7 @@ class StoreUsage:
 def _files(path: Path) -> Iterator[tuple[FileId, int, int]]:
     """(file id, size, link count) of every regular file below `path`, no link followed (a
     run's code may have made any of its directories a link out of the store)."""
-    for found in store_reads.iter_files(store_root(), path):
+    for found in store_walks.iter_files(store_root(), path):
         yield found.inode, found.size, found.links
 
 

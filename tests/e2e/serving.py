@@ -2,9 +2,13 @@
 
 from __future__ import annotations
 
+import atexit
 import contextlib
+import shutil
 import signal
 import subprocess
+import sys
+import tempfile
 from collections.abc import Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass
@@ -99,6 +103,30 @@ def kill_everything(data_dir: Path) -> None:
             proc.kill()
 
 
+_MIGRATED: list[Path] = []
+
+
+def migrated_data_dir(data_dir: Path) -> Path:
+    """`data_dir` made as `manage.py migrate` makes a new installation, copied from one made
+    once per test session: a migration of a fresh SQLite database costs seconds, a copy
+    nothing, and serve's own migrate then finds nothing to do."""
+    if not _MIGRATED:
+        made = Path(tempfile.mkdtemp(prefix="simrun-migrated-")) / "data"
+        atexit.register(shutil.rmtree, made.parent, ignore_errors=True)
+        done = subprocess.run(
+            [sys.executable, str(ROOT / "manage.py"), "migrate", "--no-input"],
+            cwd=ROOT,
+            env=clean_env(made),  # as serve runs it: SQLite and the file broker
+            capture_output=True,
+            text=True,
+            timeout=300,
+        )
+        assert done.returncode == 0, done.stdout + done.stderr
+        _MIGRATED.append(made)
+    shutil.copytree(_MIGRATED[0], data_dir)
+    return data_dir
+
+
 @contextmanager
 def serving(
     tmp_path: Path,
@@ -109,9 +137,12 @@ def serving(
     data_dir: Path | None = None,
 ) -> Iterator[Serving]:
     """`simrun serve` until it says it serves; afterwards nothing of it is left running.
-    Its data directory is `data_dir`, else `tmp_path/simrun`; `port` 0 is a free one; `name`
-    names its output files in `tmp_path` (a second serve of the same directory in one test)."""
+    Its data directory is `data_dir`, else `tmp_path/simrun` (a new one is a copy of a
+    migrated installation); `port` 0 is a free one; `name` names its output files in
+    `tmp_path` (a second serve of the same directory in one test)."""
     data_dir, port = data_dir or tmp_path / "simrun", port or free_port()
+    if not data_dir.exists():
+        migrated_data_dir(data_dir)
     out, err = tmp_path / f"{name}.out", tmp_path / f"{name}.err"
     with out.open("wb") as stdout, err.open("wb") as stderr:
         proc = subprocess.Popen(

@@ -22,7 +22,7 @@ name: naps
 tasks:
   - id: naps
     type: sleep
-    settings: {units: 16, seconds: 1}
+    settings: {units: 24, seconds: 1}
 """
 
 

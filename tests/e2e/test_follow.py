@@ -1,4 +1,5 @@
-"""`simrun follow` and `simrun show` tell the truth about a run and what advances it.
+"""`simrun follow` tells the truth about a run and what advances it (`show`'s times of each
+task: tests/runs/cli/test_commands.py).
 
 The command runs as a user runs it (a subprocess on the test database); the services are
 started and stopped around it.
@@ -7,9 +8,7 @@ started and stopped around it.
 from __future__ import annotations
 
 import os
-import re
 import subprocess
-from datetime import datetime
 from pathlib import Path
 
 import pytest
@@ -26,17 +25,6 @@ pytestmark = [pytest.mark.slow]
 def over_api(services: Services) -> dict[str, str]:
     """The services' environment and the API served in this process (`simrun_api`)."""
     return {**services.env, **{k: os.environ[k] for k in ("SIMRUN_URL", "SIMRUN_TOKEN")}}
-
-
-def simrun(services: Services, *args: str) -> subprocess.CompletedProcess[str]:
-    return subprocess.run(
-        [str(SIMRUN), *args],
-        cwd=ROOT,
-        env=over_api(services),
-        capture_output=True,
-        text=True,
-        timeout=60,
-    )
 
 
 def test_follow_says_the_controller_is_not_running_then_follows_once_it_is(
@@ -78,30 +66,3 @@ def test_follow_says_the_controller_is_not_running_then_follows_once_it_is(
     assert run.ended_at is not None
     took = (run.ended_at - run.created_at).total_seconds()
     assert f"run {run.pk} succeeded {took:.1f}s after submission" in said
-
-
-def test_show_prints_when_each_task_started_and_ended_and_how_long_it_took(
-    simrun_api: str, services: Services
-) -> None:
-    """`show` gives each task's start, end and duration from its record."""
-    from tests.e2e.conftest import wait_for_end
-
-    run = wait_for_end(
-        submit(
-            {
-                "name": "timed",
-                "tasks": [SCAN, {"id": "summary", "type": "summary", "inputs": {"scan": "scan"}}],
-            }
-        ).pk
-    )
-    shown = simrun(services, "show", run.pk)
-    assert shown.returncode == 0, shown.stderr
-    for task in run.tasks.all():
-        assert task.started_at and task.ended_at
-        line = next(t for t in shown.stdout.splitlines() if t.split()[:1] == [task.task_id])
-        clock = re.search(r"started (\S+)  ended (\S+)  took ([0-9.]+)s", line)
-        assert clock, line
-        local = [m.astimezone().strftime("%H:%M:%S") for m in (task.started_at, task.ended_at)]
-        assert [clock[1], clock[2]] == local
-        assert float(clock[3]) == round((task.ended_at - task.started_at).total_seconds(), 1)
-        assert isinstance(task.started_at, datetime)

@@ -26,7 +26,8 @@ from tests.waiting import wait_for
 pytestmark = [pytest.mark.slow]
 
 DISK_MB = 64
-MIN_FREE = {"SIMRUN_DISK_MIN_FREE_MB": "4", "SIMRUN_LIVENESS_S": "8"}
+# beat sends a reconcile every second: messages the broker fails to write on the full disk
+MIN_FREE = {"SIMRUN_DISK_MIN_FREE_MB": "4", "SIMRUN_LIVENESS_S": "8", "SIMRUN_BEAT_POLL_S": "1"}
 
 
 @pytest.fixture
@@ -76,13 +77,39 @@ def api_get(served: Serving, path: str) -> tuple[int, dict[str, object]]:
         return exc.code, json.loads(exc.read() or b"{}")
 
 
+def api_post(served: Serving, path: str, body: dict[str, object]) -> tuple[int, dict[str, object]]:
+    token = (served.data_dir / "cli_token").read_text().strip()
+    request = urllib.request.Request(
+        f"http://127.0.0.1:{served.port}{path}",
+        data=json.dumps(body).encode(),
+        headers={"Authorization": f"Bearer {token}", "Content-Type": "application/json"},
+        method="POST",
+    )
+    try:
+        with urllib.request.urlopen(request, timeout=30) as reply:
+            return reply.status, json.loads(reply.read())
+    except urllib.error.HTTPError as exc:
+        return exc.code, json.loads(exc.read() or b"{}")
+
+
+def _controller_late(served: Serving, run_id: str) -> bool:
+    """Whether the API's run detail has shown the controller late (it cannot record its
+    passes on the full disk) for a few seconds, long enough for `follow`, which polls every
+    half second, to see it so: what it used to call "the services are not running"."""
+    detail = api_get(served, f"/api/runs/{run_id}/")[1]
+    idle, late = detail.get("controller_idle_s"), detail.get("controller_late_s")
+    numbers = isinstance(idle, float | int) and isinstance(late, float | int)
+    return numbers and idle > late + 3  # type: ignore[operator]
+
+
 def test_a_full_disk_is_named_everywhere_and_the_run_goes_on_once_freed(
     tmp_path: Path, small_disk: Path
 ) -> None:
     """With a run computing, the data directory's disk is filled: `status` names the disk as
     full (its path, what simrun needs free), `follow` says so instead of "the services are
-    not running", the API's run detail carries it, a submission is refused naming it (not a
-    500 whose id is in no log). Once the file is removed the run succeeds, nothing is left
+    not running" (while the controller, which cannot record its passes, is late), the API's
+    run detail carries it, a submission is refused naming it, by the CLI and by the API (507,
+    not a 500 whose id is in no log). Once the file is removed the run succeeds, nothing is left
     half-written in the broker's staging directory, and nothing was restarted for it."""
     workflow = small_workflow(tmp_path / "work", units=20, seconds=1.0)
     with serving(tmp_path, env=MIN_FREE, data_dir=small_disk / "simrun") as served:
@@ -112,10 +139,16 @@ def test_a_full_disk_is_named_everywhere_and_the_run_goes_on_once_freed(
             timeout=60,
             what="follow naming the full disk",
         )
+        posted = api_post(served, "/api/runs/", {"workflow": workflow.read_text(), "sources": []})
+        # full long enough for the controller to be late and for beat to send (and fail to
+        # write) its reconcile messages
+        wait_for(lambda: _controller_late(served, run_id), timeout=90, what="the controller late")
         filler.unlink()
         code = follow.wait(timeout=240)
         followed = (tmp_path / "follow.out").read_text()
-        staging = list((served.data_dir / "broker" / "staging").iterdir())
+        broker = served.data_dir / "broker"
+        staging = list((broker / "staging").iterdir())
+        half_tables = [p.name for p in (broker / "control").iterdir() if p.name.startswith(".")]
         stderr = served.said()[1]
 
     where = re.escape(str(served.data_dir))
@@ -132,9 +165,13 @@ def test_a_full_disk_is_named_everywhere_and_the_run_goes_on_once_freed(
     assert "tell its operator" not in refused.stdout + refused.stderr
     assert re.search(full, refused.stderr), refused.stderr
     assert re.search(full, said), said
+    assert posted[0] == 507, posted
+    assert posted[1]["code"] == "disk_full" and "id" not in posted[1], posted
+    assert re.search(full, str(posted[1]["detail"])), posted
     assert "services are not running" not in followed, followed
     assert code == 0, followed
     assert f"run {run_id} succeeded" in followed
     assert staging == []
+    assert half_tables == []
     assert "restarting it" not in stderr, stderr
     assert not os.path.exists(filler)

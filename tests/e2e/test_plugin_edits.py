@@ -100,36 +100,6 @@ def run_model(model: Path, workflow: dict | None = None) -> Run:
     return run
 
 
-def test_an_edited_plugin_runs_its_new_code_in_the_next_run(
-    simrun_api: str, services: Services, tmp_path: Path, capsys: pytest.CaptureFixture[str]
-) -> None:
-    """The pods of the second run see the edit; each run records its plugin's digest."""
-    model = write_model(tmp_path / "model", "first")
-    src = model / "plugin" / "src"
-    service_knows(
-        tmp_path / "site", dist="echo-plugin", name="echo", value="echo_plugin:Echo", src=src
-    )
-    try:
-        with on_path(tmp_path / "site"):
-            first = run_model(model)
-            write_model(model, "second")
-            second = run_model(model)
-    finally:
-        sys.path.remove(str(model / "plugin" / "src"))
-    assert (task_paths(first.pk, "say").out / "word.txt").read_text() == "first"
-    assert (task_paths(second.pk, "say").out / "word.txt").read_text() == "second"
-    [used_first] = first.environment["local_packages"]
-    [used_second] = second.environment["local_packages"]
-    assert used_first["name"] == used_second["name"] == "echo-plugin"
-    assert used_first["digest"] != used_second["digest"]
-    assert first.environment["ref"] != second.environment["ref"]
-    assert main(["show", second.pk]) == 0
-    shown = capsys.readouterr().out
-    assert f"local package echo-plugin {used_second['digest']}" in shown
-    marker = store().environments / second.environment["ref"] / ".simrun-environment.json"
-    assert json.loads(marker.read_text())["local_packages"] == [used_second]
-
-
 def test_a_local_path_that_leaves_the_model_directory_is_refused_at_submission(
     services: Services, tmp_path: Path
 ) -> None:
@@ -157,10 +127,11 @@ def test_a_local_path_that_leaves_the_model_directory_is_refused_at_submission(
 
 
 def test_a_scaffolded_plugin_runs_and_its_edit_shows_in_the_next_run(
-    services: Services, tmp_path: Path
+    simrun_api: str, services: Services, tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
     """The walk-through of docs/plugins.md: `simrun plugin new`, a run of the new type, an
-    edit of its code, and the next run's pods use the edit."""
+    edit of its code, and the next run's pods use the edit; each run records its plugin's
+    digest (a local package of the model), which `simrun show` prints."""
     assert main(["plugin", "new", "decay", "--dir", str(tmp_path)]) == 0
     model = tmp_path / "decay"
     src = model / "plugin" / "src"
@@ -180,3 +151,13 @@ def test_a_scaffolded_plugin_runs_and_its_edit_shows_in_the_next_run(
     ]
     assert [c["message"] for c in curves] == ["decay", "edited"]
     assert [c["rate"] for c in curves[1]["curves"]] == [0.5, 1.0, 2.0, 4.0]
+    [used_first] = first.environment["local_packages"]
+    [used_second] = second.environment["local_packages"]
+    assert used_first["name"] == used_second["name"] == "decay"
+    assert used_first["digest"] != used_second["digest"]
+    assert first.environment["ref"] != second.environment["ref"]
+    assert main(["show", second.pk]) == 0
+    shown = capsys.readouterr().out
+    assert f"local package decay {used_second['digest']}" in shown
+    marker = store().environments / second.environment["ref"] / ".simrun-environment.json"
+    assert json.loads(marker.read_text())["local_packages"] == [used_second]

@@ -67,18 +67,21 @@ def test_a_run_again_reuses_every_unit_and_survives_deleting_its_source(
     assert (view.text, view.sources) == ("reused 7 of 7 units", {first.pk: 7})
     assert computed(again, "scan") == 0
     assert outputs(again) == expected
-    with serving() as url:  # `simrun show` as a person would type it, over the API
-        monkeypatch.setenv("SIMRUN_URL", url)
-        monkeypatch.setenv("SIMRUN_TOKEN", factories.token(factories.owner()).secret)
-        assert main(["show", again.pk]) == 0
-    assert f"reused 7 of 7 units (7 from {first.pk})" in capsys.readouterr().out
-
     # a changed setting: the scan is reused, the summary after it computed again
     changed = copy.deepcopy(SCAN_AND_SUMMARY)
     changed["tasks"][1]["settings"] = {"threshold": 2.0}
     summary_changed = succeeded(changed)
     assert run_reuse(summary_changed).text == "reused 6 of 7 units"
     assert summary_changed.tasks.get(task_id="summary").reused == {}
+    with serving() as url:  # `simrun show` as a person would type it, over the API
+        monkeypatch.setenv("SIMRUN_URL", url)
+        monkeypatch.setenv("SIMRUN_TOKEN", factories.token(factories.owner()).secret)
+        assert main(["show", again.pk]) == 0
+        assert main(["show", summary_changed.pk]) == 0
+    said = capsys.readouterr().out
+    assert f"reused 7 of 7 units (7 from {first.pk})" in said
+    # per task, why fewer units were reused than it has: the setting that differs, by name
+    assert f"reused 0 of 1: setting 'threshold' differs from run {again.pk}'s" in said, said
 
     # cleanup of the source keeps what links to it readable
     request_deletion(run_id=first.pk, identity=factories.owner())

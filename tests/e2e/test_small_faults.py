@@ -1,16 +1,20 @@
 """Small faults of the embedded default that used to need a hand: partial unit outputs left by
-a cancel, a file in the broker's queue that is no message file, logs that only grow."""
+a cancel or a lost attempt, a file in the broker's queue that is no message file, logs that
+only grow."""
 
 from __future__ import annotations
 
 import contextlib
+import json
 import os
 import urllib.error
 import urllib.request
 from pathlib import Path
 
+import psutil
 import pytest
 
+from tests.e2e.commands import processes_of
 from tests.e2e.serving import run_state, serving, small_workflow, submitted_run
 from tests.waiting import wait_for
 
@@ -83,3 +87,39 @@ def test_service_logs_rotate_by_size_keeping_the_number_asked(tmp_path: Path) ->
 
     assert set(sizes) == {"web.log", "web.log.1", "web.log.2"}, sizes
     assert all(size <= 4000 for size in sizes.values()), sizes
+
+
+def test_a_lost_attempt_leaves_no_partial_unit_output(tmp_path: Path) -> None:
+    """kill -9 of the supervisors of a run's pods while units are computed: the backend
+    finds each attempt lost, kills what is left of its pod and removes the unit outputs it
+    left half written, before it records the attempt as ended."""
+    workflow = small_workflow(tmp_path, units=8, seconds=60)
+    with serving(tmp_path) as served:
+        run_id = submitted_run(
+            served.simrun("submit", str(workflow), "--source", str(tmp_path / "model"))
+        )
+        run_dir = served.data_dir / "store" / "runs" / run_id
+        units = run_dir / "tasks" / "naps" / "units"
+        wait_for(
+            lambda: units.is_dir() and any(p.name.startswith(".") for p in units.iterdir()),
+            timeout=120,
+            what="a unit being computed",
+        )
+        attempts = [a for a in (run_dir / "pods").glob("naps-*/*") if a.is_dir()]
+        pods = [p for p in processes_of(served.data_dir) if p.name() == "simrun-worker"]
+        assert pods, "no pod process found"
+        for pod in pods:
+            with contextlib.suppress(psutil.Error):
+                pod.parent().kill()  # its supervisor
+        partial = sorted(p.name for p in units.iterdir() if p.name.startswith("."))
+        wait_for(
+            lambda: all((a / "exit.json").exists() for a in attempts),
+            timeout=60,
+            what="the attempts found lost",
+        )
+        left = sorted(p.name for p in units.iterdir() if p.name in partial)
+        lost = [json.loads((a / "exit.json").read_text()).get("lost") for a in attempts]
+
+    assert partial
+    assert lost and all(lost), lost
+    assert left == []

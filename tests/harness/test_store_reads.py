@@ -10,8 +10,9 @@ from pathlib import Path
 
 import pytest
 
-from simrun_harness import store_reads
-from simrun_harness.store_reads import NotInStore, TooLarge, WalkLimits
+from simrun_harness import store_reads, store_walks
+from simrun_harness.store_reads import NotInStore, TooLarge
+from simrun_harness.store_walks import WalkLimits
 
 
 @pytest.fixture(params=["openat2", "components"])
@@ -62,7 +63,7 @@ def test_a_directory_replaced_by_a_link_to_the_root_of_the_machine_reads_as_abse
     out.symlink_to("/")
     with pytest.raises(NotInStore):
         store_reads.open_file(store, "runs/r/tasks/t/out/etc/passwd")
-    assert store_reads.walk_files(store, "runs/r/tasks/t/out", WalkLimits()).files == []
+    assert store_walks.walk_files(store, "runs/r/tasks/t/out", WalkLimits()).files == []
     with pytest.raises(NotInStore):
         store_reads.names(store, "runs/r/tasks/t/out")
     assert store_reads.kind(store, "runs/r/tasks/t/out") is None
@@ -123,7 +124,7 @@ def test_a_walk_lists_regular_files_sorted_and_never_enters_a_link(
     (out / "root").symlink_to("/")
     (out / "key").symlink_to(tmp_path / "secret")
     os.mkfifo(out / "pipe")
-    walk = store_reads.walk_files(store, "runs/r/tasks/t/out", WalkLimits())
+    walk = store_walks.walk_files(store, "runs/r/tasks/t/out", WalkLimits())
     assert [f.path for f in walk.files] == ["a.txt", "b/c/deep.txt", "data.txt"]
     assert walk.cut is None
 
@@ -145,7 +146,7 @@ def test_a_walk_stops_at_its_limits_and_says_which(
     (out / "deep" / "er").mkdir(parents=True)
     (out / "deep" / "x").write_text("x")
     (out / "deep" / "er" / "y").write_text("y")
-    walk = store_reads.walk_files(store, "runs/r/tasks/t/out", limits)
+    walk = store_walks.walk_files(store, "runs/r/tasks/t/out", limits)
     assert ([f.path for f in walk.files], walk.cut) == (kept, cut)
 
 
@@ -155,7 +156,7 @@ def test_a_walk_out_of_entries_keeps_the_files_it_read_and_says_so(store: Path) 
     (out / "many").mkdir()
     for i in range(10):
         (out / "many" / f"f{i}").write_text("x")
-    walk = store_reads.walk_files(store, "runs/r/tasks/t/out", WalkLimits(entries=5))
+    walk = store_walks.walk_files(store, "runs/r/tasks/t/out", WalkLimits(entries=5))
     assert walk.cut == "entries"
     assert walk.files[0].path == "data.txt"
     assert len(walk.files) == 4 and all(f.path.startswith("many/f") for f in walk.files[1:])

@@ -1,5 +1,6 @@
 """A run's and a task's states are spelled once, as the members of `runs/states.py`: no module
-of `runs/` compares with a state written as bare text, or lists states as bare text."""
+of `runs/` compares with a state written as bare text, or lists states as bare text; and they
+are imported by one path, `runs.states`, wherever they are used."""
 
 from __future__ import annotations
 
@@ -60,3 +61,32 @@ def test_no_module_spells_a_state_as_text() -> None:
     ]
 
     assert not wrong, f"states written as text (use runs.states): {wrong}"
+
+
+def other_state_imports(source: str) -> list[tuple[int, str]]:
+    """(line, module) of each import of `RunState` or `TaskState` from a module other than
+    `runs.states` (a module that imported them passes them on: a second path to the same)."""
+    found = []
+    for node in ast.walk(ast.parse(source)):
+        if isinstance(node, ast.ImportFrom) and node.module != "runs.states":
+            names = {alias.name for alias in node.names}
+            if names & {"RunState", "TaskState"}:
+                found.append((node.lineno, node.module or "."))
+    return found
+
+
+def test_the_finder_sees_a_state_imported_by_another_path() -> None:
+    assert other_state_imports("from runs.models import Run, RunState\n") == [(1, "runs.models")]
+    assert other_state_imports("from runs.states import RunState, TaskState\n") == []
+
+
+def test_states_are_imported_from_runs_states_only() -> None:
+    """One import path: `from runs.states import RunState, TaskState`, everywhere."""
+    wrong = [
+        f"{file.relative_to(ROOT)}:{line}: from {module}"
+        for place in ("runs", "cluster", "simrun_site", "tests", "bench")
+        for file in sorted((ROOT / place).rglob("*.py"))
+        for line, module in other_state_imports(file.read_text())
+    ]
+
+    assert not wrong, f"states imported from elsewhere than runs.states: {wrong}"

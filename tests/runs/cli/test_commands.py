@@ -2,8 +2,10 @@
 
 from __future__ import annotations
 
+import re
 import subprocess
 import sys
+from datetime import datetime, timedelta
 from pathlib import Path
 
 import pytest
@@ -11,8 +13,10 @@ from pytest_django import Settings
 
 from runs.backends import backend
 from runs.cli.main import main
-from runs.models import Identity, Run, Token
+from runs.models import Identity, Run, Task, Token
 from runs.services.identities import identity_for_token
+from runs.states import RunState, TaskState
+from tests import factories
 
 ROOT = Path(__file__).resolve().parents[3]
 
@@ -141,3 +145,36 @@ def test_a_port_that_is_no_port_is_named_and_other_commands_still_work(
     with pytest.raises(SystemExit):
         main(["demo", "--port", "70000"])
     assert "'70000' is not a port" in capsys.readouterr().err
+
+
+def test_show_prints_when_each_task_started_and_ended_and_how_long_it_took(
+    simrun_api: str, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """`show` gives each task's start, end (local time) and duration from its record, as the
+    API answers it: the times are the rows', whatever pods made them."""
+    start = datetime.fromisoformat("2026-12-04T09:15:02.250+00:00")
+    run = factories.run(state=RunState.SUCCEEDED, started_at=start)
+    run.tasks.filter(task_id="hello").update(
+        state=TaskState.DONE, started_at=start, ended_at=start + timedelta(seconds=61.26)
+    )
+    Task.objects.create(
+        run=run,
+        task_id="after",
+        position=1,
+        type="command",
+        state=TaskState.DONE,
+        started_at=start + timedelta(seconds=62),
+        ended_at=start + timedelta(seconds=62.04),
+    )
+
+    assert main(["show", run.pk]) == 0
+
+    shown = capsys.readouterr().out.splitlines()
+    for task in run.tasks.all():
+        assert task.started_at and task.ended_at
+        line = next(t for t in shown if t.split()[:1] == [task.task_id])
+        clock = re.search(r"started (\S+)  ended (\S+)  took ([0-9.]+)s", line)
+        assert clock, line
+        local = [m.astimezone().strftime("%H:%M:%S") for m in (task.started_at, task.ended_at)]
+        assert [clock[1], clock[2]] == local
+        assert float(clock[3]) == round((task.ended_at - task.started_at).total_seconds(), 1)
