@@ -40,6 +40,15 @@ def changed(**parts: Any) -> dict[str, Any]:
         (changed(sources=["model-1"]), KeyDifference("source", "1", "", "data-1")),
         (changed(inputs={"scan": ["k2", ""]}), KeyDifference("upstream", "scan", "scan")),
         (changed(unique="r2"), KeyDifference("unique")),
+        # the earlier key has fewer sources, or lacks a port this one reads
+        (
+            changed(sources=["model-1", "data-1", "extra"]),
+            KeyDifference("source", "2", "extra", ""),
+        ),
+        (
+            changed(inputs={"scan": ["k1", ""], "more": ["k3", ""]}),
+            KeyDifference("upstream", "more", "more"),
+        ),
     ],
 )
 def test_the_first_part_that_differs_is_named_with_both_values(
@@ -72,6 +81,20 @@ def test_equal_parts_differ_nowhere_and_long_values_are_cut() -> None:
     assert found is not None and found.mine == "e" * 37 + "..." and len(found.mine) == 40
     forty = first_difference(changed(environment="e" * 40), BASE)
     assert forty is not None and forty.mine == "e" * 40
+    one_more = first_difference(changed(environment="e" * 41), BASE)
+    assert one_more is not None and one_more.mine == "e" * 37 + "..."
+
+
+def test_an_earlier_key_unique_alone_differs() -> None:
+    """A key made to match nothing (a `command` task's) differs whichever side it is on."""
+    assert first_difference(BASE, changed(unique="r1")) == KeyDifference("unique")
+
+
+def test_keys_without_settings_sources_or_inputs_compare_as_empty() -> None:
+    """A key's parts read with their absent parts as empty (neither side fails)."""
+    assert first_difference({}, {}) is None
+    assert first_difference({"settings": {}, "sources": [], "inputs": {}}, {}) is None
+    assert first_difference({}, {"settings": {}, "sources": [], "inputs": {}}) is None
 
 
 def test_the_parts_of_a_key_are_what_it_digests() -> None:
