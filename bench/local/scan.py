@@ -290,9 +290,10 @@ def report_costs(extras: dict[str, Any]) -> None:
         f"    the run's store: {extras['store_bytes_per_unit']:.0f} bytes a unit "
         f"({extras['store_entries_per_unit']:.2f} files and directories a unit)"
     )
-    print(f"    the run's page: {extras['page_ms']:.0f} ms (median of 5, in this process)")
-    for route, ms in extras.get("api_ms", {}).items():
-        print(f"    GET {route}: {ms:.0f} ms (median of 5, over HTTP)")
+    first, median = extras["page_ms"]
+    print(f"    the run's page: first {first:.0f} ms, median of 5 {median:.0f} ms (this process)")
+    for route, (first, median) in extras.get("api_ms", {}).items():
+        print(f"    GET {route}: first {first:.0f} ms, median of 5 {median:.0f} ms (over HTTP)")
 
 
 def report(

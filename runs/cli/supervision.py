@@ -38,8 +38,10 @@ from runs.cli.parent_death import dying_with_me
 from runs.cli.restarts import CrashHistory, RestartPolicy
 from runs.cli.service_logs import LogPump, RotatingLog
 from runs.cli.service_state import ServeRecord, ServiceRecord, remove_state, write_state
+from runs.disk_space import DiskFull, disk_full
 
 PR_SET_CHILD_SUBREAPER = 36
+ROOM_LOOK_S = 2.0  # how often a service that exited on a full disk looks for room again
 
 
 class GaveUp(Exception):
@@ -70,6 +72,7 @@ class Service:
     cause: str = ""  # why it was last restarted
     cause_at: float | None = None
     output: RotatingLog | None = None
+    waits_for_room: bool = False  # it exited while a disk was full: started once there is room
 
     def record(self, sign: Sign | None) -> ServiceRecord:
         running = self.proc is not None and self.proc.poll() is None
@@ -162,6 +165,10 @@ class Supervisor:
         changed = False
         for service in self.services.values():
             if service.restart_at is not None and now >= service.restart_at:
+                if service.waits_for_room and self._full_disk() is not None:
+                    service.restart_at = now + ROOM_LOOK_S
+                    continue
+                service.waits_for_room = False
                 self._spawn(service)
                 service.restarts += 1
                 changed = True
@@ -179,11 +186,31 @@ class Supervisor:
         assert service.proc is not None
         with contextlib.suppress(ProcessLookupError):  # what it started in its group
             os.killpg(service.proc.pid, signal.SIGKILL)
+        full = self._full_disk()
+        if full is not None:
+            self._restart_with_room(service, now, code, full)
+            return
         self._restart_later(
             service,
             now,
             cause=f"exited with code {code}",
             said=f"exited with code {code}; see {service.log}",
+        )
+
+    def _full_disk(self) -> DiskFull | None:
+        prober = self.prober
+        return None if prober is None else disk_full(prober.disks, min_free=prober.min_free)
+
+    def _restart_with_room(self, service: Service, now: float, code: int, full: DiskFull) -> None:
+        """A service that exited while a disk is full (it could not write: beat's schedule,
+        a database) is started again once there is room, and its exit is not counted as a
+        crash: restarting cannot fix a full disk, and serve must not give up over one."""
+        service.waits_for_room = True
+        service.restart_at = now + ROOM_LOOK_S
+        service.cause, service.cause_at = f"exited with code {code} on a full disk", time.time()
+        self.say(
+            f"the {service.name} process exited with code {code} while {full.message()}; "
+            f"starting it again once there is room; see {service.log}"
         )
 
     def _silent(self, service: Service, now: float) -> bool:

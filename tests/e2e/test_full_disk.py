@@ -20,7 +20,7 @@ from pathlib import Path
 import pytest
 
 from tests.e2e.commands import ROOT, SIMRUN, clean_env
-from tests.e2e.serving import Serving, serving, small_workflow, submitted_run
+from tests.e2e.serving import Serving, beat_process, serving, small_workflow, submitted_run
 from tests.waiting import wait_for
 
 pytestmark = [pytest.mark.slow]
@@ -175,3 +175,46 @@ def test_a_full_disk_is_named_everywhere_and_the_run_goes_on_once_freed(
     assert half_tables == []
     assert "restarting it" not in stderr, stderr
     assert not os.path.exists(filler)
+
+
+def _waits_for_room_or_gone(served: Serving) -> str | None:
+    """What serve said, once it said it waits for room to start a service again, or ended."""
+    said = served.said()[1]
+    if "once there is room" in said or served.proc.poll() is not None:
+        return said or "(serve said nothing)"
+    return None
+
+
+def test_a_service_that_exits_on_a_full_disk_is_started_again_once_there_is_room(
+    tmp_path: Path, small_disk: Path
+) -> None:
+    """Beat exits when it cannot write its schedule on the full disk, the worker when it cannot
+    write its database (and again at each start while the disk stays full). serve, set to
+    give up on a service at its second crash, does not count those exits: it says the disk
+    is full, starts the service again once space is freed, and goes on serving. It used to
+    restart them into the full disk until it gave up and stopped everything (the worker's
+    second exit did it here)."""
+    env = {"SIMRUN_DISK_MIN_FREE_MB": "4", "SIMRUN_RESTART_BURST": "1"}
+    with serving(tmp_path, env=env, data_dir=small_disk / "simrun") as served:
+        wait_for(lambda: beat_process(served.data_dir), timeout=90, what="beat started")
+        filler = fill(small_disk)
+        # until serve waits for room, or (restarting a service into the full disk) gives up
+        exited = wait_for(
+            lambda: _waits_for_room_or_gone(served), timeout=120, what="a service's exit"
+        )
+        filler.unlink()
+        beat = wait_for(
+            lambda: served.proc.poll() is not None or beat_process(served.data_dir),
+            timeout=90,
+            what="beat started again (or serve gone)",
+        )
+        status = served.simrun("status")
+        stderr = served.said()[1]
+
+    where = re.escape(str(served.data_dir))
+    assert re.search(
+        rf"the \w+ process exited with code \d+ while the disk of {where} is full", exited
+    )
+    assert "not restarting it again" not in stderr, stderr
+    assert beat is not True and status.returncode == 0, stderr
+    assert re.search(r"^beat +running ", status.stdout, re.M), status.stdout
