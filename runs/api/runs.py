@@ -77,7 +77,7 @@ def run_detail(run: Run, identity: Identity) -> dict[str, Any]:
         "exports": run.exports,
         "may_change": may_change(identity, run),
         "controller_idle_s": controller_idle_s(),
-        "controller_late_s": late_after_s(),
+        "controller_late_s": late_after_s(state=run.state),
         "disk": (full.as_json() if (full := installation_disk()) is not None else None),
     }
 

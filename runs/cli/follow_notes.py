@@ -58,11 +58,6 @@ class ControllerWatch:
         limit = run.get("controller_late_s")
         if limit is None or run["state"] in ENDED:
             return None  # a server that does not say, or nothing left to advance
-        if run["state"] == RunState.SUBMITTING and not self.late:
-            # the worker's, not yet the controller's: an idle watcher passes only every idle
-            # poll (up to a minute) until the submission reaches the backend and rings it, so
-            # its last pass says nothing of this run while its environment is being built
-            return None
         if run.get("disk"):
             self.quiet_until = time.monotonic() + float(limit)
             return None

@@ -17,6 +17,7 @@ from django.db import close_old_connections
 
 from runs.backends import backend
 from runs.controller.tick import tick
+from runs.selectors.heartbeat import idle_pass_s
 from simrun_site.liveness import stamp
 
 log = logging.getLogger("simrun.watch")
@@ -60,4 +61,4 @@ def watch_wait_s(followed: int) -> float:
     the time after which serve takes a silent watcher for dead (SIMRUN_LIVENESS_S)."""
     if followed:
         return float(settings.SIMRUN_POLL_S)
-    return float(min(settings.SIMRUN_IDLE_POLL_S, settings.SIMRUN_LIVENESS_S / 2))
+    return idle_pass_s()

@@ -117,6 +117,22 @@ def test_an_unknown_run_is_404_with_its_id(lab: Lab) -> None:
     assert response.json() == {"detail": "no run 'nosuchrun'", "code": "run_not_found"}
 
 
+def test_a_run_in_submission_counts_the_controller_late_only_after_an_idle_pass(
+    lab: Lab, settings: object
+) -> None:
+    """A run still in submission is the worker's: the watcher, idle until the submission
+    rings it, passes only every idle poll, so the run's detail gives following that much
+    longer before it calls the controller stopped; a run it follows gets the usual limit."""
+    settings.SIMRUN_POLL_S, settings.SIMRUN_IDLE_POLL_S = 2.0, 60.0  # type: ignore[attr-defined]
+    submitting = factories.run(by=lab.person.identity, state=RunState.SUBMITTING)
+    running = factories.run(by=lab.person.identity, state=RunState.RUNNING)
+    late = {
+        run.id: lab.person.client.get(f"/api/runs/{run.id}/").json()["controller_late_s"]
+        for run in (submitting, running)
+    }
+    assert late == {submitting.id: 70.0, running.id: 10.0}
+
+
 # --- submit ---------------------------------------------------------------------------------
 
 

@@ -140,7 +140,10 @@ class RunDetailSerializer(RunItemSerializer):
         help_text="Seconds since the controller last reconciled (null: it never did).",
     )
     controller_late_s = serializers.FloatField(
-        help_text="After this many seconds without a reconcile the controller counts as stopped."
+        help_text=(
+            "After this many seconds without a reconcile the controller counts as stopped "
+            "(longer while the run is in submission: the watcher may be idle until then)."
+        )
     )
     disk = DiskSerializer(
         allow_null=True,

@@ -80,21 +80,20 @@ def test_the_controller_is_late_after_its_limit_and_said_once_each_way() -> None
     assert watch.note(polled(None, state="succeeded")) is None  # nothing left to advance
 
 
-def test_a_run_still_in_submission_never_calls_an_idle_controller_stopped() -> None:
+def test_a_run_still_in_submission_is_given_the_limit_its_server_says() -> None:
     """The main job on a fresh machine: while the worker builds the run's environment the
-    watcher, idle until the submission rings it, has not passed for longer than the limit;
-    following says nothing of it then (the services are running), and warns once the run is
-    the controller's and it still does not pass."""
+    watcher, idle until the submission rings it, has not passed for longer than a followed
+    run's limit; the server gives a run in submission a longer one, and following keeps to
+    the limit of each poll."""
     from runs.cli.follow_notes import ControllerWatch
 
-    def polled(idle: float, state: str) -> dict[str, Any]:
-        return {**run(state), "controller_idle_s": idle, "controller_late_s": 10.0}
+    def polled(idle: float, state: str, limit: float) -> dict[str, Any]:
+        return {**run(state), "controller_idle_s": idle, "controller_late_s": limit}
 
     watch = ControllerWatch()
-    assert watch.note(polled(45.0, "submitting")) is None
-    assert watch.note(polled(58.0, "submitting")) is None
-    assert watch.note(polled(0.4, "queued")) is None  # rung by the submission: passing
-    late = watch.note(polled(12.0, "running"))
+    assert watch.note(polled(58.0, "submitting", 70.0)) is None
+    assert watch.note(polled(0.4, "queued", 10.0)) is None  # rung by the submission: passing
+    late = watch.note(polled(12.0, "running", 10.0))
     assert late is not None and "has not reconciled for 12s" in late
 
 
