@@ -24,9 +24,8 @@ This subclass changes three things and nothing else:
   directory) is set aside the same way without being opened: reading a FIFO would wait for a
   writer for ever, and with it the worker;
 - a message or an exchange table that cannot be written whole (the disk is full) is removed
-  (from `staging/`, from the control folder), and
-  `clean_staging` removes what producers killed half way left there (`simrun serve` calls it
-  when it starts).
+  (from `staging/`, from the control folder), and `clean_staging` and `clean_control` remove
+  what producers killed half way left there (`simrun serve` calls them when it starts).
 
 A message is deleted once it is handed to the worker, as kombu does: a worker killed with
 SIGKILL loses the message it held. simrun copes with that above the broker: a submission whose
@@ -39,10 +38,11 @@ import contextlib
 import fcntl
 import logging
 import os
+import re
 import stat
 import time
 import uuid
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from pathlib import Path
 from queue import Empty
 from time import monotonic
@@ -183,10 +183,28 @@ def _regular_file_bytes(path: Path) -> bytes:
 def clean_staging(folder: Path, *, older_than_s: float = 60.0) -> list[str]:
     """Remove what producers left half written in `folder` (the broker's `staging/`): entries
     older than `older_than_s`, which no producer is still writing. The names removed."""
+    return _remove_old(folder, older_than_s=older_than_s, match=lambda name: True)
+
+
+HALF_TABLE = re.compile(r"^\..+\.[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}$")
+
+
+def clean_control(folder: Path, *, older_than_s: float = 60.0) -> list[str]:
+    """Remove the exchange tables producers killed half way left in `folder` (the broker's
+    control folder): the hidden copies `_write_table` renames over a table, older than
+    `older_than_s`. Tables and their locks stay. The names removed."""
+    return _remove_old(folder, older_than_s=older_than_s, match=lambda n: bool(HALF_TABLE.match(n)))
+
+
+def _remove_old(folder: Path, *, older_than_s: float, match: Callable[[str], bool]) -> list[str]:
+    """Remove the files of `folder` whose name matches and that are older than `older_than_s`
+    (no writer is still at them); directories stay. The names removed."""
     removed = []
     now = time.time()
     with contextlib.suppress(FileNotFoundError):
         for entry in os.scandir(folder):
+            if not match(entry.name):
+                continue
             with contextlib.suppress(OSError):
                 if now - entry.stat(follow_symlinks=False).st_mtime > older_than_s:
                     if entry.is_dir(follow_symlinks=False):

@@ -194,20 +194,20 @@ def serve(args: argparse.Namespace) -> int:
             log_max_bytes=settings.SIMRUN_LOG_MAX_BYTES,
             log_backups=settings.SIMRUN_LOG_BACKUPS,
         ),
-        before_start=_clean_broker,
+        before_start=clean_broker,
     )
 
 
-def _clean_broker() -> None:
-    """What producers killed half way left in the file broker's staging folder."""
+def clean_broker() -> None:
+    """What producers killed half way left in the file broker's staging and control folders."""
     from django.conf import settings
 
-    from simrun_site.file_broker import clean_staging
+    from simrun_site.file_broker import clean_control, clean_staging
 
     options = getattr(settings, "CELERY_BROKER_TRANSPORT_OPTIONS", {})
-    staging = options.get("staging_folder")
-    if staging:
-        clean_staging(Path(str(staging)))
+    for option, clean in (("staging_folder", clean_staging), ("control_folder", clean_control)):
+        if folder := options.get(option):
+            clean(Path(str(folder)))
 
 
 def demo(args: argparse.Namespace) -> int:

@@ -8,11 +8,12 @@ import stat
 import time
 from collections.abc import Iterator
 from pathlib import Path
+from typing import Any
 
 import pytest
 from kombu import Connection
 
-from simrun_site.file_broker import clean_staging
+from simrun_site.file_broker import clean_control, clean_staging
 
 TRANSPORT = "simrun_site.file_broker:Transport"
 # kombu keeps the declared queues of a file-system transport in one state per process: each
@@ -102,3 +103,50 @@ def test_staging_is_cleaned_of_what_producers_left_but_not_of_what_they_write(
 
     assert clean_staging(staging, older_than_s=60) == ["left.q.msg"]
     assert [p.name for p in staging.iterdir()] == ["writing.q.msg"]
+
+
+def test_the_control_folder_is_cleaned_of_half_written_tables_but_keeps_its_tables(
+    tmp_path: Path,
+) -> None:
+    """A producer killed while it rewrote an exchange table leaves the hidden copy it was to
+    rename over the table; the next start removes old ones, never a table, a lock or a copy
+    still being written."""
+    control = tmp_path / "control"
+    control.mkdir()
+    left = control / ".celery.pidbox.exchange.0b5e5c1e-6a55-4d8e-9f5c-8d1b0b7a2e11"
+    writing = control / ".simrun.exchange.9a1f6b43-2c55-4f0e-8a11-5e0c7a6d4b22"
+    kept = [control / "simrun.exchange", control / "simrun.exchange.lock"]
+    for path in (left, writing, *kept):
+        path.write_bytes(b"[]")
+    an_hour_ago = time.time() - 3600
+    for path in (left, *kept):
+        os.utime(path, (an_hour_ago, an_hour_ago))
+
+    assert clean_control(control, older_than_s=60) == [left.name]
+    assert sorted(p.name for p in control.iterdir()) == sorted(p.name for p in (writing, *kept))
+
+
+def test_serve_cleans_both_folders_before_it_starts_the_services(
+    tmp_path: Path, settings: Any
+) -> None:
+    """What `simrun serve` runs before the services start: the staging and control
+    folders of the configured broker lose what killed producers left there."""
+    from runs.cli.service_commands import clean_broker
+
+    staging, control = tmp_path / "staging", tmp_path / "control"
+    left = [
+        staging / "left.q.msg",
+        control / ".simrun.exchange.0b5e5c1e-6a55-4d8e-9f5c-8d1b0b7a2e11",
+    ]
+    for path in left:
+        path.parent.mkdir()
+        path.write_bytes(b"")
+        os.utime(path, (time.time() - 3600, time.time() - 3600))
+    settings.CELERY_BROKER_TRANSPORT_OPTIONS = {
+        "staging_folder": str(staging),
+        "control_folder": str(control),
+    }
+
+    clean_broker()
+
+    assert [path.exists() for path in left] == [False, False]
