@@ -15,14 +15,8 @@ from runs.planner import plan_task
 from runs.plans import Node, ResourcesJson, TaskPlanJson
 from runs.plugin_metadata import SERVICE_ENVIRONMENT, environment_at, service_environment
 from runs.store import store
-from runs.task_types import (
-    SettingsInvalid,
-    TooManyUnits,
-    Types,
-    TypeUnavailable,
-    UnitsFailed,
-    registry,
-)
+from runs.task_types import Types, registry
+from runs.type_refusals import SettingsInvalid, TooManyUnits, TypeUnavailable, UnitsFailed
 from runs.workflow import SplitMode, Workflow, WorkflowError, WorkflowInvalid
 
 

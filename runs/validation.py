@@ -12,7 +12,8 @@ from typing import Any
 
 from pydantic import ValidationError
 
-from runs.task_types import SettingsInvalid, TypeInfo, Types, TypeUnavailable, as_types
+from runs.task_types import TypeInfo, Types, as_types
+from runs.type_refusals import SettingsInvalid, TypeUnavailable
 from runs.workflow import (
     Lines,
     TaskSpec,

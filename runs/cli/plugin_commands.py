@@ -106,7 +106,8 @@ def harness_from_here(python: str, scratch: Path) -> list[str]:
 
 
 def list_plugins(args: argparse.Namespace) -> int:
-    from runs.task_types import COMMAND, TypeUnavailable, registry
+    from runs.task_types import COMMAND, registry
+    from runs.type_refusals import TypeUnavailable
 
     types = registry()
     print(f"{'TYPE':20} {'PACKAGE':24} {'VERSION':10} SOURCE")

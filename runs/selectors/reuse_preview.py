@@ -30,7 +30,8 @@ from runs.reuse_plans import (
     reuse_split_task,
 )
 from runs.store import store
-from runs.task_types import COMMAND, SettingsInvalid, Types, TypeUnavailable
+from runs.task_types import COMMAND, Types
+from runs.type_refusals import SettingsInvalid, TypeUnavailable
 from runs.validation import load, load_data
 from runs.workflow import Workflow, WorkflowError, WorkflowInvalid
 from simrun_harness.reuse import digest

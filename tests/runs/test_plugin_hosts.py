@@ -22,7 +22,8 @@ from runs.plans import Node
 from runs.plugin_metadata import Environment, environment_at
 from runs.services.reuse import copies_differ
 from runs.services.submission import create_run
-from runs.task_types import SettingsInvalid, registry
+from runs.task_types import registry
+from runs.type_refusals import SettingsInvalid
 from runs.validation import errors_of
 from runs.workflow import WorkflowInvalid
 from tests import factories
