@@ -13,8 +13,10 @@ import textwrap
 from collections.abc import Sequence
 from dataclasses import dataclass
 
-from runs.plans import PodShape, ResolvedResources, TaskPlan
+from runs.planner import plan_task
+from runs.plans import Node, PodShape, ResolvedResources, TaskPlan
 from runs.ports import RunLaunch, TaskLaunch
+from runs.workflow import SplitMode
 
 PY = sys.executable
 
@@ -196,3 +198,28 @@ SCAN_SHAPE = PodShape(
     memory_base_gb=0.5,
 )
 """A scan's coordinator: 4 processes of 2 GiB over 0.5 GiB, retried at 3 GiB each."""
+
+
+def plan_on(
+    nodes: list[Node],
+    *,
+    units: int | None = 100,
+    split: SplitMode = "auto",
+    need: ResolvedResources | None = None,
+    reserve: str | None = None,
+    splittable: bool = True,
+    tier: str = "person",
+    coordinator_merges: bool | None = False,
+) -> TaskPlan:
+    """The planner's plan of one task on `nodes` (defaults: 100 units, split auto, a
+    person's tier, the merge pod kept)."""
+    return plan_task(
+        units=units,
+        resources=need or resources(),
+        nodes=nodes,
+        split=split,
+        tier=tier,
+        reserve=reserve,
+        coordinator_merges=coordinator_merges,
+        splittable=splittable,
+    )

@@ -94,13 +94,21 @@ MODULES: dict[str, Module] = {
         "runs",
         "runs",
         ("runs/plans.py",),
-        ("tests/runs/test_planner.py", "tests/runs/test_plans.py"),
+        (
+            "tests/runs/test_planner.py",
+            "tests/runs/test_planner_examples.py",
+            "tests/runs/test_plans.py",
+        ),
     ),
     "planner": Module(
         "runs",
         "runs",
         ("runs/planner.py", "runs/plan_units.py"),
-        ("tests/runs/test_planner.py", "tests/runs/test_planner_rounding.py"),
+        (
+            "tests/runs/test_planner.py",
+            "tests/runs/test_planner_examples.py",
+            "tests/runs/test_planner_rounding.py",
+        ),
     ),
     "reuse": Module(
         "runs",
