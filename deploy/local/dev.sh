@@ -86,7 +86,10 @@ case "${1:-}" in
     export CELERY_BROKER_URL=${CELERY_BROKER_URL:-$SIMRUN_TEST_REDIS_URL}
     export SIMRUN_CELERY_QUEUE=simrun-test-$$
     set +e
-    .venv/bin/python -m pytest -p no:cacheprovider "$@"
+    # three processes by default (pytest-xdist): most tests wait on the processes they start,
+    # so three keep two cores busy; SIMRUN_TEST_PROCESSES=0 runs them all in this one
+    .venv/bin/python -m pytest -p no:cacheprovider -n "${SIMRUN_TEST_PROCESSES:-3}" \
+      --dist "${SIMRUN_TEST_DIST:-worksteal}" "$@"
     code=$?
     set -e
     if [ "$code" -eq 5 ]; then echo "pytest collected no tests: that is a failure" >&2; exit 1; fi

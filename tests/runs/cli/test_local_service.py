@@ -79,9 +79,11 @@ def _opened(url: str, opener: urllib.request.OpenerDirector) -> tuple[int, str]:
 def test_serve_prints_a_one_time_login_link_to_the_pages_and_the_admin(served: Serving) -> None:
     """The owner has no password: serve prints a link that logs in as the owner once, who is
     an operator (the admin opens too); `simrun login` prints another."""
-    out, _ = served.said()
-    found = re.search(r"^pages: (http://\S+/login/link/\S+/)  \(logs in as ", out, re.M)
-    assert found, out
+    link = r"^pages: (http://\S+/login/link/\S+/)  \(logs in as "
+    # said right after "serving on", once the link's token is in the database
+    found = wait_for(
+        lambda: re.search(link, served.said()[0], re.M), timeout=60, what="the login link"
+    )
     browser = urllib.request.build_opener(urllib.request.HTTPCookieProcessor())
 
     assert _opened(found[1], browser) == (200, f"http://127.0.0.1:{served.port}/")
