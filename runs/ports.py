@@ -15,11 +15,11 @@ from __future__ import annotations
 
 import logging
 import os
-from collections.abc import Callable, Collection, Hashable, Iterable, Mapping
+from collections.abc import Callable, Collection, Hashable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from enum import StrEnum
 from pathlib import Path
-from typing import BinaryIO, Protocol, runtime_checkable
+from typing import Any, BinaryIO, Protocol, runtime_checkable
 
 from runs.plans import Node, TaskPlan
 
@@ -192,6 +192,12 @@ class Changes:
 UNKNOWN_CHANGES = Changes(None)
 
 
+class PluginHostFailed(RuntimeError):
+    """A plugin host in a model's environment gave no answers: it did not start, failed or
+    did not end in time (the message says which, with the end of its log); nothing of it is
+    left running."""
+
+
 @runtime_checkable
 class Backend(Protocol):
     """Where runs execute. Every method may block on I/O; none is called under a row lock."""
@@ -258,6 +264,19 @@ class Backend(Protocol):
 
     def has_image(self, ref: str) -> bool:
         """Whether the environment `ref` exists."""
+
+    def ask_plugin_host(
+        self,
+        environment: str,
+        questions: Sequence[Mapping[str, Any]],
+        *,
+        timeout_s: float,
+        memory_mb: int,
+    ) -> list[dict[str, Any]]:
+        """The answers, one per question in order, of a plugin host run once in the built
+        environment `environment` (its virtual environment here, a pod of its image on a
+        cluster): `simrun_harness.plugin_host`'s questions, their `model_dir` and `out`
+        relative to the run store. PluginHostFailed when it gave none within `timeout_s`."""
 
     def subscribe(self, callback: Callable[[], None]) -> None:
         """Call `callback` (from another thread) whenever a workflow changes."""

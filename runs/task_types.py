@@ -225,15 +225,7 @@ class Types(Mapping[str, TypeInfo]):
         """How many units the type lists for these settings (written one canonical JSON line
         each to `out` when given); UnitsFailed, TooManyUnits, SettingsInvalid."""
         plugin = self.plugin(name)
-        request = {
-            "op": "units",
-            "type": name,
-            "settings": settings,
-            "task_id": task_id,
-            "model_dir": str(model_dir) if model_dir else None,
-            "out": str(out) if out else None,
-            "limit": limit,
-        }
+        request = units_question(name, settings, task_id, model_dir, limit, out)
         answer = self._ask(plugin, request, cache=out is None)
         if answer["ok"]:
             return int(answer["count"])
@@ -275,6 +267,26 @@ class Types(Mapping[str, TypeInfo]):
             except TypeUnavailable as exc:
                 found[name] = str(exc)
         return found
+
+
+def units_question(
+    name: str,
+    settings: dict[str, Any],
+    task_id: str,
+    model_dir: Path | None,
+    limit: int,
+    out: Path | None,
+) -> dict[str, Any]:
+    """The plugin host's question for the units of a task."""
+    return {
+        "op": "units",
+        "type": name,
+        "settings": settings,
+        "task_id": task_id,
+        "model_dir": str(model_dir) if model_dir else None,
+        "out": str(out) if out else None,
+        "limit": limit,
+    }
 
 
 def _refused_settings(answer: dict[str, Any], plugin: Plugin) -> Any:

@@ -18,7 +18,7 @@ from __future__ import annotations
 import json
 import logging
 import threading
-from collections.abc import Callable, Collection, Hashable, Mapping
+from collections.abc import Callable, Collection, Hashable, Mapping, Sequence
 from typing import Any
 
 from kubernetes import config as kube_config
@@ -35,6 +35,7 @@ from cluster.argo.manifest import RUN_LABEL, workflow_manifest
 from cluster.argo.names import STRICT
 from cluster.argo.node_status import NodesUnreadable, offload_version
 from cluster.argo.nodes import WORKER_LABEL, Requests, live, node_from, pod_requests, used_by_others
+from cluster.argo.plugin_hosts import ask_in_pod
 from cluster.argo.pod_template import POD_LABEL, TASK_LABEL
 from cluster.argo.reservations import patch_node, releasing, reserving
 from cluster.argo.shutdown import shut_down
@@ -265,6 +266,26 @@ class ArgoBackend:
                 raise
             secret = None
         return images.registry_has(url, images.credentials(secret, self.config.registry))
+
+    def ask_plugin_host(
+        self,
+        environment: str,
+        questions: Sequence[Mapping[str, Any]],
+        *,
+        timeout_s: float,
+        memory_mb: int,
+    ) -> list[dict[str, Any]]:
+        """A plugin host in a pod of the environment's image answers (plugin_hosts.py)."""
+        return ask_in_pod(
+            self.core,
+            self.batch,
+            environment,
+            questions,
+            self.config,
+            timeout_s=timeout_s,
+            memory_mb=memory_mb,
+            stop=self._closing,
+        )
 
     # -- watching ---------------------------------------------------------------------------
 

@@ -24,9 +24,10 @@ from __future__ import annotations
 
 import logging
 import time
-from collections.abc import Callable, Collection, Hashable, Mapping
+from collections.abc import Callable, Collection, Hashable, Mapping, Sequence
 from functools import partial
 from pathlib import Path
+from typing import Any
 
 from cluster.local import launcher, reservation, venvs
 from cluster.local.admission import priority_lookup
@@ -36,6 +37,7 @@ from cluster.local.doorbell import BELL_FILE, ring
 from cluster.local.loop import Loop
 from cluster.local.machine import default_cores, default_memory_gb, free_scratch_gb, machine_name
 from cluster.local.node_pass import NodePass
+from cluster.local.plugin_questions import ask_once
 from cluster.local.run_files import CANCELLED, STOPPED
 from cluster.local.run_index import RunIndex
 from cluster.local.standby import Standbys
@@ -300,6 +302,19 @@ class LocalBackend:
 
     def has_image(self, ref: str) -> bool:
         return venvs.environment_exists(ref, self.store.environments)
+
+    def ask_plugin_host(
+        self,
+        environment: str,
+        questions: Sequence[Mapping[str, Any]],
+        *,
+        timeout_s: float,
+        memory_mb: int,
+    ) -> list[dict[str, Any]]:
+        bin_dir = launcher.environment_bin(self.store.environments, environment)
+        return ask_once(
+            bin_dir, self.store.root, questions, timeout_s=timeout_s, memory_mb=memory_mb
+        )
 
     def _looping(self) -> bool:
         return self._loop.running

@@ -23,8 +23,9 @@ from typing import Any
 from django.db import transaction
 
 from runs.models import Run, Task
-from runs.planned_tasks import types_for_model
+from runs.planned_tasks import max_units, types_for_model
 from runs.plugin_metadata import environment_at, plugins_of, service_environment
+from runs.ports import Backend
 from runs.refusals import SubmissionRefused
 from runs.reuse_plans import (
     KEY_PARTS_FILE,
@@ -36,6 +37,7 @@ from runs.reuse_plans import (
     match_output,
     reuse_split_task,
 )
+from runs.services.image_units import ImageTypes
 from runs.store import store, task_paths
 from runs.task_types import (
     COMMAND,
@@ -44,9 +46,10 @@ from runs.task_types import (
     TypeUnavailable,
     plugin_identity,
     registry,
+    units_question,
 )
 from runs.workflow import WorkflowInvalid
-from simrun_harness.reuse import REUSE_FILE, digest
+from simrun_harness.reuse import REUSE_FILE, UNITS_LIST_FILE, digest
 
 log = logging.getLogger(__name__)
 
@@ -71,13 +74,36 @@ def _write_json(path: Path, value: Any) -> None:
     os.replace(tmp, path)
 
 
-def types_of_run(run: Run, environment: str) -> Types:
+def types_of_run(run: Run, environment: str, backend: Backend | None = None) -> Types:
     """The types of the environment the run's pods run in: its virtual environment here once
-    built, else (the service's environment, or an image on a cluster) the service's own."""
+    built; an image on a cluster, asked through `backend` (runs/services/image_units.py);
+    else (the service's environment, or no backend to ask) the service's own."""
     if environment == "service" or not run.sources:
         return registry()
     built = environment_at(store().environments, environment)
-    return registry(built) if built is not None else types_for_model(run.sources[0])
+    if built is not None:
+        return registry(built)
+    if backend is not None:
+        return ImageTypes(backend, environment)
+    return types_for_model(run.sources[0])
+
+
+def _ask_image_first(run: Run, tasks: list[Task], types: ImageTypes) -> None:
+    """Every question of the run to the image in one pod: its types' code, its units."""
+    model_dir = store().snapshot(run.sources[0]) if run.sources else None
+    questions = []
+    for task in tasks:
+        if task.splittable and task.type != COMMAND:
+            root = task_paths(run.id, task.task_id).root
+            root.mkdir(parents=True, exist_ok=True)
+            out = root / UNITS_LIST_FILE
+            questions.append(
+                units_question(task.type, task.settings, task.task_id, model_dir, max_units(), out)
+            )
+    try:
+        types.prepare({task.type for task in tasks}, questions)
+    except TypeUnavailable as exc:
+        raise SubmissionRefused(str(exc)) from None
 
 
 def copies_differ(
@@ -86,7 +112,11 @@ def copies_differ(
     """Per type, a note when the service's own copy of its plugin is not the code the run's
     environment has (the service checked the settings with its copy before the environment
     was built, or on a cluster, where the environment is an image: then its copy is compared
-    with the model's local package of that name, `local_packages`, by their files' digests)."""
+    with the image's as the image's plugin host named it, `ImageTypes`, or, with no backend
+    to ask, with the model's local package of that name, `local_packages`, by their files'
+    digests)."""
+    if isinstance(types, ImageTypes):
+        return types.copies_differ(names)
     if types.env.name == "service":
         return _image_copies_differ(names, local_packages)
     service = plugins_of(service_environment())
@@ -143,16 +173,24 @@ def _refused(task_id: str, message: str) -> SubmissionRefused:
 
 
 def plan_reuse(
-    *, run_id: str, environment: str, local_packages: Sequence[Mapping[str, str]] = ()
+    *,
+    run_id: str,
+    environment: str,
+    local_packages: Sequence[Mapping[str, str]] = (),
+    backend: Backend | None = None,
 ) -> None:
     """Key every task and unit of a run in its environment and write what it reuses; once (a
     resumed submission finds the keys recorded and leaves them, as the pods may already read
-    them). SubmissionRefused when the model's environment refuses a task's settings or units."""
+    them). An environment that is not here (an image) is asked through `backend`.
+    SubmissionRefused when the model's environment refuses a task's settings or units, or its
+    plugin host gave no answers."""
     run = Run.objects.get(pk=run_id)
     tasks = list(run.tasks.order_by("position"))
     if any(task.key for task in tasks):
         return
-    types = types_of_run(run, environment)
+    types = types_of_run(run, environment, backend)
+    if isinstance(types, ImageTypes):
+        _ask_image_first(run, tasks, types)
     keying = [_task_to_key(task) for task in tasks]
     try:
         parts = key_tasks(

@@ -248,6 +248,7 @@ def submit_run(*, run_id: str, backend: Backend) -> None:
                 run_id=run.id,
                 environment=environment["ref"],
                 local_packages=environment.get("local_packages", []),
+                backend=backend,
             )
             if run.reserve and not run.reserved:
                 backend.reserve(run.reserve, run.id)

@@ -24,6 +24,10 @@ TerminateContainers (a stopped workflow) is `terminate_containers`: the same sig
 the pod's `terminationGracePeriodSeconds`, after the `podSpecPatch`; the pod then fails and
 stays.
 
+Images: the current Python environment runs every container; what an image has beyond it is
+`image_paths[image]`, directories put first on the `PYTHONPATH` of that image's containers
+(a plugin the image installed, another copy than the test process's).
+
 Logs are files kept while the pod exists and removed with it (seed 003 K11). Node loss
 (`kill_node`) kills the node's containers at once and stops reporting its pods; when the
 node comes back, a pod still there that was running reports its containers terminated
@@ -32,6 +36,7 @@ node comes back, a pod still there that was running reports its containers termi
 
 from __future__ import annotations
 
+import os
 import shutil
 import threading
 import time
@@ -97,6 +102,7 @@ class Kubelet:
         self.buildkit = buildkit
         self.memory_poll_s = memory_poll_s
         self.down_nodes: set[str] = set()
+        self.image_paths: dict[str, list[Path]] = {}
         self.runs: dict[str, PodRun] = {}
         self._lock = threading.Lock()
         self._next_memory = 0.0
@@ -233,6 +239,9 @@ class Kubelet:
         run = launch(self.store, pod, spec, self.volume_dirs, directory)
         if not run.argv:
             return Container(spec["name"], "idle", log, stamp)
+        own = [str(p) for p in self.image_paths.get(spec.get("image", ""), [])]
+        if own:
+            run.env["PYTHONPATH"] = os.pathsep.join([*own, run.env.get("PYTHONPATH", "")])
         if self.buildkit is not None and Path(run.argv[0]).name in BUILDCTL:
             code, text, seconds = self.buildkit(pod, run)
             log.write_text(text)

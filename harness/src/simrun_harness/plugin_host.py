@@ -12,6 +12,14 @@ the service keeps as the host's log):
     {"op": "validate", "type": T, "settings": {...}}    the settings checked, and as keyed
     {"op": "units", "type": T, "settings": {...}, "task_id": ID, "model_dir": DIR | null,
      "out": FILE | null, "limit": N}                     the units counted (and written)
+    {"op": "identify", "type": T}                       its plugin's package, version and
+                                                        code digest (`plugin_code.identify`)
+
+Where the service cannot start a process in the environment (an image on a cluster), one
+host answers a list of questions and ends (`--once --store DIR --questions JSON`): each
+`model_dir` and `out` is relative to the run store mounted at DIR, and each answer is one
+line `simrun-plugin-answer: {...}` on its standard output (`parse_answers` reads them back
+from the pod's log, where the plugin's own output may lie between them).
 
 An answer is `{"ok": true, ...}` or `{"ok": false, "kind": K, ...}` with K one of `type`
 (the type cannot be loaded), `settings` (`problems`: every invalid setting), `units` (the
@@ -29,6 +37,7 @@ from __future__ import annotations
 
 import argparse
 import ctypes
+import io
 import json
 import os
 import resource
@@ -39,7 +48,7 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any, TextIO
 
-from simrun_harness import sources
+from simrun_harness import plugin_code, sources
 from simrun_harness.plugin import (
     SettingsError,
     SplitTaskType,
@@ -51,6 +60,7 @@ from simrun_harness.reuse import canonical
 from simrun_harness.settings_check import check_settings, keyed_settings
 
 _PR_SET_PDEATHSIG = 1
+ANSWER_MARK = "simrun-plugin-answer: "
 
 
 class _Refused(Exception):
@@ -178,6 +188,7 @@ def serve(requests: TextIO, answers: TextIO) -> None:
         "describe": host.describe,
         "validate": host.validate,
         "units": host.units,
+        "identify": lambda request: plugin_code.identify(request["type"]),
     }
     for line in requests:
         try:
@@ -191,11 +202,42 @@ def serve(requests: TextIO, answers: TextIO) -> None:
         answers.flush()
 
 
+def in_store(question: dict[str, Any], store: Path) -> dict[str, Any]:
+    """A question of `--once` with its `model_dir` and `out` under the store at `store`."""
+    found = dict(question)
+    for field in ("model_dir", "out"):
+        if found.get(field):
+            found[field] = str(store / found[field])
+    return found
+
+
+def answer_once(questions: list[dict[str, Any]], store: Path, answers: TextIO) -> None:
+    """Answer `questions` (paths relative to `store`), one marked line each."""
+    lines = io.StringIO()
+    serve(io.StringIO("".join(json.dumps(in_store(q, store)) + "\n" for q in questions)), lines)
+    for line in lines.getvalue().splitlines():
+        answers.write(ANSWER_MARK + line + "\n")
+    answers.flush()
+
+
+def parse_answers(log: str) -> list[dict[str, Any]]:
+    """The answers of a `--once` host in its log, in order."""
+    return [
+        json.loads(line[len(ANSWER_MARK) :])
+        for line in log.splitlines()
+        if line.startswith(ANSWER_MARK)
+    ]
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     parser.add_argument("--memory-mb", type=int, default=0)
+    parser.add_argument("--once", action="store_true", help="answer --questions and end")
+    parser.add_argument("--store", default="", help="the run store (with --once)")
+    parser.add_argument("--questions", default="[]", help="a JSON list (with --once)")
     args = parser.parse_args()
-    _die_with_parent()
+    if not args.once:
+        _die_with_parent()
     _limit_memory(args.memory_mb)
     # a module edited in place, within a second at the same size, is run as it is on disk,
     # not from the bytecode Python would take by time and size
@@ -204,6 +246,9 @@ def main() -> None:
     # goes to standard error, never into an answer
     answers = os.fdopen(os.dup(1), "w")
     os.dup2(2, 1)
+    if args.once:
+        answer_once(json.loads(args.questions), Path(args.store), answers)
+        return
     serve(sys.stdin, answers)
 
 

@@ -61,6 +61,8 @@ def tour(lab: Lab) -> None:
     sim.buildkit.fail_next()
     with pytest.raises(RuntimeError):
         backend.build_image({"pyproject.toml": b"[project]\n"}, "cd" * 32)
+    question = {"op": "identify", "type": "sleep"}
+    assert backend.ask_plugin_host("ab" * 32, [question], timeout_s=60, memory_mb=256)
     backend.close()
 
 
