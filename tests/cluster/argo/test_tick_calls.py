@@ -59,6 +59,7 @@ def test_a_restarted_tick_reads_only_the_workflows_written_since_their_records(
     assert sim_lab.sim is not None
     with sim_lab.sim.paused("kueue"):
         runs = [submit(sim_lab.backend, sleep_task("scan", 4, 0.1, split=2)) for _ in range(3)]
+        sim_lab.sim.settle()  # Argo wrote every workflow's status: none changes after this
         tick(sim_lab.backend, seen=Seen())
         versions = dict(Run.objects.values_list("pk", "version"))
         sim_lab.backend.custom.patch_namespaced_custom_object(
@@ -89,6 +90,7 @@ def test_a_workflow_written_with_its_status_unchanged_is_read_once_by_a_steady_p
     assert sim_lab.sim is not None
     with sim_lab.sim.paused("kueue"):
         runs = [submit(sim_lab.backend, sleep_task("scan", 4, 0.1, split=2)) for _ in range(2)]
+        sim_lab.sim.settle()  # Argo wrote every workflow's status: none changes after this
         seen = Seen()
         tick(sim_lab.backend, seen=seen)
         versions = dict(Run.objects.values_list("pk", "version"))
