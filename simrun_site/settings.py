@@ -151,7 +151,7 @@ WHITENOISE_USE_FINDERS = True
 CELERY_BROKER_URL = env.string("CELERY_BROKER_URL", "filesystem://localhost/")
 if CELERY_BROKER_URL.startswith("filesystem://"):
     _queue = private_folder(DATA_DIR / "broker")
-    for _sub in ("in", "processed", "control", "staging", "claimed", "bad"):
+    for _sub in ("in", "processed", "control", "staging", "claimed", "bad", "doorbell"):
         private_folder(_queue / _sub)
     # kombu's transport with atomic publishing and unreadable messages set aside in bad/
     # (simrun_site/file_broker.py; celery/kombu#1551 took the worker down)
@@ -165,8 +165,12 @@ if CELERY_BROKER_URL.startswith("filesystem://"):
         "staging_folder": str(_queue / "staging"),
         "claimed_folder": str(_queue / "claimed"),
         "bad_folder": str(_queue / "bad"),
-        # how often an idle worker looks for a task (kombu's default of 1 s delays every
-        # submission by half a second on average); a listing of a small folder costs little
+        # an idle worker waits on a doorbell of its own there, which every publisher rings,
+        # and looks at the queue folder anyway every doorbell_fallback_s
+        "doorbell_folder": str(_queue / "doorbell"),
+        "doorbell_fallback_s": 2.0,
+        # how often a worker looks for a task when it has no doorbell, or when its threads
+        # are all busy (an ack rings nobody): kombu's 1 s would delay the next task
         "polling_interval": 0.1,
     }
     # Threads, not the prefork pool: on a broker without an event loop (this one polls)

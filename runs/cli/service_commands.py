@@ -199,13 +199,19 @@ def serve(args: argparse.Namespace) -> int:
 
 
 def clean_broker() -> None:
-    """What producers killed half way left in the file broker's staging and control folders."""
+    """What producers killed half way left in the file broker's staging and control folders,
+    and the doorbells of consumers that died."""
     from django.conf import settings
 
+    from simrun_site.broker_doorbell import clean_doorbells
     from simrun_site.file_broker import clean_control, clean_staging
 
     options = getattr(settings, "CELERY_BROKER_TRANSPORT_OPTIONS", {})
-    for option, clean in (("staging_folder", clean_staging), ("control_folder", clean_control)):
+    for option, clean in (
+        ("staging_folder", clean_staging),
+        ("control_folder", clean_control),
+        ("doorbell_folder", clean_doorbells),
+    ):
         if folder := options.get(option):
             clean(Path(str(folder)))
 

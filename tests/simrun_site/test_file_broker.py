@@ -130,23 +130,29 @@ def test_serve_cleans_both_folders_before_it_starts_the_services(
     tmp_path: Path, settings: Any
 ) -> None:
     """What `simrun serve` runs before the services start: the staging and control
-    folders of the configured broker lose what killed producers left there."""
+    folders of the configured broker lose what killed producers left there, the doorbell
+    folder the doorbells of consumers that died."""
     from runs.cli.service_commands import clean_broker
 
-    staging, control = tmp_path / "staging", tmp_path / "control"
+    staging, control, doorbell = tmp_path / "staging", tmp_path / "control", tmp_path / "doorbell"
     left = [
         staging / "left.q.msg",
         control / ".simrun.exchange.0b5e5c1e-6a55-4d8e-9f5c-8d1b0b7a2e11",
+        doorbell / "123.0b5e5c1e6a55.fifo",
     ]
     for path in left:
         path.parent.mkdir()
-        path.write_bytes(b"")
+        if path.parent == doorbell:
+            os.mkfifo(path)
+        else:
+            path.write_bytes(b"")
         os.utime(path, (time.time() - 3600, time.time() - 3600))
     settings.CELERY_BROKER_TRANSPORT_OPTIONS = {
         "staging_folder": str(staging),
         "control_folder": str(control),
+        "doorbell_folder": str(doorbell),
     }
 
     clean_broker()
 
-    assert [path.exists() for path in left] == [False, False]
+    assert [path.exists() for path in left] == [False, False, False]
