@@ -35,15 +35,18 @@ class Doorbell:
         # before would find no reader and remove it
         hidden = folder / f".{name}"
         os.mkfifo(hidden, 0o600)
+        self._fds: list[int] = []
         try:
-            self._read_fd = os.open(hidden, os.O_RDONLY | os.O_NONBLOCK | os.O_NOFOLLOW)
+            self._fds.append(os.open(hidden, os.O_RDONLY | os.O_NONBLOCK | os.O_NOFOLLOW))
             # held open for writing too, so a ringer that leaves is no end-of-file
-            self._write_fd = os.open(hidden, os.O_WRONLY | os.O_NONBLOCK | os.O_NOFOLLOW)
+            self._fds.append(os.open(hidden, os.O_WRONLY | os.O_NONBLOCK | os.O_NOFOLLOW))
             self.path = folder / name
             os.rename(hidden, self.path)
         except BaseException:
             hidden.unlink(missing_ok=True)
+            self._close_fds()
             raise
+        self._read_fd = self._fds[0]
 
     def wait(self, timeout_s: float) -> bool:
         """Wait until a publisher rings or `timeout_s` passes; whether it rang."""
@@ -61,9 +64,12 @@ class Doorbell:
     def close(self) -> None:
         """Remove the doorbell and close both ends."""
         self.path.unlink(missing_ok=True)
-        for fd in (self._read_fd, self._write_fd):
+        self._close_fds()
+
+    def _close_fds(self) -> None:
+        while self._fds:
             with contextlib.suppress(OSError):
-                os.close(fd)
+                os.close(self._fds.pop())
 
 
 def ring_all(folder: Path) -> None:
