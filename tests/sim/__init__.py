@@ -5,11 +5,11 @@ kubeconfig, and drive it through the controls of the cluster object. What is sim
 where each behaviour comes from: docs/simulator.md.
 """
 
-from tests.sim.apiserver import AccessRecord
 from tests.sim.argo.packing import NodeStatusStorage
 from tests.sim.argo.templates import ExecutorConfig, node_id, pod_name
 from tests.sim.cluster import NodeSpec, SimCluster
 from tests.sim.registry import Build, BuildKit, Registry
+from tests.sim.routes import AccessRecord
 
 __all__ = [
     "AccessRecord",

@@ -10,11 +10,13 @@ as a merge patch, 400 for an object sent as a JSON patch), delete (200 gone / 20
 with grace, propagation and preconditions), deletecollection, `pods/<name>/log` (container,
 tailLines, limitBytes, follow) and `pods/<name>/eviction`. Every request is appended to
 `access_log` as the (verb, group, resource, namespace, subresource, name) RBAC would check.
+
+What requests mean apart from HTTP lives beside it: paths and RBAC verbs (`routes`), list
+pages (`lists`), patch types (`patches`), `fieldValidation` (`decoding`).
 """
 
 from __future__ import annotations
 
-import base64
 import json
 import sys
 import threading
@@ -27,19 +29,15 @@ from typing import Any, Protocol
 from urllib.parse import parse_qs, urlparse
 
 from tests.sim import status
-from tests.sim.field_rules import Problem
-from tests.sim.patches import PatchError, json_patch, merge_patch, strategic_merge
-from tests.sim.resources import JOBS, PODS, ResourceInfo
+from tests.sim.decoding import validation_mode
+from tests.sim.lists import list_page, metadata_only
+from tests.sim.patches import check_patch_type, patcher
+from tests.sim.resources import JOBS, PODS
 from tests.sim.routes import AccessRecord, Route, flag, parse_route, rbac_verb, watch_view
 from tests.sim.selectors import field_matcher, label_matcher
 from tests.sim.status import ApiError
-from tests.sim.store import IGNORE, STRICT, WARN, Obj, Store, meta
+from tests.sim.store import Obj, Store, meta
 
-JSON_PATCH = "application/json-patch+json"
-MERGE_PATCH = "application/merge-patch+json"
-STRATEGIC = "application/strategic-merge-patch+json"
-META_VERSION = "meta.k8s.io/v1"
-APPLY = "application/apply-patch+yaml"
 ORPHAN_WARNING = (
     '299 - "child pods are preserved by default when jobs are deleted; set '
     "propagationPolicy=Background to remove them or set propagationPolicy=Orphan to suppress "
@@ -209,7 +207,7 @@ class _Handler(BaseHTTPRequestHandler):
         params = self._params()
         verb = rbac_verb(method, route, params)
         info = route.info
-        view = "metadata" if _metadata_only(self.headers.get("Accept") or "") else ""
+        view = "metadata" if metadata_only(self.headers.get("Accept") or "") else ""
         self.api.access_log.append(
             AccessRecord(
                 verb,
@@ -238,26 +236,8 @@ class _Handler(BaseHTTPRequestHandler):
         items, rv = self.api.store.objects(
             route.info, route.namespace, self._matcher(route, params)
         )
-        body: dict[str, Any] = {
-            "kind": f"{route.info.kind}List",
-            "apiVersion": route.info.api_version,
-            "metadata": {"resourceVersion": str(rv)},
-        }
-        start = 0
-        if params.get("continue"):
-            token = json.loads(base64.b64decode(params["continue"]))
-            start, body["metadata"]["resourceVersion"] = token["start"], token["rv"]
-        limit = int(params.get("limit") or 0)
-        page = items[start : start + limit] if limit else items[start:]
-        if limit and start + limit < len(items):
-            token = {"start": start + limit, "rv": body["metadata"]["resourceVersion"]}
-            body["metadata"]["continue"] = base64.b64encode(json.dumps(token).encode()).decode()
-            body["metadata"]["remainingItemCount"] = len(items) - start - limit
-        if _metadata_only(self.headers.get("Accept") or ""):
-            body["kind"], body["apiVersion"] = "PartialObjectMetadataList", META_VERSION
-            body["items"] = [_metadata_item(obj) for obj in page]
-        else:
-            body["items"] = [_as_item(route.info, obj) for obj in page]
+        metadata = metadata_only(self.headers.get("Accept") or "")
+        body = list_page(route.info, items, rv, params, metadata)
         self._send(200, body)
 
     def _watch(self, route: Route, namespace: str, params: dict[str, str]) -> None:
@@ -308,25 +288,6 @@ class _Handler(BaseHTTPRequestHandler):
         data = self.api.logs.read_log(obj, container, tail, limit, previous)
         self._send(200, data, "text/plain")
 
-    def _validation(self, params: dict[str, str], options: str) -> tuple[str, list[str]]:
-        """`fieldValidation` of a write (Warn when not given, as the server defaults it), and
-        the list its warnings go to; 422 for a value it does not know."""
-        mode = params.get("fieldValidation") or WARN
-        if mode not in (IGNORE, STRICT, WARN):
-            problem = Problem(
-                "NotSupported",
-                "fieldValidation",
-                mode,
-                'supported values: "Ignore", "Strict", "Warn"',
-            )
-            raise ApiError(
-                422,
-                "Invalid",
-                f'{options}.meta.k8s.io "" is invalid: {problem.text()}',
-                {"kind": options, "group": "meta.k8s.io", "causes": [problem.cause()]},
-            )
-        return mode, []
-
     def _written(self, code: int, obj: Any, warnings: list[str]) -> None:
         """The answer of a write, with a `Warning` header per dropped field (RFC 7234)."""
         headers = {"Warning": ", ".join(f"299 - {json.dumps(w)}" for w in warnings)}
@@ -352,7 +313,7 @@ class _Handler(BaseHTTPRequestHandler):
                 },
             )
             return
-        mode, warnings = self._validation(params, "CreateOptions")
+        mode, warnings = validation_mode(params, "CreateOptions"), list[str]()
         created = self.api.store.create(
             route.info, namespace, body, validation=mode, warnings=warnings
         )
@@ -362,7 +323,7 @@ class _Handler(BaseHTTPRequestHandler):
         body = self._body()
         if not isinstance(body, dict):
             raise status.bad_request("the body of the request must be an object")
-        mode, warnings = self._validation(params, "UpdateOptions")
+        mode, warnings = validation_mode(params, "UpdateOptions"), list[str]()
         obj = self.api.store.replace(
             route.info,
             namespace,
@@ -377,34 +338,12 @@ class _Handler(BaseHTTPRequestHandler):
     def _patch(self, route: Route, namespace: str, params: dict[str, str]) -> None:
         info, name = route.info, route.name or ""
         ctype = (self.headers.get("Content-Type") or "").split(";")[0].strip()
-        accepted = [JSON_PATCH, MERGE_PATCH, APPLY] + ([] if info.custom else [STRATEGIC])
-        if ctype not in (JSON_PATCH, MERGE_PATCH, STRATEGIC) or ctype not in accepted:
-            raise status.unsupported_media_type(accepted)
+        check_patch_type(info, ctype)
         body = self._body()
-
-        def change(current: Obj) -> Obj:
-            try:
-                if ctype == JSON_PATCH:
-                    return json_patch(current, body)
-                if not isinstance(body, dict):
-                    raise status.invalid(
-                        info,
-                        "",
-                        f'patch: Invalid value: "{json.dumps(body)}": couldn\'t get '
-                        "version/kind; json parse error: json: cannot unmarshal array into Go "
-                        'value of type struct { APIVersion string "json:\\"apiVersion,omitempty'
-                        '\\""; Kind string "json:\\"kind,omitempty\\"" }',
-                    )
-                if ctype == MERGE_PATCH:
-                    return merge_patch(current, body)
-                return strategic_merge(current, body)
-            except TypeError as error:
-                raise status.bad_request(str(error)) from error
-            except PatchError as error:
-                raise status.invalid(info, name, f"patch: {error}") from error
+        change = patcher(info, name, ctype, body)
 
         patch = json.dumps(body, separators=(",", ":"))
-        mode, warnings = self._validation(params, "PatchOptions")
+        mode, warnings = validation_mode(params, "PatchOptions"), list[str]()
         obj = self.api.store.apply_update(
             info, namespace, name, change, route.sub, patch, validation=mode, warnings=warnings
         )
@@ -445,32 +384,6 @@ class _Handler(BaseHTTPRequestHandler):
                 "items": items,
             },
         )
-
-
-def _as_item(info: ResourceInfo, obj: Obj) -> Obj:
-    """A list item: built-in types drop their kind and apiVersion, custom ones keep them."""
-    if info.custom:
-        return obj
-    return {k: v for k, v in obj.items() if k not in ("kind", "apiVersion")}
-
-
-def _metadata_only(accept: str) -> bool:
-    """Whether the Accept header asks for a list of the objects' metadata only (what
-    `PartialObjectMetadataList` of meta.k8s.io/v1 serves for any resource, Kubernetes ≥ 1.15)."""
-    for media in accept.split(","):
-        kind, *parameters = (part.strip() for part in media.split(";"))
-        found = dict(p.partition("=")[::2] for p in parameters)
-        if kind == "application/json" and found == {
-            "as": "PartialObjectMetadataList",
-            "g": "meta.k8s.io",
-            "v": "v1",
-        }:
-            return True
-    return False
-
-
-def _metadata_item(obj: Obj) -> Obj:
-    return {"kind": "PartialObjectMetadata", "apiVersion": META_VERSION, "metadata": meta(obj)}
 
 
 def _event(kind: str, obj: Obj) -> bytes:

@@ -26,7 +26,7 @@ from tests.sim.admission import (
     priority_admission,
     service_account_admission,
 )
-from tests.sim.apiserver import AccessRecord, ApiServer
+from tests.sim.apiserver import ApiServer
 from tests.sim.argo.controller import DONE, ArgoController
 from tests.sim.argo.packing import NodeStatusPacker, NodeStatusStorage
 from tests.sim.argo.server import ArgoServer
@@ -49,6 +49,7 @@ from tests.sim.resources import (
     WORKLOAD_PRIORITY_CLASSES,
     ResourceInfo,
 )
+from tests.sim.routes import AccessRecord
 from tests.sim.scheduling import Scheduler, TaintManager
 from tests.sim.store import Obj, Store, meta
 from tests.waiting import DEADLINE_S, wait_for

@@ -31,7 +31,8 @@ Images: the current Python environment runs every container; what an image has b
 Logs are files kept while the pod exists and removed with it (seed 003 K11). Node loss
 (`kill_node`) kills the node's containers at once and stops reporting its pods; when the
 node comes back, a pod still there that was running reports its containers terminated
-`ContainerStatusUnknown` (137) and fails, one being deleted is confirmed gone.
+`ContainerStatusUnknown` (137) and fails, one being deleted is confirmed gone. What a pod's
+status says is `tests.sim.pod_status`.
 """
 
 from __future__ import annotations
@@ -54,6 +55,7 @@ from tests.sim.containers import (
     start_process,
     tree_memory,
 )
+from tests.sim.pod_status import container_status, lost, reported
 from tests.sim.quantities import memory_limit
 from tests.sim.resources import CONFIGMAPS, NODES, PODS, SECRETS
 from tests.sim.scheduling import ENDED
@@ -130,7 +132,7 @@ class Kubelet:
                 if meta(pod).get("deletionTimestamp"):
                     self.store.delete(PODS, meta(pod)["namespace"], meta(pod)["name"], grace=0)
                 elif phase == "Running":  # it ran on this node before the node was lost
-                    self.store.modify(PODS, meta(pod)["namespace"], meta(pod)["name"], _lost)
+                    self.store.modify(PODS, meta(pod)["namespace"], meta(pod)["name"], lost)
                 elif phase not in ENDED:
                     self._start(pod)
                 continue
@@ -203,7 +205,7 @@ class Kubelet:
         spec = pod.get("spec") or {}
         if missing is not None:
             waiting = {"waiting": {"reason": "ContainerCreating"}}
-            statuses = [self._status_of(c, None, waiting) for c in spec.get("containers") or []]
+            statuses = [container_status(c, None, waiting) for c in spec.get("containers") or []]
             self.store.modify(
                 PODS,
                 meta(pod)["namespace"],
@@ -263,103 +265,8 @@ class Kubelet:
 
     # -- reporting -----------------------------------------------------------------------
 
-    @staticmethod
-    def _status_of(
-        spec: dict[str, Any], container: Container | None, state: dict[str, Any] | None = None
-    ) -> dict[str, Any]:
-        if state is None and container is not None:
-            if container.running:
-                state = {"running": {"startedAt": container.started_at}}
-            else:
-                terminated = {
-                    "exitCode": container.exit_code,
-                    "reason": container.reason,
-                    "startedAt": container.started_at,
-                    "finishedAt": container.finished_at,
-                }
-                if container.message:
-                    terminated["message"] = container.message
-                state = {"terminated": terminated}
-        running = container is not None and container.running
-        return {
-            "name": spec["name"],
-            "image": spec.get("image", ""),
-            "imageID": "",
-            "containerID": f"sim://{spec['name']}",
-            "ready": running,
-            "started": running,
-            "restartCount": 0,
-            "state": state or {},
-        }
-
     def _report(self, run: PodRun, pod: Obj) -> None:
-        spec = pod.get("spec") or {}
-        containers = [
-            self._status_of(c, run.containers.get(c["name"])) for c in spec.get("containers") or []
-        ]
-        init = [
-            {
-                "name": c["name"],
-                "image": c.get("image", ""),
-                "imageID": "",
-                "ready": True,
-                "restartCount": 0,
-                "state": {
-                    "terminated": {
-                        "exitCode": 0,
-                        "reason": "Completed",
-                        "startedAt": run.started_at,
-                        "finishedAt": run.started_at,
-                    }
-                },
-            }
-            for c in spec.get("initContainers") or []
-        ]
-        done = all(not c.running for c in run.containers.values())
-        failed = any(c.exit_code for c in run.containers.values())
-        phase = ("Failed" if failed else "Succeeded") if done else "Running"
-        ready = "False" if done else "True"
-        stamp = self.store.clock.stamp()
-
-        def apply(o: Obj) -> None:
-            current = o["status"]
-            scheduled = [c for c in current.get("conditions") or [] if c["type"] == "PodScheduled"]
-            previous = {c["type"]: c for c in current.get("conditions") or []}
-            conditions = [
-                *scheduled,
-                *(
-                    {
-                        "type": kind,
-                        "status": value,
-                        "lastTransitionTime": previous[kind]["lastTransitionTime"]
-                        if previous.get(kind, {}).get("status") == value
-                        else stamp,
-                        **({"reason": "PodCompleted"} if done and kind != "Initialized" else {}),
-                    }
-                    for kind, value in (
-                        ("Initialized", "True"),
-                        ("Ready", ready),
-                        ("ContainersReady", ready),
-                    )
-                ),
-            ]
-            extra = [
-                c
-                for c in current.get("conditions") or []
-                if c["type"] not in ("PodScheduled", "Initialized", "Ready", "ContainersReady")
-            ]
-            current.update(
-                phase=phase,
-                hostIP="127.0.0.1",
-                podIP="127.0.0.1",
-                podIPs=[{"ip": "127.0.0.1"}],
-                startTime=run.started_at,
-                conditions=conditions + extra,
-                containerStatuses=containers,
-            )
-            if init:
-                current["initContainerStatuses"] = init
-
+        apply = reported(pod, run.containers, run.started_at, self.store.clock.stamp())
         self.store.modify(PODS, run.namespace, run.name, apply)
 
     # -- controls ------------------------------------------------------------------------
@@ -460,21 +367,3 @@ class Kubelet:
                 return
             else:
                 time.sleep(0.05)
-
-
-def _lost(pod: Obj) -> None:
-    """A pod whose containers died with its node, as the kubelet back reports it: Failed,
-    each container terminated `ContainerStatusUnknown` with exit code 137."""
-    status = pod["status"]
-    for container in status.get("containerStatuses") or []:
-        started = ((container.get("state") or {}).get("running") or {}).get("startedAt")
-        container.update(ready=False, started=False)
-        container["state"] = {
-            "terminated": {
-                "exitCode": 137,
-                "reason": "ContainerStatusUnknown",
-                "message": "The container could not be located when the pod was terminated",
-                **({"startedAt": started} if started else {}),
-            }
-        }
-    status["phase"] = "Failed"

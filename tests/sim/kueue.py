@@ -36,6 +36,7 @@ from __future__ import annotations
 from decimal import Decimal
 from typing import Any
 
+from tests.sim.events import record_event
 from tests.sim.quantities import Amounts, amounts, fits, pod_requests, subtract, total
 from tests.sim.resources import (
     CLUSTER_QUEUES,
@@ -332,9 +333,8 @@ class Kueue:
         admitted = self.store.modify(PODS, meta(pod)["namespace"], meta(pod)["name"], ungate)
         if admitted is not None:
             self.admitted_at[meta(pod)["uid"]] = self.store.clock.time()
-            self.store.record_event(
-                admitted, "Started", "Admitted by clusterQueue", component="kueue-admission"
-            )
+            message = "Admitted by clusterQueue"
+            record_event(self.store, admitted, "Started", message, component="kueue-admission")
 
     def evict(self, pod: Obj, reason: str, message: str, grace: int | None = None) -> None:
         """Stop a pod as Kueue does: mark it `TerminationTarget`, then delete it."""
@@ -358,7 +358,7 @@ class Kueue:
         marked = self.store.modify(PODS, namespace, name, mark)
         if marked is None:
             return
-        self.store.record_event(marked, reason, message, component="kueue-admission")
+        record_event(self.store, marked, reason, message, component="kueue-admission")
         self.workloads.evicted(marked, message)
         self.store.delete(PODS, namespace, name, grace=grace)
 

@@ -9,12 +9,27 @@
   `$retainKeys`, `$deleteFromPrimitiveList/<f>` and `$setElementOrder/<f>` honoured. Lists
   without a strategy (`taints`, `tolerations`, `command`, `args`) are replaced whole. The same
   function applies Argo's `podSpecPatch` (`ApplyPodSpecPatch` in workflow/util/util.go).
+
+A PATCH request's content type picks one (`check_patch_type`, `patcher`): strategic merge on a
+custom resource → 415 (the apiserver's patch handler for CRDs), a list sent as a merge patch
+→ 422 "couldn't get version/kind", an object sent as a JSON patch → 400, a patch that cannot
+be applied → 422.
 """
 
 from __future__ import annotations
 
 import copy
+import json
+from collections.abc import Callable
 from typing import Any
+
+from tests.sim import status
+from tests.sim.resources import ResourceInfo
+
+JSON_PATCH = "application/json-patch+json"
+MERGE_PATCH = "application/merge-patch+json"
+STRATEGIC = "application/strategic-merge-patch+json"
+APPLY = "application/apply-patch+yaml"
 
 # patchMergeKey of the lists with patchStrategy "merge" in the core API types, by field name.
 MERGE_KEYS = {
@@ -203,3 +218,41 @@ def strategic_merge(target: Any, patch: Any) -> Any:
     if isinstance(retain, list):
         result = {k: v for k, v in result.items() if k in retain}
     return result
+
+
+def check_patch_type(info: ResourceInfo, content_type: str) -> None:
+    """415 for a patch type the resource does not take (strategic merge on a custom resource;
+    server-side apply, not simulated)."""
+    accepted = [JSON_PATCH, MERGE_PATCH, APPLY] + ([] if info.custom else [STRATEGIC])
+    if content_type not in (JSON_PATCH, MERGE_PATCH, STRATEGIC) or content_type not in accepted:
+        raise status.unsupported_media_type(accepted)
+
+
+def patcher(
+    info: ResourceInfo, name: str, content_type: str, body: Any
+) -> Callable[[dict[str, Any]], dict[str, Any]]:
+    """The change a PATCH of `content_type` with `body` makes to a copy of the stored object
+    (the errors as the server answers them)."""
+
+    def change(current: dict[str, Any]) -> dict[str, Any]:
+        try:
+            if content_type == JSON_PATCH:
+                return json_patch(current, body)
+            if not isinstance(body, dict):
+                raise status.invalid(
+                    info,
+                    "",
+                    f'patch: Invalid value: "{json.dumps(body)}": couldn\'t get '
+                    "version/kind; json parse error: json: cannot unmarshal array into Go "
+                    'value of type struct { APIVersion string "json:\\"apiVersion,omitempty'
+                    '\\""; Kind string "json:\\"kind,omitempty\\"" }',
+                )
+            if content_type == MERGE_PATCH:
+                return merge_patch(current, body)
+            return strategic_merge(current, body)
+        except TypeError as error:
+            raise status.bad_request(str(error)) from error
+        except PatchError as error:
+            raise status.invalid(info, name, f"patch: {error}") from error
+
+    return change

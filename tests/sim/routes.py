@@ -13,8 +13,9 @@ from dataclasses import dataclass
 from typing import Any
 
 from tests.sim import status
+from tests.sim.history import Change
 from tests.sim.resources import ResourceInfo, lookup
-from tests.sim.store import Change, Obj, meta
+from tests.sim.store import Obj, meta
 
 
 @dataclass(frozen=True)

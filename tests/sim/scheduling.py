@@ -26,6 +26,7 @@ from decimal import Decimal
 from typing import Any
 
 from tests.sim.clock import parse_timestamp
+from tests.sim.events import record_event
 from tests.sim.quantities import Amounts, amounts, pod_requests, short_of, subtract, total
 from tests.sim.resources import NODES, PODS
 from tests.sim.selectors import matches_node_selector
@@ -183,8 +184,8 @@ class Scheduler:
             PODS, meta(pod)["namespace"], meta(pod)["name"], lambda o: _set_condition(o, condition)
         )
         if reason == "Unschedulable":
-            self.store.record_event(
-                pod, "FailedScheduling", message, "Warning", "default-scheduler"
+            record_event(
+                self.store, pod, "FailedScheduling", message, "Warning", "default-scheduler"
             )
 
     def _bind(self, pod: Obj, node_name: str) -> bool:
@@ -199,7 +200,8 @@ class Scheduler:
         bound = self.store.modify(PODS, meta(pod)["namespace"], meta(pod)["name"], bind)
         if bound is None:
             return False
-        self.store.record_event(
+        record_event(
+            self.store,
             bound,
             "Scheduled",
             f"Successfully assigned {meta(pod)['namespace']}/{meta(pod)['name']} to {node_name}",
@@ -249,7 +251,8 @@ class TaintManager:
             evict_at = eviction_time(node, pod)
             if evict_at is not None and now >= evict_at:
                 name = f"{meta(pod)['namespace']}/{meta(pod)['name']}"
-                self.store.record_event(
+                record_event(
+                    self.store,
                     pod,
                     "TaintManagerEviction",
                     f"Marking for deletion Pod {name}",

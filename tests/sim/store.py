@@ -2,9 +2,8 @@
 
 Every write takes the next resourceVersion of one counter shared by all types (as etcd's
 revision is), stores a new object (stored objects are never changed in place, so readers may
-hold them without copies) and appends a change to a bounded history that watches replay
-from. A watch from a resourceVersion older than the history answers 410 Expired
-(`compact` drops the history, as etcd compaction does).
+hold them without copies) and appends a change to the history that watches replay from
+(`tests.sim.history`). Writes are decoded as `fieldValidation` asks (`tests.sim.decoding`).
 
 Deletion follows the registry: an object with finalizers, or a pod bound to a node that has
 not ended, gets `deletionTimestamp` and stays until its finalizers are gone and (for a pod)
@@ -21,35 +20,20 @@ import threading
 import uuid
 from collections import defaultdict
 from collections.abc import Callable
-from dataclasses import dataclass
 from typing import Any
 
 from tests.sim import status
 from tests.sim.clock import SimClock, timestamp
-from tests.sim.pod_rules import quantity_error
-from tests.sim.resources import EVENTS, JOBS, PODS, ResourceInfo, all_resources
-from tests.sim.schemas import field_errors
+from tests.sim.decoding import STRICT, decode
+from tests.sim.history import Change, History
+from tests.sim.resources import JOBS, PODS, ResourceInfo, all_resources
 from tests.sim.selectors import Matcher
 from tests.sim.validation import problems_of_new, problems_of_update
-
-STRICT, WARN, IGNORE = "Strict", "Warn", "Ignore"
-"""The values of `fieldValidation` (`Warn` is the server's default since 1.27)."""
 
 Obj = dict[str, Any]
 Admission = Callable[[ResourceInfo, Obj], None]
 # Types whose status is written only through the status subresource.
 _STATUS_SUBRESOURCE = {r.key for r in all_resources() if "status" in r.subresources}
-
-
-@dataclass(frozen=True)
-class Change:
-    """One write, as a watch reports it."""
-
-    rv: int
-    type: str  # ADDED, MODIFIED, DELETED
-    info: ResourceInfo
-    obj: Obj
-    old: Obj | None
 
 
 def meta(obj: Obj) -> dict[str, Any]:
@@ -66,9 +50,7 @@ class Store:
         self._changed = threading.Condition(self.lock)
         self._objects: dict[tuple[str, str], dict[tuple[str, str], Obj]] = defaultdict(dict)
         self._rv = 1
-        self._history: list[Change] = []
-        self._oldest = 1
-        self._history_limit = history_limit
+        self._history = History(history_limit)
         self.admission: list[Admission] = []
         self.strict = True
         """Refuse unknown and mistyped fields of every create, replace and patch."""
@@ -116,34 +98,10 @@ class Store:
         validation: str = STRICT,
         warnings: list[str] | None = None,
     ) -> None:
-        """Decode an object as the API server does under `fieldValidation` (`validation`):
-        `Strict` refuses unknown fields (`status.refused_fields`), `Warn` (the server's
-        default) drops each with a warning, `Ignore` drops them silently. Values of the
-        wrong type and missing fields are refused whatever it asks; so is a malformed
-        quantity (a decoding error, 400)."""
-        if not self.strict:
-            return
-        name = meta(obj).get("name") or ""
-        errors = field_errors(obj)
-        if errors:
-            unknown = [e for e in errors if e.unknown]
-            if validation == STRICT or len(unknown) < len(errors):
-                raise status.refused_fields(
-                    info,
-                    name,
-                    errors if validation == STRICT else [e for e in errors if not e.unknown],
-                    patch,
-                )
-            for error in unknown:
-                _drop(obj, error.parts)
-                if warnings is not None and validation == WARN:
-                    warnings.append(f'unknown field "{error.path}"')
-        broken = quantity_error(info, obj)
-        if broken is not None:
-            raise status.bad_request(
-                f'{info.kind} in version "{info.version}" cannot be handled as a {info.kind}: '
-                + broken
-            )
+        """Decode an object as `fieldValidation` asks (`decoding.decode`), unless the store
+        is not `strict`."""
+        if self.strict:
+            decode(info, obj, patch, validation=validation, warnings=warnings)
 
     def _write(self, info: ResourceInfo, obj: Obj, kind: str, old: Obj | None) -> Obj:
         self._rv += 1
@@ -154,10 +112,6 @@ class Store:
         else:
             self._objects[info.key][key] = obj
         self._history.append(Change(self._rv, kind, info, obj, old))
-        if len(self._history) > self._history_limit * 5 // 4:
-            drop = len(self._history) - self._history_limit
-            self._oldest = self._history[drop - 1].rv
-            del self._history[:drop]
         self._changed.notify_all()
         return obj
 
@@ -412,12 +366,7 @@ class Store:
     def changes_since(self, rv: int) -> list[Change]:
         """The changes after `rv`; 410 Expired when the history no longer reaches back."""
         with self.lock:
-            if rv < self._oldest:
-                raise status.gone(f"too old resource version: {rv} ({self._oldest})")
-            if not self._history:
-                return []
-            # resourceVersions are consecutive, one per change: index by subtraction
-            return self._history[max(0, rv + 1 - self._history[0].rv) :]
+            return self._history.since(rv)
 
     def wait(self, since_rv: int, timeout: float) -> bool:
         """Wait until something is written after `since_rv` (or the store closes)."""
@@ -434,56 +383,10 @@ class Store:
     def compact(self) -> None:
         """Forget the history, as etcd compaction does: older watches get 410."""
         with self.lock:
-            self._history.clear()
-            self._oldest = self._rv
+            self._history.compact(self._rv)
 
     def close(self) -> None:
         """End every watch."""
         with self._changed:
             self.closed = True
             self._changed.notify_all()
-
-    # -- events --------------------------------------------------------------------------
-
-    def record_event(
-        self,
-        involved: Obj,
-        reason: str,
-        message: str,
-        kind: str = "Normal",
-        component: str = "sim",
-    ) -> None:
-        """Write a core v1 Event about an object, as controllers report what they did."""
-        m = meta(involved)
-        namespace = m.get("namespace") or "default"
-        now = self.clock.stamp()
-        event = {
-            "metadata": {"name": f"{m['name']}.{uuid.uuid4().hex[:16]}", "namespace": namespace},
-            "involvedObject": {
-                "kind": involved.get("kind"),
-                "apiVersion": involved.get("apiVersion"),
-                "name": m["name"],
-                "namespace": m.get("namespace"),
-                "uid": m.get("uid"),
-            },
-            "reason": reason,
-            "message": message,
-            "type": kind,
-            "count": 1,
-            "source": {"component": component},
-            "reportingComponent": component,
-            "firstTimestamp": now,
-            "lastTimestamp": now,
-        }
-        self.create(EVENTS, namespace, event)
-
-
-def _drop(obj: Any, parts: tuple[str | int, ...]) -> None:
-    """Remove the field at `parts` (keys and indices) from `obj`, if it is there."""
-    *parents, last = parts
-    for part in parents:
-        obj = obj[int(part)] if isinstance(obj, list) else obj.get(part)
-        if obj is None:
-            return
-    if isinstance(obj, dict):
-        obj.pop(last, None)

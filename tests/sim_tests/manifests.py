@@ -89,6 +89,12 @@ def queued_pod(
 FAILS_FIRST = "import sys; sys.exit(int(sys.argv[1]) if sys.argv[2] == '0' else 0)"
 # Exits with its first argument.
 EXITS = "import sys; sys.exit(int(sys.argv[1]))"
+# simrun's retry strategy of a split task: 3 and 4 (analysis failures) are never retried.
+SPLIT_RETRIES = {
+    "limit": 100,
+    "retryPolicy": "Always",
+    "expression": "lastRetry.exitCode != '3' && lastRetry.exitCode != '4'",
+}
 
 
 def worker_template(

@@ -1,56 +1,18 @@
-"""The simulated Argo controller: DAGs, retries, substitutions, deletions, Stop, TTL."""
+"""The simulated Argo controller: DAGs, parameters, continueOn, gated attempts, Stop, TTL."""
 
 from __future__ import annotations
 
-from typing import Any
-
 from tests.sim import SimCluster, node_id, pod_name
-from tests.sim.argo.operation import RECENTLY_STARTED_S
 from tests.sim.fixtures import KubeApis
 from tests.sim_tests.manifests import (
-    FAILS_FIRST,
+    SPLIT_RETRIES,
     WAITS,
     logged,
     task,
     worker_template,
     workflow,
 )
-
-GROUP = ("argoproj.io", "v1alpha1")
-SPLIT_RETRIES = {
-    "limit": 100,
-    "retryPolicy": "Always",
-    "expression": "lastRetry.exitCode != '3' && lastRetry.exitCode != '4'",
-}
-
-
-def submit(kube: KubeApis, body: dict[str, Any]) -> None:
-    kube.custom.create_namespaced_custom_object(*GROUP, kube.namespace, "workflows", body)
-
-
-def wait_node(cluster: SimCluster, wf: str, name: str, *phases: str) -> dict[str, Any]:
-    """The status node `<wf>.<name>` once in one of `phases` (any phase when none given)."""
-
-    def reached() -> dict[str, Any] | None:
-        found = cluster.node_status(wf, name)
-        return found if found and (not phases or found["phase"] in phases) else None
-
-    return cluster.wait_for(reached, what=f"node {name} in {phases}")
-
-
-def pod_of(cluster: SimCluster, wf: str, name: str) -> dict[str, Any]:
-    """The pod of the node `<wf>.<name>`."""
-    return cluster.wait_for_pod(
-        lambda p: (
-            p["metadata"]["annotations"].get("workflows.argoproj.io/node-name") == f"{wf}.{name}"
-        ),
-        what=f"the pod of {name}",
-    )
-
-
-def main_env(pod: dict[str, Any]) -> dict[str, str]:
-    (main,) = [c for c in pod["spec"]["containers"] if c["name"] == "main"]
-    return {e["name"]: e.get("value", "") for e in main.get("env") or []}
+from tests.sim_tests.workflows import GROUP, main_env, pod_of, submit, wait_node
 
 
 def test_a_dag_runs_after_dependencies_and_names_its_nodes_like_argo(
@@ -122,207 +84,6 @@ def test_input_parameters_reach_the_pods_labels_env_and_priority_class(
     assert main_env(pod)["WORKER_PRIORITY"] == "simrun-agent-extra"
 
 
-def test_retries_follow_an_expression_comparing_exit_codes_as_strings(
-    kube: KubeApis, sim_cluster: SimCluster
-) -> None:
-    """A crash (1) is retried; an analysis failure (3) is not.
-
-    The cluster side of M8 (docs/behaviours.md), as the simulator reproduces it.
-    """
-    submit(
-        kube,
-        workflow(
-            "wf",
-            [
-                task("crash", "1", continueOn={"failed": True}),
-                task("analysis", "3", continueOn={"failed": True}),
-            ],
-            worker_template(code=FAILS_FIRST, retry=SPLIT_RETRIES),
-        ),
-    )
-    sim_cluster.wait_for_workflow("wf")
-    assert wait_node(sim_cluster, "wf", "crash")["phase"] == "Succeeded"
-    assert wait_node(sim_cluster, "wf", "crash(0)")["message"] == "main: Error (exit code 1)"
-    assert wait_node(sim_cluster, "wf", "crash(1)")["phase"] == "Succeeded"
-    analysis = wait_node(sim_cluster, "wf", "analysis")
-    assert (analysis["phase"], analysis["message"]) == (
-        "Failed",
-        "retryStrategy.expression evaluated to false",
-    )
-    assert len(analysis["children"]) == 1
-
-
-def test_each_attempt_gets_its_retries_and_last_exit_code_in_the_pod_spec_patch(
-    kube: KubeApis, sim_cluster: SimCluster
-) -> None:
-    """The patch of an attempt after an exit 137 sets the retry memory; the grace too.
-
-    The cluster side of M9 (docs/behaviours.md), as the simulator reproduces it.
-    """
-    memory = "{{=lastRetry.exitCode == '137' ? '2Gi' : '1Gi'}}"
-    patch = {
-        "terminationGracePeriodSeconds": 45,
-        "containers": [
-            {
-                "name": "main",
-                "resources": {"requests": {"memory": memory}, "limits": {"memory": memory}},
-                "env": [{"name": "ATTEMPT", "value": "{{retries}}"}],
-            }
-        ],
-    }
-    template = worker_template(code=FAILS_FIRST, retry=SPLIT_RETRIES, patch=patch)
-    submit(kube, workflow("wf", [task("w0", "137")], template))
-    sim_cluster.wait_for_workflow("wf")
-    first, second = pod_of(sim_cluster, "wf", "w0(0)"), pod_of(sim_cluster, "wf", "w0(1)")
-    limits = [
-        next(c for c in p["spec"]["containers"] if c["name"] == "main")["resources"]["limits"]
-        for p in (first, second)
-    ]
-    assert [lim["memory"] for lim in limits] == ["1Gi", "2Gi"]
-    assert [main_env(p)["ATTEMPT"] for p in (first, second)] == ["0", "1"]
-    assert second["spec"]["terminationGracePeriodSeconds"] == 45
-    assert main_env(second)["ARGO_TERMINATION_GRACE_PERIOD_SECONDS"] == "45"
-
-
-def test_a_kill_for_memory_reads_main_oomkilled_and_the_retry_gets_more_memory(
-    kube: KubeApis, sim_cluster: SimCluster
-) -> None:
-    """`main: OOMKilled (exit code 137)`, then the retry memory.
-
-    The cluster side of K6, C7 (docs/behaviours.md), as the simulator reproduces it.
-    """
-    memory = "{{=lastRetry.exitCode == '137' ? '1Gi' : '64Mi'}}"
-    patch = {
-        "containers": [
-            {
-                "name": "main",
-                "resources": {"requests": {"memory": memory}, "limits": {"memory": memory}},
-            }
-        ]
-    }
-    # the first attempt holds 200 MB until killed; the retry, with 1Gi, ends at once
-    hog = "import sys, time; hog = bytearray(200 * 2**20); time.sleep(60 * (sys.argv[2] == '0'))"
-    submit(
-        kube,
-        workflow("wf", [task("w0")], worker_template(code=hog, retry=SPLIT_RETRIES, patch=patch)),
-    )
-    assert sim_cluster.wait_for_workflow("wf")["status"]["phase"] == "Succeeded"
-    killed = wait_node(sim_cluster, "wf", "w0(0)")
-    assert (killed["phase"], killed["message"]) == ("Failed", "main: OOMKilled (exit code 137)")
-    assert killed["outputs"]["exitCode"] == "137"
-
-
-def test_a_preempted_attempt_errors_pod_deleted_without_exit_code_and_is_retried(
-    kube: KubeApis, sim_cluster: SimCluster
-) -> None:
-    """Argo marks the deleted attempt Error `pod deleted`, no exit code, and retries.
-
-    The cluster side of K2 (docs/behaviours.md), as the simulator reproduces it.
-    """
-    template = worker_template(
-        code=f"import sys\nif sys.argv[2] == '0': exec({WAITS!r})", retry=SPLIT_RETRIES
-    )
-    submit(kube, workflow("wf", [task("w0")], template))
-    wait_node(sim_cluster, "wf", "w0(0)", "Running")
-    first = pod_of(sim_cluster, "wf", "w0(0)")
-    sim_cluster.wait_for(lambda: logged(kube, first["metadata"]["name"]))
-    sim_cluster.advance(RECENTLY_STARTED_S)
-    sim_cluster.preempt(first["metadata"]["name"])
-    deleted = wait_node(sim_cluster, "wf", "w0(0)", "Error")
-    assert deleted["message"] == "pod deleted"
-    assert "outputs" not in deleted
-    assert sim_cluster.wait_for_workflow("wf")["status"]["phase"] == "Succeeded"
-    assert wait_node(sim_cluster, "wf", "w0(1)")["phase"] == "Succeeded"
-
-
-def test_a_pod_missing_soon_after_its_node_started_is_made_again_not_taken_as_deleted(
-    kube: KubeApis, sim_cluster: SimCluster
-) -> None:
-    """Argo takes a missing pod as deleted only RECENTLY_STARTED_POD_DURATION (10 s) after its
-    node started (its informer may lag); until then the node runs on and its pod is made
-    again (`executeContainer` creates a pod it does not find). Later: `pod deleted` (K2)."""
-    submit(kube, workflow("wf", [task("w0")], worker_template(code=WAITS, args=())))
-    wait_node(sim_cluster, "wf", "w0", "Running")
-    first = pod_of(sim_cluster, "wf", "w0")
-    sim_cluster.wait_for(lambda: logged(kube, first["metadata"]["name"]))
-    sim_cluster.preempt(first["metadata"]["name"])
-    again = sim_cluster.wait_for_pod(
-        lambda p: p["metadata"]["uid"] != first["metadata"]["uid"], what="the pod made again"
-    )
-    assert again["metadata"]["name"] == first["metadata"]["name"]
-    assert wait_node(sim_cluster, "wf", "w0")["phase"] in ("Pending", "Running")
-    sim_cluster.wait_for(lambda: logged(kube, again["metadata"]["name"]))
-    sim_cluster.advance(RECENTLY_STARTED_S)
-    sim_cluster.preempt(again["metadata"]["name"])
-    assert wait_node(sim_cluster, "wf", "w0", "Error")["message"] == "pod deleted"
-
-
-def test_a_pod_deleted_before_argo_saw_it_run_is_created_again_as_the_same_attempt(
-    kube: KubeApis, sim_cluster: SimCluster
-) -> None:
-    """No retry: the attempt stays, a new pod of the same name is made.
-
-    The cluster side of K3 (docs/behaviours.md), as the simulator reproduces it.
-    """
-    template = worker_template(code=WAITS, args=(), retry=SPLIT_RETRIES)
-    with sim_cluster.paused("kueue"):
-        submit(kube, workflow("wf", [task("w0")], template))
-        first = pod_of(sim_cluster, "wf", "w0(0)")
-        sim_cluster.pause("argo")  # Argo saw the pod only gated
-    sim_cluster.wait_for(lambda: logged(kube, first["metadata"]["name"]))
-    sim_cluster.preempt(first["metadata"]["name"])
-    sim_cluster.wait_for(lambda: not sim_cluster.workflow_pods("wf"), what="the pod gone")
-    sim_cluster.resume("argo")
-    again = sim_cluster.wait_for_pod(
-        lambda p: (
-            p["metadata"]["name"] == first["metadata"]["name"]
-            and p["metadata"]["uid"] != first["metadata"]["uid"]
-        ),
-        what="the pod made again",
-    )
-    assert again["metadata"]["annotations"]["workflows.argoproj.io/node-name"] == "wf.w0(0)"
-    retry = wait_node(sim_cluster, "wf", "w0")
-    assert len(retry["children"]) == 1
-    assert wait_node(sim_cluster, "wf", "w0(0)")["phase"] in ("Pending", "Running")
-
-
-def test_an_attempt_after_a_preemption_that_followed_a_kill_gets_the_first_memory(
-    kube: KubeApis, sim_cluster: SimCluster
-) -> None:
-    """Argo's expressions know only the last attempt.
-
-    The cluster side of K9 (docs/behaviours.md), as the simulator reproduces it.
-    """
-    memory = "{{=lastRetry.exitCode == '137' ? '2Gi' : '1Gi'}}"
-    patch = {
-        "containers": [
-            {
-                "name": "main",
-                "resources": {"requests": {"memory": memory}, "limits": {"memory": memory}},
-            }
-        ]
-    }
-    code = (
-        f"import sys\nif sys.argv[2] == '0': sys.exit(137)\nif sys.argv[2] == '1': exec({WAITS!r})"
-    )
-    submit(
-        kube,
-        workflow("wf", [task("w0")], worker_template(code=code, retry=SPLIT_RETRIES, patch=patch)),
-    )
-    second = pod_of(sim_cluster, "wf", "w0(1)")
-    sim_cluster.wait_for(lambda: logged(kube, second["metadata"]["name"]))
-    sim_cluster.advance(RECENTLY_STARTED_S)
-    sim_cluster.preempt(second["metadata"]["name"])
-    third = pod_of(sim_cluster, "wf", "w0(2)")
-    memories = [
-        next(c for c in p["spec"]["containers"] if c["name"] == "main")["resources"]["limits"][
-            "memory"
-        ]
-        for p in (second, third)
-    ]
-    assert memories == ["2Gi", "1Gi"]
-
-
 def test_continue_on_lets_a_failed_leaf_pass_and_a_failed_dependency_omits_its_dependents(
     kube: KubeApis, sim_cluster: SimCluster
 ) -> None:
@@ -351,32 +112,6 @@ def test_continue_on_lets_a_failed_leaf_pass_and_a_failed_dependency_omits_its_d
     assert sim_cluster.wait_for_workflow("bad")["status"]["phase"] == "Failed"
     merge = wait_node(sim_cluster, "bad", "merge")
     assert (merge["type"], merge["phase"]) == ("Skipped", "Omitted")
-
-
-def test_the_retry_limit_ends_retries(kube: KubeApis, sim_cluster: SimCluster) -> None:
-    """Every attempt, whatever ended it, counts against the limit.
-
-    The cluster side of K8 (docs/behaviours.md), as the simulator reproduces it.
-    """
-    retry = {"limit": 1, "retryPolicy": "Always"}
-    submit(kube, workflow("wf", [task("w0", "1")], worker_template(retry=retry)))
-    sim_cluster.wait_for_workflow("wf")
-    node = wait_node(sim_cluster, "wf", "w0")
-    assert (node["phase"], node["message"]) == ("Failed", "No more retries left")
-    assert len(node["children"]) == 2
-
-
-def test_a_backoff_waits_on_the_simulated_clock(kube: KubeApis, sim_cluster: SimCluster) -> None:
-    retry = {"limit": 3, "retryPolicy": "Always", "backoff": {"duration": "60s", "factor": 2}}
-    submit(kube, workflow("wf", [task("w0", "1")], worker_template(code=FAILS_FIRST, retry=retry)))
-    waiting = sim_cluster.wait_for(
-        lambda: (n := sim_cluster.node_status("wf", "w0")) and n.get("message") and n
-    )
-    assert waiting["message"] == "Backoff for 60 seconds"
-    sim_cluster.settle()
-    assert sim_cluster.node_status("wf", "w0(1)") is None
-    sim_cluster.advance(61)
-    assert wait_node(sim_cluster, "wf", "w0(1)", "Succeeded")
 
 
 def test_a_gated_attempt_and_its_retry_node_are_pending_until_it_runs(

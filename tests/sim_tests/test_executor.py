@@ -12,7 +12,7 @@ from tests.sim.argo.templates import ARGO_CONFIGMAP
 from tests.sim.fixtures import KubeApis
 from tests.sim.resources import WORKFLOWS
 from tests.sim_tests.manifests import task, workflow
-from tests.sim_tests.test_argo import pod_of, submit
+from tests.sim_tests.workflows import pod_of, submit
 
 
 def _executor_resources(pod: dict[str, Any]) -> list[Any]:
