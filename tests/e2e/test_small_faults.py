@@ -7,14 +7,14 @@ from __future__ import annotations
 import contextlib
 import json
 import os
+import signal
 import urllib.error
 import urllib.request
 from pathlib import Path
 
-import psutil
 import pytest
 
-from tests.e2e.commands import processes_of
+from cluster.local.attempts import Attempt, read_attempts
 from tests.e2e.serving import run_state, serving, small_workflow, submitted_run
 from tests.waiting import wait_for
 
@@ -105,12 +105,15 @@ def test_a_lost_attempt_leaves_no_partial_unit_output(tmp_path: Path) -> None:
             timeout=120,
             what="a unit being computed",
         )
-        attempts = [a for a in (run_dir / "pods").glob("naps-*/*") if a.is_dir()]
-        pods = [p for p in processes_of(served.data_dir) if p.name() == "simrun-worker"]
-        assert pods, "no pod process found"
-        for pod in pods:
-            with contextlib.suppress(psutil.Error):
-                pod.parent().kill()  # its supervisor
+        # every attempt started so far has its supervisor and its pod process recorded and
+        # running: a pod still starting when the others' supervisors are killed would
+        # compute its units (a minute each) to the end
+        started = wait_for(lambda: _running_attempts(run_dir), timeout=60, what="the pods")
+        for attempt in started:
+            assert attempt.supervisor is not None
+            with contextlib.suppress(ProcessLookupError):
+                os.kill(attempt.supervisor.pid, signal.SIGKILL)
+        attempts = [attempt.path for attempt in started]
         partial = sorted(p.name for p in units.iterdir() if p.name.startswith("."))
         wait_for(
             lambda: all((a / "exit.json").exists() for a in attempts),
@@ -123,3 +126,16 @@ def test_a_lost_attempt_leaves_no_partial_unit_output(tmp_path: Path) -> None:
     assert partial
     assert lost and all(lost), lost
     assert left == []
+
+
+def _running_attempts(run_dir: Path) -> list[Attempt] | None:
+    """The attempts of the run's pods, once each has a live supervisor and pod process."""
+    attempts = [a for pod in (run_dir / "pods").glob("naps-*") for a in read_attempts(pod)]
+    running = all(
+        a.supervisor is not None
+        and a.supervisor.alive()
+        and a.child is not None
+        and a.child.alive()
+        for a in attempts
+    )
+    return attempts if attempts and running else None
