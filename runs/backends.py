@@ -7,6 +7,7 @@ from functools import cache
 from django.conf import settings
 
 from runs.ports import Backend
+from runs.store import local_package_rules
 
 
 @cache
@@ -24,6 +25,7 @@ def backend() -> Backend:
             poll_s=min(0.25, settings.SIMRUN_POLL_S),
             standby=settings.SIMRUN_LOCAL_STANDBY,
             standby_idle_s=settings.SIMRUN_LOCAL_STANDBY_IDLE_S,
+            local_packages=local_package_rules(),
         )
     from cluster.argo.backend import ArgoBackend
     from cluster.argo.config import ClusterConfig
@@ -53,5 +55,6 @@ def backend() -> Backend:
             argo_server_token_file=settings.SIMRUN_ARGO_SERVER_TOKEN_FILE,
             argo_server_ca_file=settings.SIMRUN_ARGO_SERVER_CA_FILE,
             argo_server_insecure=settings.SIMRUN_ARGO_SERVER_INSECURE,
+            local_packages=local_package_rules(),
         )
     )

@@ -28,11 +28,14 @@ from importlib.metadata import PackageNotFoundError, requires, version
 from importlib.util import find_spec
 from pathlib import Path
 
-from runs.local_packages import identity_text, local_packages, tree_digest
+from runs.local_packages import (
+    PROJECT_MAX_BYTES,
+    LocalPackageRules,
+    identity_text,
+    local_packages,
+    tree_digest,
+)
 from simrun_harness import store_reads
-
-PROJECT_MAX_BYTES = 16 * 1024 * 1024
-"""The largest pyproject.toml or uv.lock of a model read for its environment."""
 
 SERVICE_ENVIRONMENT = "service"
 HARNESS = "simrun-harness"
@@ -96,14 +99,20 @@ def harness_constraints() -> bytes:
     return "".join(f"{line}\n" for line in sorted(lines)).encode()
 
 
-def environment_context(model_dir: Path, *, constraints: bytes | None = None) -> dict[str, bytes]:
+def environment_context(
+    model_dir: Path,
+    *,
+    constraints: bytes | None = None,
+    local_rules: LocalPackageRules | None = None,
+) -> dict[str, bytes]:
     """The flat build context of a model's environment; empty when it has no pyproject.toml.
 
     The context holds the model's `pyproject.toml` and its `uv.lock`, or, without a lock,
     the pinned constraints it is resolved under: `constraints` when given (those a run was
     resolved under before, e.g. the run a crate records), else the harness's as installed.
     Only the dependencies are installed, not the model project itself (its files are in the
-    snapshot every pod reads).
+    snapshot every pod reads). `local_rules`: where its local packages may lie besides the
+    snapshot (none: only there), LocalPackageRefused for one elsewhere.
     """
     # a snapshot's files, read without following a link (the snapshot is below its store's
     # `snapshots/`): a pyproject.toml linked to a secret would otherwise be built, and echoed
@@ -119,7 +128,7 @@ def environment_context(model_dir: Path, *, constraints: bytes | None = None) ->
         )
     else:
         context[CONSTRAINTS_FILE] = harness_constraints() if constraints is None else constraints
-    packages = local_packages(model_dir)
+    packages = local_packages(model_dir, local_rules)
     if packages:
         context[LOCAL_PACKAGES_FILE] = identity_text(packages)
         context[SOURCE_DIR_FILE] = str(model_dir.resolve()).encode()
@@ -145,12 +154,15 @@ def environment_digest(context: Mapping[str, bytes], python: str, harness: str) 
 
 
 def model_environment(
-    model_dir: Path, *, constraints: bytes | None = None
+    model_dir: Path,
+    *,
+    constraints: bytes | None = None,
+    local_rules: LocalPackageRules | None = None,
 ) -> tuple[str, dict[str, bytes]]:
     """The environment a model runs in and its context: (`SERVICE_ENVIRONMENT`, {}) without
     a pyproject.toml, else (its digest for this Python and harness, its context).
-    `constraints`: as for `environment_context`."""
-    context = environment_context(model_dir, constraints=constraints)
+    `constraints`, `local_rules`: as for `environment_context`."""
+    context = environment_context(model_dir, constraints=constraints, local_rules=local_rules)
     if not context:
         return SERVICE_ENVIRONMENT, {}
     return environment_digest(context, python_version(), harness_identity()), context

@@ -6,8 +6,13 @@ the model directory, possibly `editable`). Their version says nothing about thei
 the environment's identity includes the digest of each one's files: editing a plugin gives
 the next run a new environment with the new code, never the old one from a cache.
 
-A relative path must stay inside the model directory, because the environment is built from
-the model's snapshot, which holds only that directory. No Django here.
+The model is the submitter's, and the service reads these files (to name the environment, and
+on a cluster to pack them into the image's build): a package lies inside the model's
+snapshot, named by a relative path that stays in it, or inside a directory the operator
+allows (`LocalPackageRules.roots`, SIMRUN_LOCAL_PACKAGE_ROOTS), named by its absolute path.
+Nothing else is read: not a `..` out of either, not a sources entry no dependency uses. Every
+file is read below its root without following a link (`simrun_harness.store_reads`), within
+limits of entries and bytes. No Django here.
 """
 
 from __future__ import annotations
@@ -15,22 +20,48 @@ from __future__ import annotations
 import hashlib
 import json
 import os
+import posixpath
+import re
+import stat
 import tomllib
-from collections.abc import Iterator
-from dataclasses import dataclass
-from pathlib import Path
+from collections.abc import Iterable, Iterator
+from dataclasses import dataclass, field
+from pathlib import Path, PurePosixPath
 from typing import Any
 from urllib.parse import unquote, urlparse
 
 from runs.snapshots import SKIPPED_DIRS
+from simrun_harness import store_reads
 
 PROJECT_FILE = "pyproject.toml"
+PROJECT_MAX_BYTES = 16 * 1024 * 1024
+"""The largest pyproject.toml or uv.lock of a model read for its environment."""
+MAX_DEPTH = 64
+"""The deepest directory of a local package read (a package's code is never that deep)."""
 # build artefacts of a package are not its code
 _SKIPPED = SKIPPED_DIRS | {"build", "dist", ".ruff_cache", ".tox", ".nox"}
+_NAME = re.compile(r"^\s*([A-Za-z0-9][A-Za-z0-9._-]*)")
+_EXECUTABLE = stat.S_IXUSR | stat.S_IXGRP | stat.S_IXOTH
 
 
 class LocalPackageRefused(ValueError):
     """A local path the environment cannot install; the message names it and says why."""
+
+
+@dataclass(frozen=True)
+class LocalPackageRules:
+    """Where a model's local packages may lie besides its snapshot, and how large each is."""
+
+    roots: tuple[Path, ...] = ()
+    """Directories the operator allows (SIMRUN_LOCAL_PACKAGE_ROOTS), absolute."""
+    max_entries: int = 10_000
+    """Files and directories of one package looked at (SIMRUN_UPLOAD_MAX_FILES)."""
+    max_bytes: int = 256 * 1024 * 1024
+    """Bytes of one package read (SIMRUN_LOCAL_PACKAGE_MAX_BYTES)."""
+
+    def allowed(self) -> str:
+        names = ", ".join(str(root) for root in self.roots) or "none"
+        return f"SIMRUN_LOCAL_PACKAGE_ROOTS: {names}"
 
 
 @dataclass(frozen=True)
@@ -41,95 +72,257 @@ class LocalPackage:
     path: Path
     digest: str
     written: str = ""  # how the pyproject.toml names it: a file:// URL or a path
+    root: Path = field(default=Path("/"), compare=False)
+    """The directory it is read below, no link followed: the store, or an allowed root."""
 
     @property
     def relative(self) -> bool:
         """Named by a path relative to the model directory (else by an absolute one)."""
-        return not (self.written.startswith("file:") or Path(self.written).is_absolute())
+        written = self.written
+        if written.lower().startswith("file:"):
+            written = unquote(urlparse(written).path)
+        return not PurePosixPath(written).is_absolute()
 
     def identity(self) -> dict[str, str]:
         """What names this package in an environment's identity (not where it lies)."""
         return {"name": self.name, "digest": self.digest}
 
 
+@dataclass(frozen=True)
+class PackageFile:
+    """One regular file of a local package, as read."""
+
+    path: str  # relative to the package, with `/`; "" for a package that is one file
+    data: bytes
+    executable: bool
+
+
 def package_files(path: Path) -> Iterator[Path]:
-    """The files of a package directory in a stable order, without caches, version-control
-    and build directories, and without symbolic links."""
+    """The files of a trusted package directory (the service's own, an installed plugin) in
+    a stable order, without caches, version-control and build directories, and without
+    symbolic links."""
     for folder, dirs, files in os.walk(path):
-        dirs[:] = sorted(d for d in dirs if d not in _SKIPPED and not d.endswith(".egg-info"))
+        dirs[:] = sorted(d for d in dirs if not _skipped(d))
         for name in sorted(files):
             file = Path(folder) / name
             if not file.is_symlink() and file.is_file():
                 yield file
 
 
-def tree_digest(path: Path) -> str:
-    """SHA-256 of a directory's files (relative path, executable bit, content), skipping
-    caches, version-control and build directories; of the bytes for a single file."""
+def _skipped(directory: str) -> bool:
+    return directory in _SKIPPED or directory.endswith(".egg-info")
+
+
+def files_digest(files: Iterable[PackageFile]) -> str:
+    """SHA-256 of a package's files (relative path, executable bit, content); of the bytes
+    for a package that is one file."""
     digest = hashlib.sha256()
-    if path.is_file():
-        digest.update(path.read_bytes())
-        return digest.hexdigest()
-    for file in package_files(path):
-        rel = file.relative_to(path).as_posix().encode()
-        content = hashlib.sha256(file.read_bytes()).digest()
-        executable = b"x" if os.access(file, os.X_OK) else b"-"
+    for file in files:
+        if not file.path:
+            digest.update(file.data)
+            continue
+        rel = file.path.encode()
+        executable = b"x" if file.executable else b"-"
+        content = hashlib.sha256(file.data).digest()
         digest.update(len(rel).to_bytes(8, "big") + rel + executable + content)
     return digest.hexdigest()
 
 
-def _name(requirement: str) -> str:
-    return requirement.split("@", 1)[0].split("[", 1)[0].strip()
+def tree_digest(path: Path) -> str:
+    """`files_digest` of a trusted directory (or file): the harness, an installed plugin."""
+    if path.is_file():
+        return files_digest([PackageFile("", path.read_bytes(), False)])
+    return files_digest(
+        PackageFile(file.relative_to(path).as_posix(), file.read_bytes(), os.access(file, os.X_OK))
+        for file in package_files(path)
+    )
 
 
-def _declared_paths(project: dict[str, Any], model_dir: Path) -> dict[str, tuple[str, Path]]:
-    """name → (how it is written, the path it points at) of every local dependency."""
-    found: dict[str, tuple[str, Path]] = {}
-    for requirement in project.get("project", {}).get("dependencies", []):
-        if "@" in requirement and "file://" in requirement:
-            url = requirement.split("@", 1)[1].split(";", 1)[0].strip()
-            found[_name(requirement)] = (url, Path(unquote(urlparse(url).path)))
-    sources = project.get("tool", {}).get("uv", {}).get("sources", {})
+def read_package(package: LocalPackage, rules: LocalPackageRules) -> Iterator[PackageFile]:
+    """The files of a local package in a stable order, read below its root without following
+    a link (a link, a FIFO or a device is left out); LocalPackageRefused beyond the limits or
+    when the package itself is no directory or file there."""
+    what = f"{PROJECT_FILE}: the local package {package.name} ({package.written})"
+    budget = _Budget(rules, what)
+    try:
+        found = store_reads.kind(package.root, package.path)
+    except FileNotFoundError:  # a path out of its root (`..`): never opened
+        found = None
+    if found == "file":
+        file = budget.read(package.root, package.path, "")
+        if file is not None:
+            yield file
+        return
+    if found != "dir":
+        where = "the model directory" if package.relative else str(package.root)
+        shown = package.written if package.relative else package.path
+        raise LocalPackageRefused(
+            f"{what}: {shown} is no directory or file in {where} (a link is never followed)"
+        )
+    yield from _read_dir(package.root, package.path, "", budget, 1)
+
+
+@dataclass
+class _Budget:
+    rules: LocalPackageRules
+    what: str
+    entries: int = 0
+    bytes: int = 0
+
+    def look(self) -> None:
+        self.entries += 1
+        if self.entries > self.rules.max_entries:
+            raise LocalPackageRefused(
+                f"{self.what} holds more than {self.rules.max_entries} files and directories "
+                "(SIMRUN_UPLOAD_MAX_FILES)"
+            )
+
+    def read(self, root: Path, path: Path, rel: str) -> PackageFile | None:
+        """The file, None when it is gone or no regular file any more."""
+        try:
+            with store_reads.open_file(root, path) as handle:
+                mode = os.fstat(handle.fileno()).st_mode
+                data = handle.read(self.rules.max_bytes - self.bytes + 1)
+        except FileNotFoundError:
+            return None
+        self.bytes += len(data)
+        if self.bytes > self.rules.max_bytes:
+            raise LocalPackageRefused(
+                f"{self.what} holds more than {self.rules.max_bytes} bytes "
+                "(SIMRUN_LOCAL_PACKAGE_MAX_BYTES)"
+            )
+        return PackageFile(rel, data, bool(mode & _EXECUTABLE))
+
+
+def _read_dir(
+    root: Path, top: Path, prefix: str, budget: _Budget, depth: int
+) -> Iterator[PackageFile]:
+    """A directory's regular files (sorted), then its subdirectories' in order."""
+    if depth > MAX_DEPTH:
+        raise LocalPackageRefused(f"{budget.what} is nested deeper than {MAX_DEPTH} directories")
+    files: list[str] = []
+    dirs: list[str] = []
+    try:
+        with store_reads.directory(root, top / prefix) as fd, os.scandir(fd) as scan:
+            for item in scan:
+                budget.look()
+                if item.is_file(follow_symlinks=False):
+                    files.append(item.name)
+                elif item.is_dir(follow_symlinks=False) and not _skipped(item.name):
+                    dirs.append(item.name)
+    except FileNotFoundError:
+        return  # replaced since its parent was listed
+    for name in sorted(files):
+        file = budget.read(root, top / prefix / name, prefix + name)
+        if file is not None:
+            yield file
+    for name in sorted(dirs):
+        yield from _read_dir(root, top, f"{prefix}{name}/", budget, depth + 1)
+
+
+# --- what a pyproject.toml names -------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class _Declared:
+    name: str
+    written: str  # the path or file:// URL as written
+    where: str  # the entry, as a refusal names it
+    path: PurePosixPath  # as written: relative to the model directory, or absolute
+
+
+def canonical(name: str) -> str:
+    """A distribution name as PEP 503 compares it."""
+    return re.sub(r"[-_.]+", "-", name).lower()
+
+
+def _table(data: object, key: str) -> dict[str, Any]:
+    found = data.get(key) if isinstance(data, dict) else None
+    return found if isinstance(found, dict) else {}
+
+
+def _declared(project: dict[str, Any]) -> list[_Declared]:
+    """Every local path the environment installs: `file:` dependencies, and the `path` of
+    each sources entry a dependency uses (an entry no dependency uses is not looked at)."""
+    requirements = _table(project, "project").get("dependencies", [])
+    found: dict[str, _Declared] = {}
+    used: set[str] = set()
+    for requirement in requirements if isinstance(requirements, list) else []:
+        match = _NAME.match(requirement) if isinstance(requirement, str) else None
+        if match is None:
+            continue
+        used.add(canonical(match.group(1)))
+        url = requirement.split("@", 1)[1].split(";", 1)[0].strip() if "@" in requirement else ""
+        if url.lower().startswith("file:"):
+            where = f"the dependency {requirement!r}"
+            path = PurePosixPath(unquote(urlparse(url).path))
+            found[canonical(match.group(1))] = _Declared(match.group(1), url, where, path)
+    sources = _table(_table(_table(project, "tool"), "uv"), "sources")
     for name, source in sources.items():
+        if canonical(name) not in used:
+            continue
         for entry in source if isinstance(source, list) else [source]:
             if isinstance(entry, dict) and "path" in entry:
                 written = str(entry["path"])
-                target = Path(written)
-                if not target.is_absolute():
-                    target = model_dir / target
-                    inside = target.resolve().is_relative_to(model_dir.resolve())
-                    if not inside:
-                        raise LocalPackageRefused(
-                            f"{PROJECT_FILE}: [tool.uv.sources] {name} = {{ path = {written!r} }}"
-                            " leaves the model directory; the environment is built from the"
-                            " model's snapshot, so put the package inside the model directory"
-                            " or give an absolute path"
-                        )
-                found[name] = (written, target)
-    return found
+                where = f"[tool.uv.sources] {name} = {{ path = {written!r} }}"
+                found[canonical(name)] = _Declared(name, written, where, PurePosixPath(written))
+    return sorted(found.values(), key=lambda d: d.name)
 
 
-def local_packages(model_dir: Path) -> list[LocalPackage]:
-    """The local packages of a model's `pyproject.toml`, by name, each with its digest.
+def _placed(declared: _Declared, model_dir: Path, rules: LocalPackageRules) -> tuple[Path, Path]:
+    """(the root it is read below, its path) of a declared package; LocalPackageRefused for
+    a path outside the model directory and outside every allowed root."""
+    normal = posixpath.normpath(declared.path.as_posix())
+    if not declared.path.is_absolute():
+        if normal == ".." or normal.startswith("../"):
+            raise LocalPackageRefused(
+                f"{PROJECT_FILE}: {declared.where}: {declared.written} leaves the model "
+                "directory; a local package lies inside the model directory, named by a "
+                "relative path that stays in it (the environment is built from the model's "
+                "snapshot), or inside a directory allowed for local packages, named by its "
+                f"absolute path ({rules.allowed()})"
+            )
+        return model_dir.parent.parent, model_dir / normal
+    target = Path("/" + normal.lstrip("/"))
+    for root in rules.roots:
+        if target.is_relative_to(root):
+            return root, target
+    raise LocalPackageRefused(
+        f"{PROJECT_FILE}: {declared.where}: {target} is outside the model directory and "
+        f"outside the directories allowed for local packages ({rules.allowed()}); put the "
+        "package inside the model directory and name it by a relative path"
+    )
 
-    Raises LocalPackageRefused for a path that is missing or leaves the model directory.
+
+def local_packages(model_dir: Path, rules: LocalPackageRules | None = None) -> list[LocalPackage]:
+    """The local packages of a model's `pyproject.toml` (a snapshot's: read below its
+    store, no link followed), by name, each with its digest.
+
+    Raises LocalPackageRefused for a path outside the model directory and outside the
+    allowed roots, one that is no directory or file there, or one beyond the limits.
     """
-    project_file = model_dir / PROJECT_FILE
-    if not project_file.is_file():
-        return []
+    rules = rules or LocalPackageRules()
+    model_dir = Path(os.path.abspath(model_dir))
     try:
-        project = tomllib.loads(project_file.read_text())
+        text = store_reads.read_bytes(
+            model_dir.parent.parent, model_dir / PROJECT_FILE, limit=PROJECT_MAX_BYTES
+        )
+    except FileNotFoundError:
+        return []
+    except store_reads.TooLarge:
+        raise LocalPackageRefused(
+            f"{PROJECT_FILE}: larger than {PROJECT_MAX_BYTES} bytes"
+        ) from None
+    try:
+        project = tomllib.loads(text.decode())
     except (tomllib.TOMLDecodeError, UnicodeDecodeError) as exc:
         raise LocalPackageRefused(f"{PROJECT_FILE}: not valid TOML: {exc}") from None
     packages = []
-    for name, (written, path) in sorted(_declared_paths(project, model_dir).items()):
-        if not path.exists():
-            raise LocalPackageRefused(
-                f"{PROJECT_FILE}: the local package {name} ({written}) does not exist"
-            )
-        packages.append(
-            LocalPackage(name=name, path=path.resolve(), digest=tree_digest(path), written=written)
-        )
+    for declared in _declared(project):
+        root, path = _placed(declared, model_dir, rules)
+        found = LocalPackage(declared.name, path, "", declared.written, root)
+        digest = files_digest(read_package(found, rules))
+        packages.append(LocalPackage(declared.name, path, digest, declared.written, root))
     return packages
 
 

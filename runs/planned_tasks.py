@@ -14,7 +14,7 @@ from runs.observations import history
 from runs.planner import plan_task
 from runs.plans import Node, ResourcesJson, TaskPlanJson
 from runs.plugin_metadata import SERVICE_ENVIRONMENT, environment_at, service_environment
-from runs.store import store
+from runs.store import local_package_rules, store
 from runs.task_types import Types, registry
 from runs.type_refusals import SettingsInvalid, TooManyUnits, TypeUnavailable, UnitsFailed
 from runs.workflow import SplitMode, Workflow, WorkflowError, WorkflowInvalid
@@ -50,7 +50,7 @@ def types_for_model(model: str | None) -> Types:
     plugins, and the run's messages name a copy that differs)."""
     if not model:
         return registry()
-    ref, _ = model_environment(store().snapshot(model))
+    ref, _ = model_environment(store().snapshot(model), local_rules=local_package_rules())
     if ref == SERVICE_ENVIRONMENT:
         return registry()
     built = environment_at(store().environments, ref)

@@ -11,6 +11,7 @@ from pathlib import Path
 
 from django.conf import settings
 
+from runs.local_packages import LocalPackageRules
 from simrun_harness import store_reads, store_walks
 from simrun_harness.layout import MERGE_MARKER, RunPaths, StorePaths, TaskPaths
 from simrun_harness.report import WorkerReport, task_reports
@@ -41,6 +42,16 @@ def listing_limits(*, files: int | None = None) -> store_walks.WalkLimits:
         depth=settings.SIMRUN_LISTING_MAX_DEPTH,
         seconds=settings.SIMRUN_LISTING_MAX_S,
         files=files,
+    )
+
+
+def local_package_rules() -> LocalPackageRules:
+    """Where a model's local packages may lie besides its snapshot, and how large each may be
+    (SIMRUN_LOCAL_PACKAGE_ROOTS, SIMRUN_UPLOAD_MAX_FILES, SIMRUN_LOCAL_PACKAGE_MAX_BYTES)."""
+    return LocalPackageRules(
+        roots=tuple(Path(os.path.abspath(p)) for p in settings.SIMRUN_LOCAL_PACKAGE_ROOTS),
+        max_entries=settings.SIMRUN_UPLOAD_MAX_FILES,
+        max_bytes=settings.SIMRUN_LOCAL_PACKAGE_MAX_BYTES,
     )
 
 

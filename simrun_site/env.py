@@ -109,6 +109,17 @@ def path(name: str, default: Path) -> Path:
     return default if value is None or not value.strip() else Path(value).expanduser().resolve()
 
 
+def paths(name: str, default: list[Path]) -> list[Path]:
+    """A comma-separated list of paths, each `~` expanded and made absolute (not resolved:
+    compared as written)."""
+    value = raw(name)
+    if value is None:
+        return default
+    return [
+        Path(os.path.abspath(Path(p.strip()).expanduser())) for p in value.split(",") if p.strip()
+    ]
+
+
 def database(name: str, sqlite_file: Path, *, pool_size: int = 0) -> dict[str, object]:
     """Django's database settings from a URL (postgres://… or sqlite:///…), else SQLite.
 

@@ -236,6 +236,12 @@ SIMRUN_UPLOAD_MAX_FILES = env.integer("SIMRUN_UPLOAD_MAX_FILES", 10_000, minimum
 SIMRUN_UPLOAD_MAX_UNPACKED_BYTES = env.integer(
     "SIMRUN_UPLOAD_MAX_UNPACKED_BYTES", 8 * 1024**3, minimum=1
 )
+# A model's local packages (runs/local_packages.py): the directories besides its snapshot they
+# may lie in, and the bytes of one package read (its entries: SIMRUN_UPLOAD_MAX_FILES)
+SIMRUN_LOCAL_PACKAGE_ROOTS = env.paths("SIMRUN_LOCAL_PACKAGE_ROOTS", [])
+SIMRUN_LOCAL_PACKAGE_MAX_BYTES = env.integer(
+    "SIMRUN_LOCAL_PACKAGE_MAX_BYTES", 256 * 1024**2, minimum=1
+)
 # Listings of a run's files (outputs): entries looked at, directory levels, seconds
 SIMRUN_LISTING_MAX_ENTRIES = env.integer("SIMRUN_LISTING_MAX_ENTRIES", 100_000, minimum=1)
 SIMRUN_LISTING_MAX_DEPTH = env.integer("SIMRUN_LISTING_MAX_DEPTH", 32, minimum=1)

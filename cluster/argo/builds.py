@@ -98,7 +98,7 @@ def run_build(
     Raises ValueError (a context with a directory or too large), RuntimeError (the build
     failed), TimeoutError (it took longer than `config.build_timeout_s`).
     """
-    context = with_local_packages(context)
+    context = with_local_packages(context, config.local_packages)
     check_context(context)
     job = _create_job(batch, image, config)
     name = job["metadata"]["name"]

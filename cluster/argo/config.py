@@ -6,9 +6,10 @@ backend and its tests can build a `ClusterConfig` from plain values.
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 from cluster.argo.node_status import NODES_LIMIT_BYTES
+from runs.local_packages import LocalPackageRules
 
 SERVICE_ENVIRONMENT = "service"
 """The environment of a model without a pyproject.toml: the cluster's default image."""
@@ -71,6 +72,9 @@ class ClusterConfig:
     """The CA of the Argo server's certificate; empty: the system's CAs."""
     argo_server_insecure: bool = False
     """Skip the check of the Argo server's certificate (Argo's default self-signed one)."""
+    local_packages: LocalPackageRules = field(default_factory=LocalPackageRules)
+    """Where a model's local packages packed into its image's build may lie besides its
+    snapshot, and how large each may be (SIMRUN_LOCAL_PACKAGE_ROOTS)."""
 
     @property
     def registry_api(self) -> str:

@@ -42,6 +42,7 @@ from cluster.local.run_files import CANCELLED, STOPPED
 from cluster.local.run_index import RunIndex
 from cluster.local.standby import Standbys
 from cluster.local.statuses import RunStatuses, status_node
+from runs.local_packages import LocalPackageRules
 from runs.plans import Node
 from runs.ports import (
     LOG_LIMIT_BYTES,
@@ -80,6 +81,7 @@ class LocalBackend:
         scratch_gb: float | None = None,
         standby: int = 0,
         standby_idle_s: float = float("inf"),
+        local_packages: LocalPackageRules | None = None,
     ) -> None:
         """`store`: the run store; `cores`/`memory_gb`: what runs may use (default: this
         machine's less a margin); `priority_value`: a priority class's value (default
@@ -91,7 +93,8 @@ class LocalBackend:
         for (default: the free disk under the state directory, measured at each `nodes()`,
         less a margin); `standby`: how many standby pods the loop keeps per environment;
         `standby_idle_s`: an environment whose pods were last launched longer ago keeps
-        none."""
+        none; `local_packages`: where a model's local packages may lie besides its snapshot
+        (default: only there)."""
         self.store = StorePaths(Path(store))
         self.node_name = node_name or machine_name()
         self.cores = float(cores) if cores is not None else default_cores()
@@ -103,6 +106,7 @@ class LocalBackend:
         self.memory_poll_s = memory_poll_s
         self.kill_margin_s = kill_margin_s
         self.scratch_gb = scratch_gb
+        self.local_packages = local_packages or LocalPackageRules()
         self._standbys = self._standbys_of(standby, standby_idle_s)
         self._index = RunIndex(self.store, self.state / "workflows")
         self._statuses = RunStatuses(self._index.run)
@@ -298,7 +302,9 @@ class LocalBackend:
             raise KeyError(node)
 
     def build_image(self, context: Mapping[str, bytes], ref: str) -> None:
-        venvs.build_environment(context, ref, self.store.environments, self.wheels)
+        venvs.build_environment(
+            context, ref, self.store.environments, self.wheels, self.local_packages
+        )
 
     def has_image(self, ref: str) -> bool:
         return venvs.environment_exists(ref, self.store.environments)

@@ -36,7 +36,7 @@ from runs.environments import (
     local_packages_of,
     python_version,
 )
-from runs.local_packages import LocalPackage, local_packages, tree_digest
+from runs.local_packages import LocalPackage, LocalPackageRules, local_packages, tree_digest
 from simrun_harness.layout import check_name
 
 MARKER = ".simrun-environment.json"
@@ -183,8 +183,15 @@ def _write_marker(venv: Path, ref: str, context: Mapping[str, bytes]) -> None:
     (venv / MARKER).write_text(json.dumps(marker, indent=1))
 
 
-def build_environment(context: Mapping[str, bytes], ref: str, root: Path, wheels: Path) -> None:
-    """Build the environment `ref` from a flat context, unless it exists.
+def build_environment(
+    context: Mapping[str, bytes],
+    ref: str,
+    root: Path,
+    wheels: Path,
+    local_rules: LocalPackageRules | None = None,
+) -> None:
+    """Build the environment `ref` from a flat context, unless it exists. `local_rules`:
+    where the model's local packages may lie besides its snapshot (default: only there).
 
     Raises ValueError for a context that is not flat or has no pyproject.toml, RuntimeError
     with the last lines of the failing step's output when the build fails.
@@ -226,15 +233,18 @@ def build_environment(context: Mapping[str, bytes], ref: str, root: Path, wheels
         # rebuilds a directory named on the command line: an edited module is never installed
         # stale from the cache. Not `--refresh-package`, which uv refuses offline (UV_OFFLINE:
         # the tests run with the package index unreachable)
-        args += [_local_requirement(package) for package in local_packages(project)]
+        args += [_local_requirement(p) for p in local_packages(project, local_rules)]
         _run(args, project, "installing the environment")
         _write_marker(venv, ref, context)
-        try:
-            os.rename(venv, root / ref)
-        except OSError as exc:
-            if exc.errno not in (errno.EEXIST, errno.ENOTEMPTY) or not environment_exists(
-                ref, root
-            ):
-                raise
+        _publish(venv, root, ref)
     finally:
         shutil.rmtree(build, ignore_errors=True)
+
+
+def _publish(venv: Path, root: Path, ref: str) -> None:
+    """Rename a finished environment into place; one another process put there first wins."""
+    try:
+        os.rename(venv, root / ref)
+    except OSError as exc:
+        if exc.errno not in (errno.EEXIST, errno.ENOTEMPTY) or not environment_exists(ref, root):
+            raise

@@ -25,6 +25,7 @@ from runs.crates.record import (
 )
 from runs.models import ResourceObservation, Run, Snapshot, Task
 from runs.refusals import RunConflict
+from runs.store import local_package_rules
 from runs.task_types import COMMAND, plugin_identity, registry
 from simrun_harness.layout import MERGE_MARKER
 from simrun_harness.store_walks import WalkLimits, walk_files
@@ -115,7 +116,9 @@ def _environment(run: Run, store_root: Path) -> EnvironmentRecord:
     if not context and run.sources and ref != environments.SERVICE_ENVIRONMENT:
         # a run submitted before runs kept their environment's files: as it would be built now
         model = store_root / "snapshots" / run.sources[0]
-        context = environments.environment_context(model) if model.is_dir() else {}
+        context = {}
+        if model.is_dir():
+            context = environments.environment_context(model, local_rules=local_package_rules())
     files = [
         MadeFile(f"environment/{name}", context[name])
         for name in environments.KEPT_FILES

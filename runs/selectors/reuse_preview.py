@@ -16,6 +16,7 @@ from typing import Any
 from django.utils import timezone
 
 from runs.environments import model_environment
+from runs.local_packages import LocalPackageRefused
 from runs.models import Identity, Run, Snapshot
 from runs.planned_tasks import types_for_model
 from runs.plugin_metadata import SERVICE_ENVIRONMENT
@@ -29,7 +30,7 @@ from runs.reuse_plans import (
     match_output,
     reuse_split_task,
 )
-from runs.store import store
+from runs.store import local_package_rules, store
 from runs.task_types import COMMAND, Types
 from runs.type_refusals import SettingsInvalid, TypeUnavailable
 from runs.validation import load, load_data
@@ -76,21 +77,14 @@ def preview_reuse(
     """Per task: its key, its units, how many a submission now would reuse (from which
     runs) and why not more. Raises WorkflowInvalid and SubmissionRefused as a submission
     would."""
-    known = set(Snapshot.objects.filter(digest__in=sources).values_list("digest", flat=True))
-    missing = [d for d in sources if d not in known]
-    if missing:
-        raise SubmissionRefused(f"sources: unknown snapshot(s) {', '.join(missing)}")
-    if resume_from and not Run.objects.filter(pk=resume_from).exists():
-        raise SubmissionRefused(f"resume_from: no run {resume_from!r} (--resume RUN)")
-    model = sources[0] if sources else None
-    types = types_for_model(model)
+    model = _model_of(sources, resume_from)
+    types, environment = _types_and_environment(model)
     if isinstance(workflow, str):
         spec = load(workflow, types=types)
     elif isinstance(workflow, Workflow):
         spec = workflow
     else:
         spec = load_data(workflow, types=types)
-    environment = model_environment(store().snapshot(model))[0] if model else SERVICE_ENVIRONMENT
     tasks = [
         TaskToKey(
             task_id=t.id,
@@ -122,6 +116,31 @@ def preview_reuse(
                 for task in tasks
             ]
         )
+
+
+def _model_of(sources: list[str], resume_from: str | None) -> str | None:
+    """The model's snapshot digest (the first source); SubmissionRefused for an unknown
+    snapshot or an unknown run to resume."""
+    known = set(Snapshot.objects.filter(digest__in=sources).values_list("digest", flat=True))
+    missing = [d for d in sources if d not in known]
+    if missing:
+        raise SubmissionRefused(f"sources: unknown snapshot(s) {', '.join(missing)}")
+    if resume_from and not Run.objects.filter(pk=resume_from).exists():
+        raise SubmissionRefused(f"resume_from: no run {resume_from!r} (--resume RUN)")
+    return sources[0] if sources else None
+
+
+def _types_and_environment(model: str | None) -> tuple[Types, str]:
+    """The types a run of `model` is checked with and its environment; SubmissionRefused
+    for a model whose local packages cannot be installed, as a submission is refused."""
+    if not model:
+        return types_for_model(None), SERVICE_ENVIRONMENT
+    try:
+        types = types_for_model(model)
+        ref, _ = model_environment(store().snapshot(model), local_rules=local_package_rules())
+    except LocalPackageRefused as exc:
+        raise SubmissionRefused(f"sources: the model's {exc}") from None
+    return types, ref
 
 
 def _task_preview(

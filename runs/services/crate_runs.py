@@ -25,6 +25,7 @@ from django.db import transaction
 from runs import kept_environment
 from runs.crates.reading import CrateRefused, CrateRun, CrateSnapshot, read_crate
 from runs.environments import SERVICE_ENVIRONMENT, model_environment
+from runs.local_packages import LocalPackageRefused
 from runs.models import Identity, Run, Snapshot
 from runs.plans import Node
 from runs.plugin_metadata import environment_at, service_environment
@@ -33,7 +34,7 @@ from runs.services.snapshot_records import record_snapshot
 from runs.services.submission import create_run
 from runs.services.uploads import UploadLimits
 from runs.snapshots import Provenance, SnapshotRefused, snapshot_entries
-from runs.store import store
+from runs.store import local_package_rules, store
 from runs.task_types import COMMAND, Types, registry
 from runs.validation import load_data
 from runs.workflow import SplitMode
@@ -82,7 +83,12 @@ def _types(crate: CrateRun, root: Path) -> Types:
     if not crate.snapshots:
         return registry()
     model = root / "snapshots" / crate.snapshots[0].digest
-    ref, _ = model_environment(model, constraints=crate.constraints)
+    try:
+        ref, _ = model_environment(
+            model, constraints=crate.constraints, local_rules=local_package_rules()
+        )
+    except LocalPackageRefused as exc:
+        raise CrateRefused(f"the model's {exc}") from None
     if ref == SERVICE_ENVIRONMENT:
         return registry()
     return registry(environment_at(store().environments, ref) or service_environment())

@@ -37,7 +37,7 @@ from runs.services import background
 from runs.services.fair_share import admit_submission, claim_next_submission
 from runs.services.reuse import check_resume, plan_reuse
 from runs.states import RunState
-from runs.store import store
+from runs.store import local_package_rules, store
 from runs.task_types import COMMAND, Types
 from runs.validation import load, load_data, semantic_errors
 from runs.workflow import (
@@ -170,7 +170,7 @@ def _check_sources(sources: list[str]) -> str | None:
     model = sources[0] if sources else None
     if model:
         try:
-            local_packages(store().snapshot(model))
+            local_packages(store().snapshot(model), local_package_rules())
         except LocalPackageRefused as exc:
             raise SubmissionRefused(f"sources: the model's {exc}") from None
     return model
@@ -291,7 +291,9 @@ def environment_of(run: Run) -> tuple[str, dict[str, bytes]]:
     if not run.sources:
         return SERVICE_ENVIRONMENT, {}
     return environments.model_environment(
-        store().snapshot(run.sources[0]), constraints=kept_environment.kept_constraints(run.id)
+        store().snapshot(run.sources[0]),
+        constraints=kept_environment.kept_constraints(run.id),
+        local_rules=local_package_rules(),
     )
 
 

@@ -23,7 +23,7 @@ SHELL_SCRIPTS = ["deploy/local/dev.sh", "deploy/service/controller.sh", "deploy/
 NAME = re.compile(r"[A-Z][A-Z0-9_]*[A-Z0-9]")
 ENVIRONMENT_NAMES = {"env", "environ", "environment"}
 ENV_READERS = {"raw", "string", "boolean", "integer", "number", "choice", "choices", "strings"}
-ENV_READERS |= {"path"}
+ENV_READERS |= {"path", "paths"}
 ENV_READERS |= {"database", "get", "setdefault", "getenv"}
 # the system's own variables, passed on to the processes simrun starts: no settings of simrun
 SYSTEM = {"PATH", "PYTHONPATH", "HOME"}

@@ -119,9 +119,10 @@ def test_a_local_path_that_leaves_the_model_directory_is_refused_at_submission(
         )
     assert str(refused.value) == (
         "sources: the model's pyproject.toml: [tool.uv.sources] echo-plugin = "
-        "{ path = '../elsewhere' } leaves the model directory; the environment is built from "
-        "the model's snapshot, so put the package inside the model directory or give an "
-        "absolute path"
+        "{ path = '../elsewhere' }: ../elsewhere leaves the model directory; a local package "
+        "lies inside the model directory, named by a relative path that stays in it (the "
+        "environment is built from the model's snapshot), or inside a directory allowed for "
+        "local packages, named by its absolute path (SIMRUN_LOCAL_PACKAGE_ROOTS: none)"
     )
     assert not Run.objects.exists()
 

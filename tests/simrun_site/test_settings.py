@@ -73,6 +73,22 @@ def test_the_service_waits_two_minutes_for_a_merge_marker_by_default(tmp_path: P
     assert result.stdout.strip().splitlines()[-1] == "120.0", result.stderr
 
 
+def test_the_allowed_directories_of_local_packages_are_absolute_and_as_written(
+    tmp_path: Path,
+) -> None:
+    """SIMRUN_LOCAL_PACKAGE_ROOTS: `~` expanded, `..` taken out, a link in it not resolved
+    (a model names its packages by the path the operator gave)."""
+    (tmp_path / "real").mkdir()
+    (tmp_path / "linked").symlink_to(tmp_path / "real")
+    code = "from runs.store import local_package_rules as r; print(*r().roots, sep=',')"
+    roots = f"~/plugins, {tmp_path}/linked/../linked/lab"
+    env = {"SIMRUN_LOCAL_PACKAGE_ROOTS": roots, "HOME": str(tmp_path / "home")}
+    result = manage("shell", "-c", code, cwd=tmp_path, env=env)
+    assert result.stdout.strip().splitlines()[-1] == (
+        f"{tmp_path}/home/plugins,{tmp_path}/linked/lab"
+    ), result.stderr
+
+
 def _postgres_url() -> str:
     """The URL of the test run's Postgres database."""
     db = connection.settings_dict

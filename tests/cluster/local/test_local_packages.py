@@ -12,7 +12,7 @@ import uv
 
 from cluster.local import venvs
 from runs.environments import LOCAL_PACKAGES_FILE, SOURCE_DIR_FILE, model_environment
-from runs.local_packages import LocalPackageRefused, local_packages
+from runs.local_packages import LocalPackageRefused, LocalPackageRules, local_packages
 
 PLUGIN = """
 [build-system]
@@ -70,12 +70,13 @@ def test_an_edited_file_url_package_gets_a_new_environment_with_its_new_code(
     model.mkdir()
     (model / "pyproject.toml").write_text(model_pyproject(f"word-plugin @ {plugin.as_uri()}"))
     environments = tmp_path / "environments"
-    first, context = model_environment(model)
-    venvs.build_environment(context, first, environments, wheels)
+    rules = LocalPackageRules(roots=(plugin,))  # the operator allows the plugin's directory
+    first, context = model_environment(model, local_rules=rules)
+    venvs.build_environment(context, first, environments, wheels, rules)
     write_plugin(plugin, "second")
-    second, context = model_environment(model)
+    second, context = model_environment(model, local_rules=rules)
     assert second != first
-    venvs.build_environment(context, second, environments, wheels)
+    venvs.build_environment(context, second, environments, wheels, rules)
     assert (word_of(environments, first), word_of(environments, second)) == ("first", "second")
 
 
@@ -116,5 +117,6 @@ def test_a_missing_local_package_is_refused_naming_it(tmp_path: Path) -> None:
     with pytest.raises(LocalPackageRefused) as refused:
         local_packages(tmp_path)
     assert (
-        str(refused.value) == "pyproject.toml: the local package word-plugin (gone) does not exist"
+        str(refused.value) == "pyproject.toml: the local package word-plugin (gone): gone is no "
+        "directory or file in the model directory (a link is never followed)"
     )
