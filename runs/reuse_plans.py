@@ -26,7 +26,8 @@ from typing import Any
 from runs.models import Run, Task
 from runs.planned_tasks import count_units
 from runs.reuse import KeyDifference, KeyedTask, first_difference, task_key_parts
-from runs.store import store, task_paths
+from runs.snapshots import MANIFEST, MANIFEST_MAX_BYTES
+from runs.store import store, store_root, task_paths
 from runs.task_types import COMMAND, CommandType, Types, check_class_settings
 from runs.workflow import input_task
 from simrun_harness import store_reads
@@ -269,9 +270,16 @@ def stored_parts(run_id: str, task_id: str) -> dict[str, Any] | None:
 
 
 def _manifest(snapshot: str) -> dict[str, str]:
+    """A snapshot's manifest (path → content digest), read without following a link; empty
+    when it is absent, a link, too large or no JSON."""
     try:
-        entries = json.loads((store().snapshot(snapshot) / ".simrun-manifest.json").read_text())
+        data = store_reads.read_bytes(
+            store_root(), store().snapshot(snapshot) / MANIFEST, limit=MANIFEST_MAX_BYTES
+        )
+        entries = json.loads(data)
     except (OSError, ValueError):
+        return {}
+    if not isinstance(entries, list):
         return {}
     return {str(e[0]): str(e[1]) for e in entries if isinstance(e, list) and len(e) >= 2}
 

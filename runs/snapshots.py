@@ -29,6 +29,8 @@ SKIPPED_DIRS = frozenset(
 )
 CHUNK = 1024 * 1024
 MANIFEST = ".simrun-manifest.json"
+MANIFEST_MAX_BYTES = 64 * 1024 * 1024
+"""The largest manifest of a snapshot the service reads (a few hundred bytes per file)."""
 RESERVED_PREFIX = ".simrun-"
 """Names the store uses for itself in a snapshot or a run (`.simrun-manifest.json`,
 `.simrun-merged`, ...): no source file may take one."""

@@ -56,12 +56,16 @@ STATE_MAX_BYTES = 1024 * 1024
 """A state file is a few hundred bytes; a larger one is not one of ours."""
 
 
-def read_json(path: Path) -> dict[str, Any] | None:
+def read_json(path: Path, *, root: Path | None = None) -> dict[str, Any] | None:
     """The JSON object in `path`, None when the file does not exist. A run's code (the
     service's user here) may have replaced the file: a link, a FIFO or a device reads as
-    absent and at most STATE_MAX_BYTES are read (`store_reads`), so /dev/zero hangs nothing."""
+    absent and at most STATE_MAX_BYTES are read (`store_reads`), so /dev/zero hangs nothing.
+    `root`: the trusted directory `path` lies below (the run store, for a run's files), no
+    link below it followed; without it, only the file itself (the backend's own state)."""
+    if root is not None:
+        path = Path(os.path.abspath(path))
     try:
-        text = store_reads.read_bytes(path.parent, path.name, limit=STATE_MAX_BYTES)
+        text = store_reads.read_bytes(root or path.parent, path, limit=STATE_MAX_BYTES)
     except FileNotFoundError:
         return None
     data = json.loads(text)

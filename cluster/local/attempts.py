@@ -143,13 +143,33 @@ def attempt_path(pod_dir: Path, number: int) -> Path:
     return pod_dir / str(number)
 
 
+def store_of(pod_dir: Path | str) -> Path:
+    """The run store a pod's directory lies in (`<store>/runs/<run>/pods/<pod>`): the root
+    below which its files are read, no link followed (the run's code may put one anywhere
+    in its run's directory)."""
+    parents = Path(os.path.abspath(pod_dir)).parents
+    return parents[min(3, len(parents) - 1)]
+
+
+def attempt_numbers(pod_dir: Path | str) -> list[int]:
+    """The numbers of a pod's attempt directories, in order; none when the pod has no
+    directory (or a link holds its place: never followed)."""
+    try:
+        names = store_reads.names(store_of(pod_dir), os.path.abspath(pod_dir))
+    except FileNotFoundError:
+        return []
+    return sorted(int(n) for n in names if n.isascii() and n.isdigit())
+
+
 def read_attempt(path: Path) -> Attempt | None:
-    """The attempt in `path`, None while its attempt file is not written."""
-    spec = read_json(path / ATTEMPT_FILE)
+    """The attempt in `path`, None while its attempt file is not written (or a link holds
+    the place of the attempt's directory or a file of it: never followed)."""
+    root = store_of(path.parent)
+    spec = read_json(path / ATTEMPT_FILE, root=root)
     if spec is None:
         return None
-    evicted = read_json(path / EVICTED_FILE)
-    ended = read_json(path / EXIT_FILE)
+    evicted = read_json(path / EVICTED_FILE, root=root)
+    ended = read_json(path / EXIT_FILE, root=root)
     status = None if ended is None else ExitStatus.from_json(ended)
     eviction = None if evicted is None else Eviction(evicted["reason"], float(evicted["at"]))
     if eviction is not None and status is not None and eviction.at > status.ended:
@@ -160,8 +180,8 @@ def read_attempt(path: Path) -> Attempt | None:
         created=float(spec["created"]),
         cores=float(spec["cores"]),
         memory_gb=float(spec["memory_limit_gb"]),
-        supervisor=ProcessId.from_json(read_json(path / SUPERVISOR_FILE)),
-        child=ProcessId.from_json(read_json(path / CHILD_FILE)),
+        supervisor=ProcessId.from_json(read_json(path / SUPERVISOR_FILE, root=root)),
+        child=ProcessId.from_json(read_json(path / CHILD_FILE, root=root)),
         eviction=eviction,
         exit=status,
     )
@@ -169,10 +189,7 @@ def read_attempt(path: Path) -> Attempt | None:
 
 def read_attempts(pod_dir: Path) -> list[Attempt]:
     """Every attempt of a pod, oldest first."""
-    if not pod_dir.is_dir():
-        return []
-    numbers = sorted(int(p.name) for p in pod_dir.iterdir() if p.name.isdigit())
-    found = [read_attempt(attempt_path(pod_dir, n)) for n in numbers]
+    found = [read_attempt(attempt_path(pod_dir, n)) for n in attempt_numbers(pod_dir)]
     return [a for a in found if a is not None]
 
 
@@ -224,11 +241,13 @@ def settle_lost(attempt: Attempt, now: float) -> bool:
     if not supervisor_lost(attempt, now):
         return False
     kill_group(attempt.child, signal.SIGKILL)
-    spec = read_json(attempt.path / ATTEMPT_FILE) or {}
+    root = store_of(attempt.path.parent)
+    spec = read_json(attempt.path / ATTEMPT_FILE, root=root) or {}
     remove_partial_units(dict(spec.get("env") or {}))
     message = "its supervisor is gone"
     try:  # the pod's code may have replaced the log: no link followed, its end only read
-        with store_reads.open_file(attempt.path, SUPERVISOR_LOG) as log:
+        log_path = os.path.abspath(attempt.path / SUPERVISOR_LOG)
+        with store_reads.open_file(root, log_path) as log:
             size = log.seek(0, os.SEEK_END)
             log.seek(max(0, size - 4096))
             said = log.read(4096).decode(errors="replace").strip()

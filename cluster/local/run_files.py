@@ -56,9 +56,15 @@ class RunFiles:
         data = {"launch": launch_to_json(launch), "submitted": time.time()}
         create_json(self.pods / LAUNCH_FILE, data)
 
+    @property
+    def store_root(self) -> Path:
+        """The run store (`<store>/runs/<run>`): the run's files are read below it, no link
+        followed (its code may replace its `pods` directory with one)."""
+        return self.paths.root.parents[1]
+
     def launch(self) -> tuple[RunLaunch, float]:
         """The launch and its submission time; KeyError when the run has none."""
-        data = read_json(self.pods / LAUNCH_FILE)
+        data = read_json(self.pods / LAUNCH_FILE, root=self.store_root)
         if data is None:
             raise KeyError(self.run_id)
         return launch_from_json(data["launch"]), float(data["submitted"])
@@ -68,7 +74,7 @@ class RunFiles:
         create_json(self.pods / marker, {"at": time.time()})
 
     def marked_at(self, marker: str) -> float | None:
-        data = read_json(self.pods / marker)
+        data = read_json(self.pods / marker, root=self.store_root)
         return None if data is None else float(data["at"])
 
     @property

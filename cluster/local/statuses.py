@@ -43,6 +43,7 @@ import time
 from collections.abc import Callable, Collection, Hashable, Mapping, Sequence
 from dataclasses import dataclass, replace
 
+from cluster.local.attempts import attempt_numbers
 from cluster.local.dag import PodView, backend_status
 from cluster.local.launches import run_pods
 from cluster.local.run_files import RunFiles
@@ -103,10 +104,7 @@ def run_listing(run: RunFiles, launch: RunLaunch) -> _Listing:
     times = dict(zip([pods, *pod_dirs.values()], _times([pods, *pod_dirs.values()]), strict=True))
     attempts: dict[str, list[int]] = {}
     for pod, pod_dir in pod_dirs.items():
-        try:
-            numbers = sorted(int(n) for n in os.listdir(pod_dir) if n.isdigit())
-        except FileNotFoundError:
-            numbers = []
+        numbers = attempt_numbers(pod_dir)
         attempts[pod] = numbers
         folders = [os.path.join(pod_dir, str(n)) for n in numbers]
         times.update(zip(folders, _times(folders), strict=True))

@@ -10,12 +10,9 @@ import json
 from typing import Any
 
 from runs.models import Identity, Snapshot
-from runs.snapshots import MANIFEST, Provenance, SnapshotRefused
+from runs.snapshots import MANIFEST, MANIFEST_MAX_BYTES, Provenance, SnapshotRefused
 from runs.store import store, store_root
 from simrun_harness import store_reads
-
-MANIFEST_MAX_BYTES = 64 * 1024 * 1024
-"""A manifest lists every file of a snapshot: a few hundred bytes per file."""
 
 
 def record_snapshot(
