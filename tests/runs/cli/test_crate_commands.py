@@ -53,7 +53,9 @@ def test_export_writes_the_crate_where_asked(
 
     assert capsys.readouterr().out == f"exported run {run.pk} to {tmp_path / 'c.zip'}\n"
     with zipfile.ZipFile(tmp_path / "c.zip") as zipped:
-        assert zipped.namelist() == ["ro-crate-metadata.json"]
+        names = zipped.namelist()
+    assert {"ro-crate-metadata.json", "workflow.json"} <= set(names)
+    assert not [n for n in names if n.startswith(("tasks/", "snapshots/"))]  # metadata only
 
 
 def test_export_of_a_live_run_says_why_and_exits_1(

@@ -114,14 +114,40 @@ def test_every_data_entity_is_in_the_crate(store: Path, tmp_path: Path, model: b
 def test_metadata_only_describes_each_file_by_digest_and_size_without_its_bytes(
     store: Path, tmp_path: Path
 ) -> None:
+    """The store's files (snapshots, outputs, logs) are not held: each is a local identifier
+    with the path it would have; the workflow and the environment's files are held."""
     run = finished_scan()
     crate = exported(run, tmp_path / "crate", metadata_only=True)
 
-    assert [p.name for p in crate.iterdir()] == [METADATA_FILE]
-    entity = graph(crate)["tasks/scan/out/scan.json"]
+    held = {str(p.relative_to(crate)) for p in crate.rglob("*") if p.is_file()}
+    environment = {p for p in held if p.startswith("environment/")}
+    assert held - environment == {METADATA_FILE, "workflow.json"}
+    assert "environment/pyproject.toml" in environment
+    entities = graph(crate)
+    assert "tasks/scan/out/scan.json" not in entities
+    entity = entities["#tasks/scan/out/scan.json"]
     data = (task_paths(run.pk, "scan").out / "scan.json").read_bytes()
     assert entity["sha256"] == hashlib.sha256(data).hexdigest()
     assert entity["contentSize"] == str(len(data))
+    assert entity["localPath"] == "tasks/scan/out/scan.json"
+    assert entity["@type"] == "File"
+    out = entities["#tasks/scan/out/"]
+    assert {"@id": "#tasks/scan/out/scan.json"} in out["hasPart"]
+    assert {"@id": "#tasks/scan/out/"} in entities["#run"]["result"]
+    assert any(e.startswith("#snapshots/") and e.endswith("repressilator.ant") for e in entities)
+
+
+@pytest.mark.slow
+def test_a_metadata_only_crate_is_valid_for_every_profile_it_declares(
+    store: Path, tmp_path: Path
+) -> None:
+    crate = exported(finished_scan(), tmp_path / "crate", metadata_only=True)
+
+    verdict = validate_crate(crate)
+
+    assert verdict.valid, "\n".join(verdict.lines())
+    assert {p.uri for p in DECLARED} <= {p.uri for p in verdict.profiles}
+    assert all(not p.issues and not p.skipped for p in verdict.profiles)
 
 
 def test_a_link_a_task_made_is_exported_without_what_it_points_at(
