@@ -47,15 +47,37 @@ def run_store() -> str:
 EXAMPLE = Path(__file__).resolve().parents[3] / "examples" / "crates" / "repressilator-ode-scan"
 
 
-@pytest.mark.slow
-def test_the_example_crate_of_the_repository_is_valid_for_every_profile_it_declares() -> None:
-    """A real run's export (examples/crates/README.md), at the REQUIRED level, offline."""
-    verdict = validate_crate(EXAMPLE)
+def assert_valid_for_every_declared_profile(crate: Path) -> None:
+    """roc-validator at the REQUIRED level, offline: every profile the crate declares is
+    checked, with no issue and no check skipped."""
+    verdict = validate_crate(crate)
 
     assert verdict.valid, "\n".join(verdict.lines())
-    checked = {p.uri for p in verdict.profiles}
-    assert {p.uri for p in DECLARED} <= checked
+    assert {p.uri for p in DECLARED} <= {p.uri for p in verdict.profiles}
     assert all(not p.issues and not p.skipped for p in verdict.profiles)
+
+
+@pytest.mark.slow
+def test_the_example_crate_of_the_repository_is_valid_for_every_profile_it_declares() -> None:
+    """A real run's export (examples/crates/README.md): no sources, simrun's environment."""
+    assert_valid_for_every_declared_profile(EXAMPLE)
+
+
+@pytest.mark.slow
+def test_a_run_with_a_model_and_its_environment_is_valid_for_every_profile_it_declares(
+    store: Path, tmp_path: Path
+) -> None:
+    """As the demo's run of examples/workflows/repressilator.yaml: a model snapshot with its
+    manifest, and the model's project and constraints in `environment/`."""
+    crate = exported(finished_scan(), tmp_path / "crate")
+
+    assert sorted(p.name for p in (crate / "environment").iterdir()) == [
+        "constraints.txt",
+        "pyproject.toml",
+    ]
+    (snapshot,) = (crate / "snapshots").iterdir()
+    assert {".simrun-manifest.json", "repressilator.ant"} <= {p.name for p in snapshot.iterdir()}
+    assert_valid_for_every_declared_profile(crate)
 
 
 def test_the_crate_reads_with_rocrate_as_the_run_it_records(store: Path, tmp_path: Path) -> None:
@@ -143,11 +165,7 @@ def test_a_metadata_only_crate_is_valid_for_every_profile_it_declares(
 ) -> None:
     crate = exported(finished_scan(), tmp_path / "crate", metadata_only=True)
 
-    verdict = validate_crate(crate)
-
-    assert verdict.valid, "\n".join(verdict.lines())
-    assert {p.uri for p in DECLARED} <= {p.uri for p in verdict.profiles}
-    assert all(not p.issues and not p.skipped for p in verdict.profiles)
+    assert_valid_for_every_declared_profile(crate)
 
 
 def test_a_link_a_task_made_is_exported_without_what_it_points_at(
