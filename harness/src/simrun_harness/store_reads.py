@@ -216,9 +216,14 @@ def open_file(root: Path, path: StorePath) -> BinaryIO:
 
 
 def read_bytes(root: Path, path: StorePath, *, limit: int) -> bytes:
-    """The bytes of a regular file below `root`; TooLarge beyond `limit` bytes."""
+    """The bytes of a regular file below `root`; TooLarge beyond `limit` bytes. A read takes
+    what the file holds, not the limit: `read(n)` sets n bytes aside before it reads (a 4 MiB
+    limit was 4 MiB of a worker's memory for a key file of a kilobyte)."""
     with open_file(root, path) as handle:
-        data = handle.read(limit + 1)
+        expected = os.fstat(handle.fileno()).st_size
+        data = handle.read(min(limit, expected) + 1)
+        if expected < len(data) <= limit:  # it grew since: the rest, up to one byte past
+            data += handle.read(limit + 1 - len(data))
     if len(data) > limit:
         raise TooLarge(path, limit)
     return data
