@@ -241,10 +241,11 @@ SIMRUN_LISTING_MAX_ENTRIES = env.integer("SIMRUN_LISTING_MAX_ENTRIES", 100_000, 
 SIMRUN_LISTING_MAX_DEPTH = env.integer("SIMRUN_LISTING_MAX_DEPTH", 32, minimum=1)
 SIMRUN_LISTING_MAX_S = env.number("SIMRUN_LISTING_MAX_S", 0.5, minimum=0.01)
 # Answers over a run's files: a task's logs in all (runs/selectors/logs.py), each a share of
-# it from their ends
+# it from their ends; the seconds a comparison hashes runs' outputs for (compare.py)
 SIMRUN_LOG_ANSWER_MAX_BYTES = env.integer(
     "SIMRUN_LOG_ANSWER_MAX_BYTES", 4 * 1024 * 1024, minimum=64 * 1024
 )
+SIMRUN_COMPARE_MAX_S = env.number("SIMRUN_COMPARE_MAX_S", 2.0, minimum=0.01)
 # Workflow documents (runs/workflow_text.py): size, nesting, values after aliases, a string
 SIMRUN_WORKFLOW_MAX_BYTES = env.integer("SIMRUN_WORKFLOW_MAX_BYTES", 1024 * 1024, minimum=1)
 SIMRUN_WORKFLOW_MAX_DEPTH = env.integer("SIMRUN_WORKFLOW_MAX_DEPTH", 64, minimum=4)
