@@ -32,7 +32,7 @@ from runs.task_types import COMMAND, CommandType, Types, check_class_settings
 from runs.workflow import input_task
 from simrun_harness import store_reads
 from simrun_harness.layout import MERGE_MARKER
-from simrun_harness.ledger import unit_names
+from simrun_harness.ledger_reads import UnitNames
 from simrun_harness.reuse import UNITS_LIST_FILE, digest, read_unit_keys, write_unit_keys
 
 MAX_CANDIDATES = 20
@@ -153,7 +153,7 @@ def match_units(
     taken = bytearray(total)  # 1: a source was found for the unit
     plan: list[list[Any]] = []
     reused: dict[str, Ranges] = {}
-    names = unit_names(total)
+    names = UnitNames(total)  # named at each look: a million names held are 64 MB
     for source_run, source_task in _candidates(run_id, resume_from, key):
         if sum(taken) == total:
             break

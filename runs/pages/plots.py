@@ -85,6 +85,23 @@ def cumulative(times: Sequence[datetime]) -> list[tuple[float, float]]:
     return [((t - start).total_seconds(), float(i + 1)) for i, t in enumerate(ordered)]
 
 
+def cumulative_sorted(
+    stamps: Sequence[float], limit: int = MAX_POINTS
+) -> list[tuple[float, float]]:
+    """`cumulative` of times already in order (POSIX seconds), at most `limit` points picked
+    as `downsample` picks them: the first and the last kept, no list as long as the times."""
+    count = len(stamps)
+    if not count:
+        return []
+    start = stamps[0]
+    if count <= limit:
+        picked: Sequence[int] = range(count)
+    else:
+        step = count / (limit - 1)
+        picked = [*(int(i * step) for i in range(limit - 1)), count - 1]
+    return [(stamps[i] - start, float(i + 1)) for i in picked]
+
+
 @dataclass(frozen=True)
 class Projection:
     """When the last unit is expected done (seconds on the plot's time axis), and from what."""

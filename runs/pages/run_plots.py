@@ -12,10 +12,8 @@ are done (and the live page only changes when something happened).
 from __future__ import annotations
 
 import math
-import statistics
 from collections.abc import Sequence
 from dataclasses import dataclass
-from datetime import datetime
 from typing import TYPE_CHECKING
 
 from django.utils.safestring import SafeString
@@ -34,20 +32,22 @@ if TYPE_CHECKING:
 
 @dataclass(frozen=True)
 class UnitsDone:
-    """A task's units done: when each was first done, and the seconds each took."""
+    """A task's units done: when each was first done (POSIX seconds, in time order), and the
+    median of the seconds each took (None when none said)."""
 
-    times: list[datetime]
-    seconds: list[float]
+    stamps: Sequence[float]
+    median_s: float | None
 
     @property
     def points(self) -> list[tuple[float, float]]:
-        return plots.cumulative(self.times)
+        """(seconds since the first, how many so far), at most `plots.MAX_POINTS` of them."""
+        return plots.cumulative_sorted(self.stamps)
 
 
 def units_done(run: Run, task: Task) -> UnitsDone:
     """From the task's progress file; a unit done twice counts once, at its first time."""
     lines = unit_lines(task)
-    return UnitsDone(times=lines.first_times(), seconds=lines.unit_seconds())
+    return UnitsDone(stamps=lines.done_stamps(), median_s=lines.median_seconds())
 
 
 def projected_end(
@@ -76,12 +76,13 @@ def units_plot(run: Run, task: Task, workers: list[WorkerView]) -> SafeString:
     """The selected split task's units over time (those reused from earlier runs first), with
     its projected end while it runs: none once the task or the run has ended."""
     done = units_done(run, task)
+    done_points = done.points
     reused = sum(count_reused(units) for units in (task.reused or {}).values())
-    points = [(t, n + reused) for t, n in done.points]
+    points = [(t, n + reused) for t, n in done_points]
     learned = learned_unit_seconds(run, task)
     basis = "unit time learned from earlier runs"
-    if learned is None and done.seconds:
-        learned, basis = statistics.median(done.seconds), "unit time of this run so far"
+    if learned is None and done.median_s is not None:
+        learned, basis = done.median_s, "unit time of this run so far"
     end = None
     if not run.ended and task.state not in TaskState.final():
         end = projected_end(
@@ -92,7 +93,7 @@ def units_plot(run: Run, task: Task, workers: list[WorkerView]) -> SafeString:
         )
     projection = None if end is None else plots.Projection(end_s=end, basis=basis)
     return plots.units_over_time(
-        done.points,
+        done_points,
         total=task.units_total,
         label=task.task_id,
         projection=projection,

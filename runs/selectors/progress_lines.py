@@ -18,6 +18,8 @@ from __future__ import annotations
 import json
 import math
 import os
+import re
+import statistics
 import threading
 from array import array
 from collections import OrderedDict
@@ -43,6 +45,9 @@ class UnitLines:
     first_at: array = field(default_factory=lambda: array("d"))  # by unit index; NaN: not yet
     seconds: array = field(default_factory=lambda: array("d"))  # of the first completion
     peak_gb: float | None = None  # the highest peak of a unit's process
+    # what `done_stamps` and `median_seconds` derived, and at which offset: a view of a
+    # finished 100,000-unit task derives them once, not at every request
+    _derived: tuple[int, list[float], float | None] | None = field(default=None, repr=False)
 
     def units_by_worker(self) -> dict[str, int]:
         """How many distinct units each worker did (over its attempts)."""
@@ -57,6 +62,23 @@ class UnitLines:
     def unit_seconds(self) -> list[float]:
         """The seconds each unit done took, its first time."""
         return [s for t, s in zip(self.first_at, self.seconds, strict=True) if t == t and s == s]
+
+    def done_stamps(self) -> list[float]:
+        """When each unit done was first done (POSIX seconds), in time order."""
+        return self._derive()[1]
+
+    def median_seconds(self) -> float | None:
+        """The median of the seconds each unit done took its first time; None if none said."""
+        return self._derive()[2]
+
+    def _derive(self) -> tuple[int, list[float], float | None]:
+        derived = self._derived
+        if derived is None or derived[0] != self.offset:
+            stamps = sorted(t for t in self.first_at if t == t)
+            seconds = self.unit_seconds()
+            derived = (self.offset, stamps, statistics.median(seconds) if seconds else None)
+            self._derived = derived
+        return derived
 
     def _add(self, worker: str, index: int, at: float, seconds: float | None) -> None:
         bits = self.workers.setdefault(worker, bytearray())
@@ -73,9 +95,33 @@ class UnitLines:
             self.seconds[index] = math.nan if seconds is None else seconds
 
     def read(self, data: bytes) -> None:
-        """Take the whole lines of `data` (what the file holds past `offset`)."""
+        """Take the whole lines of `data` (what the file holds past `offset`).
+
+        The lines the harness writes (`ProgressWriter.unit_done`, one shape) are taken by one
+        pattern over the whole chunk; only a chunk holding a `unit_done` line of another shape
+        is read line by line as JSON (taking a line twice changes nothing: a unit's bit, its
+        first time and the highest peak are kept as they were)."""
+        taken = 0
+        workers: dict[bytes, str] = {}
+        for found in _HARNESS_LINE.finditer(data):
+            at, worker, index, seconds, peak = found.groups()
+            try:
+                when = datetime.fromisoformat(at.decode()).timestamp()
+                took = None if seconds == b"null" else float(seconds)
+                highest = None if peak == b"null" else float(peak)
+            except ValueError:
+                continue  # read again below, as JSON
+            name = workers.get(worker) or workers.setdefault(worker, worker.decode())
+            self._add(name, int(index), when, took)
+            if highest is not None:
+                self.peak_gb = max(self.peak_gb or 0.0, highest)
+            taken += 1
+        if data.count(_UNIT_DONE_QUOTED) != taken:
+            self._read_as_json(data)
+
+    def _read_as_json(self, data: bytes) -> None:
         for line in data.split(b"\n"):
-            if b'"' + UNIT_DONE.encode() + b'"' not in line:
+            if _UNIT_DONE_QUOTED not in line:
                 continue
             try:
                 event = json.loads(line)
@@ -93,6 +139,16 @@ class UnitLines:
             self._add(worker, index, at, float(seconds) if _number(seconds) else None)
             if _number(peak):
                 self.peak_gb = max(self.peak_gb or 0.0, float(peak))
+
+
+_UNIT_DONE_QUOTED = b'"' + UNIT_DONE.encode() + b'"'
+_NUMBER = rb"(-?[0-9]+(?:\.[0-9]+)?(?:[eE][-+]?[0-9]+)?|null)"
+_HARNESS_LINE = re.compile(  # a `unit_done` line as `ProgressWriter.unit_done` writes it
+    rb'^\{"event":"' + UNIT_DONE.encode() + rb'","time":"([^"\\\n]{1,64})",'
+    rb'"worker":"([^"\\\n]{1,253})","unit":"u([0-9]{1,9})",'
+    rb'"seconds":' + _NUMBER + rb',"peak_memory_gb":' + _NUMBER + rb"\}$",
+    re.MULTILINE,
+)
 
 
 def _number(value: object) -> bool:

@@ -15,7 +15,13 @@ from simrun_harness import ledger_creation
 from simrun_harness.layout import TaskPaths
 from simrun_harness.ledger import Holder, Ledger, unit_index, unit_names
 from simrun_harness.ledger_creation import create_ledger
-from simrun_harness.ledger_reads import LedgerCounts, claims_by_worker, counts, read_units
+from simrun_harness.ledger_reads import (
+    LedgerCounts,
+    UnitNames,
+    claims_by_worker,
+    counts,
+    read_units,
+)
 
 
 def _paths(tmp_path: Path) -> TaskPaths:
@@ -263,3 +269,18 @@ def test_a_claim_skips_units_others_won_and_refills_once(tmp_path: Path) -> None
     assert slow.claim() is None
     assert fast.give_back([*taken]) == 2
     assert slow.claim() in taken
+
+
+@pytest.mark.parametrize("total", [0, 1, 7, 1_000_000, 1_000_001])
+def test_unit_names_named_at_each_look_are_the_ledger_s_names(total: int) -> None:
+    """What the service reads a million units by: the names the ledger gives them, in order."""
+    names = UnitNames(total)
+    if total <= 7:
+        assert list(names) == unit_names(total)
+    else:
+        whole = unit_names(total)
+        assert len(names) == total
+        assert [names[0], names[-1], names[total // 2]] == [whole[0], whole[-1], whole[total // 2]]
+        assert names[10:13] == whole[10:13]
+    with pytest.raises(IndexError):
+        names[total]

@@ -160,3 +160,39 @@ def test_a_walk_out_of_entries_keeps_the_files_it_read_and_says_so(store: Path) 
     assert walk.cut == "entries"
     assert walk.files[0].path == "data.txt"
     assert len(walk.files) == 4 and all(f.path.startswith("many/f") for f in walk.files[1:])
+
+
+def _units(folder: Path, count: int) -> None:
+    for index in range(count):
+        (folder / f"u{index:06d}").touch()
+
+
+def test_a_directory_unchanged_for_a_while_is_counted_once_and_its_count_kept(
+    store: Path,
+) -> None:
+    """A finished task's done units are counted once per process: the count of a directory
+    whose time says it has not changed for `COUNT_STABLE_S` is kept while that time stays."""
+    done = store / "runs" / "r" / "tasks" / "t" / "ledger-done"
+    done.mkdir()
+    _units(done, 3)
+    settled = done.stat().st_mtime_ns - int(10e9)
+    os.utime(done, ns=(settled, settled))
+    assert store_reads.count(store, "runs/r/tasks/t/ledger-done") == 3
+    (done / "u000003").touch()  # a change the directory's time does not show
+    os.utime(done, ns=(settled, settled))
+    assert store_reads.count(store, "runs/r/tasks/t/ledger-done") == 3
+    (done / "u000004").touch()  # a change that moves it
+    assert store_reads.count(store, "runs/r/tasks/t/ledger-done") == 5
+
+
+def test_a_directory_changed_just_now_is_counted_at_every_call(store: Path) -> None:
+    """A change within the clock's granularity would not move a directory's time: one changed
+    less than `COUNT_STABLE_S` ago is never taken from what was counted before."""
+    done = store / "runs" / "r" / "tasks" / "t" / "ledger-done"
+    done.mkdir()
+    _units(done, 3)
+    recent = done.stat().st_mtime_ns
+    assert store_reads.count(store, "runs/r/tasks/t/ledger-done") == 3
+    (done / "u000003").touch()
+    os.utime(done, ns=(recent, recent))
+    assert store_reads.count(store, "runs/r/tasks/t/ledger-done") == 4

@@ -172,3 +172,17 @@ def test_a_split_tasks_units_bar_is_their_highest_peak_against_the_memory_per_pr
     assert run_plots.unit_memory("scan", None, None) == plots.MemoryBar(
         "scan · per unit", None, None
     )
+
+
+def test_cumulative_of_times_in_order_picks_its_points_as_downsample_does() -> None:
+    """The run page's units over time from the times in order: the same points `cumulative`
+    and `downsample` give, without a list as long as the units."""
+    t0 = datetime(2025, 1, 1, tzinfo=UTC)
+    times = [t0 + timedelta(seconds=i * 0.5) for i in range(2_000)]
+    stamps = [t.timestamp() for t in times]
+
+    assert plots.cumulative_sorted(stamps, limit=50) == plots.downsample(
+        plots.cumulative(times), limit=50
+    )
+    assert plots.cumulative_sorted(stamps[:7]) == plots.cumulative(times[:7])
+    assert plots.cumulative_sorted([]) == []

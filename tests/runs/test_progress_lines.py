@@ -101,3 +101,46 @@ def test_a_file_replaced_is_read_again_from_its_start(store: object) -> None:
 
     assert unit_lines(task).units_by_worker() == {"scan-w1": 1}
     assert len(progress_lines._SUMMARIES) <= progress_lines.KEPT
+
+
+def test_the_times_in_order_and_the_median_follow_the_lines_read() -> None:
+    """A view takes the units' times in order and their median from what the lines said; what
+    was derived is given again until more lines are read, then derived anew."""
+    lines = UnitLines()
+    lines.read(line("u000002", at=T1, seconds=3.0) + line("u000000", seconds=1.0))
+    lines.offset = 100
+    first = lines.done_stamps()
+    assert first == [datetime.fromisoformat(T0).timestamp(), datetime.fromisoformat(T1).timestamp()]
+    assert lines.median_seconds() == 2.0
+    assert lines.done_stamps() is first  # nothing read since: not derived again
+
+    lines.read(line("u000001", seconds=8.0))
+    lines.offset = 200
+
+    assert len(lines.done_stamps()) == 3 and lines.median_seconds() == 3.0
+
+
+def test_lines_the_harness_writes_and_lines_of_another_shape_are_read_alike(
+    tmp_path: object,
+) -> None:
+    """The harness's own lines are taken by one pattern, any other JSON shape of the same
+    event line by line: a chunk mixing both says what each line says."""
+    from pathlib import Path
+
+    progress = Path(str(tmp_path)) / "progress.jsonl"
+    writer = ProgressWriter(progress, "scan-w0")
+    writer.unit_done("u000000", 0.25, 0.5)
+    writer.unit_done("u000001", 2e-06, None)
+    writer.close()
+    other_shape = (
+        b'{"unit":"u000002","worker":"scan-w1","event":"unit_done","time":"' + T1.encode() + b'",'
+        b'"peak_memory_gb":0.75,"seconds":2}\n'
+    )
+    lines = UnitLines()
+
+    lines.read(progress.read_bytes() + other_shape)
+
+    assert lines.units_by_worker() == {"scan-w0": 2, "scan-w1": 1}
+    assert lines.unit_seconds() == [0.25, 2e-06, 2.0]
+    assert lines.peak_gb == 0.75
+    assert len(lines.first_times()) == 3

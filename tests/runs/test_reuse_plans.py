@@ -233,3 +233,29 @@ def test_an_earlier_runs_files_replaced_by_links_are_not_read_for_reuse(
     again_paths.unit_dir("u000002").symlink_to(outside / "u000002")
 
     assert reused(submitted()) == {}
+
+
+def test_matching_the_units_of_a_large_task_holds_a_few_bytes_a_unit(store: Path) -> None:
+    """A task of many units is matched with an earlier one streamed: its keys read line by line,
+    a byte a unit for what was found, its units' names made at each look (a million names
+    held were 64 MB of the worker's memory)."""
+    import tracemalloc
+
+    units = 50_000
+    wide = {"name": "wide", "tasks": [{"id": "nap", "type": "sleep", "settings": {"units": units}}]}
+    earlier = submitted(wide)
+    mark_done(earlier, "u000001", f"u{units - 1:06d}")
+    nodes = [Node(name="local", cores=2, memory_gb=4)]
+    run, _ = create_run(identity=factories.person(), workflow=wide, sources=[], nodes=nodes)
+
+    tracemalloc.start()
+    try:
+        plan_reuse(run_id=run.pk, environment="service")
+        _, peak = tracemalloc.get_traced_memory()
+    finally:
+        tracemalloc.stop()
+
+    assert reused(Run.objects.get(pk=run.pk)) == {earlier.pk: [[1, 2], [units - 1, units]]}
+    # a few bytes a unit above what any task costs (a MiB of the plugin host's answer read):
+    # the names of the units held were 64 bytes a unit
+    assert peak < 2 * 1024 * 1024 + 8 * units, f"{peak / units:.0f} bytes a unit"

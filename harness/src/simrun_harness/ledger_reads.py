@@ -5,13 +5,39 @@ counts of units in each state (progress) and the claims each worker holds (the s
 from __future__ import annotations
 
 import json
+from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import Any, overload
 
 from simrun_harness import store_reads
 from simrun_harness.layout import TaskPaths
 from simrun_harness.ledger import META_FILE, SEP, UNITS_FILE, Holder
+
+
+class UnitNames(Sequence[str]):
+    """`ledger.unit_names(total)` named at each look, none held: a reader that goes over a
+    million units by index (the service matching unit keys) would hold 64 MB of names."""
+
+    def __init__(self, total: int) -> None:
+        self.total = total
+        self.width = max(6, len(str(max(total - 1, 0))))
+
+    def __len__(self) -> int:
+        return self.total
+
+    @overload
+    def __getitem__(self, index: int) -> str: ...
+    @overload
+    def __getitem__(self, index: slice) -> Sequence[str]: ...
+    def __getitem__(self, index: int | slice) -> str | Sequence[str]:
+        if isinstance(index, slice):
+            return [self[i] for i in range(*index.indices(self.total))]
+        if index < 0:
+            index += self.total
+        if not 0 <= index < self.total:
+            raise IndexError(index)
+        return f"u{index:0{self.width}d}"
 
 
 def read_units(paths: TaskPaths) -> list[Any]:

@@ -216,9 +216,14 @@ def open_file(root: Path, path: StorePath) -> BinaryIO:
 
 
 def read_bytes(root: Path, path: StorePath, *, limit: int) -> bytes:
-    """The bytes of a regular file below `root`; TooLarge beyond `limit` bytes."""
+    """The bytes of a regular file below `root`; TooLarge beyond `limit` bytes. A read takes
+    what the file holds, not the limit: `read(n)` sets n bytes aside before it reads (a 4 MiB
+    limit was 4 MiB of a worker's memory for a key file of a kilobyte)."""
     with open_file(root, path) as handle:
-        data = handle.read(limit + 1)
+        expected = os.fstat(handle.fileno()).st_size
+        data = handle.read(min(limit, expected) + 1)
+        if expected < len(data) <= limit:  # it grew since: the rest, up to one byte past
+            data += handle.read(limit + 1 - len(data))
     if len(data) > limit:
         raise TooLarge(path, limit)
     return data
@@ -269,13 +274,34 @@ def names(root: Path, path: StorePath, *, limit: int | None = None) -> list[str]
     return found
 
 
+COUNT_STABLE_S = 2.0  # a directory unchanged this long has its count kept (see `count`)
+_COUNTS_KEPT = 256
+_counts: dict[tuple[int, int], tuple[int, int]] = {}  # (device, inode): (mtime in ns, count)
+
+
 def count(root: Path, path: StorePath) -> int:
-    """How many names the directory `path` below `root` holds (none kept in memory)."""
-    found = 0
-    with directory(root, path) as fd, os.scandir(fd) as scan:
-        for _ in scan:
-            found += 1
-    return found
+    """How many names the directory `path` below `root` holds (none kept in memory).
+
+    The count of a directory last changed `COUNT_STABLE_S` ago or more is kept with its
+    modification time and given again while that time stays (any entry added or removed
+    moves it): the 100,000 done units of a finished task are counted once per process, not
+    at every view of it. A directory changed more recently is counted every time, since a
+    change within its clock's granularity would not move the time."""
+    with directory(root, path) as fd:
+        info = os.fstat(fd)
+        key = (info.st_dev, info.st_ino)
+        kept = _counts.get(key)
+        if kept is not None and kept[0] == info.st_mtime_ns:
+            return kept[1]
+        found = 0
+        with os.scandir(fd) as scan:
+            for _ in scan:
+                found += 1
+        if time.time() - info.st_mtime_ns / 1e9 >= COUNT_STABLE_S:
+            while len(_counts) >= _COUNTS_KEPT:
+                _counts.pop(next(iter(_counts)), None)
+            _counts[key] = (info.st_mtime_ns, found)
+        return found
 
 
 @dataclass(frozen=True)

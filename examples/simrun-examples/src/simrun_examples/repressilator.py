@@ -8,6 +8,7 @@ protein p_i is translated from m_i and decays, both at rate beta. The same model
 
 from __future__ import annotations
 
+import math
 from typing import TYPE_CHECKING
 
 if TYPE_CHECKING:
@@ -24,13 +25,27 @@ def initial_state() -> np.ndarray:
     return np.array([INITIAL[s] for s in SPECIES])
 
 
+def power(base: float, exponent: float) -> float:
+    """`base ** exponent` in Python floats: the C library's `pow`, the same bits whatever the
+    CPU. numpy's `power` (and `log10`, `exp`, ...) picks a kernel by the CPU it runs on, and its
+    AVX-512 kernel rounds some results differently in the last bit than the others; an ODE
+    solver carries such a bit into every later step, so a run on another machine would write
+    other bytes. An overflow is infinity, as numpy's."""
+    try:
+        return math.pow(base, exponent)
+    except OverflowError:
+        return math.inf
+
+
 def rhs(y: np.ndarray, t: float, alpha: float, alpha0: float, beta: float, n: float) -> np.ndarray:
     """d(m1, m2, m3, p1, p2, p3)/dt."""
     import numpy as np
 
     m = y[:3]
-    p = y[3:]
-    repressor = np.roll(p, 1)  # p3, p1, p2
-    dm = alpha0 + alpha / (1.0 + np.power(np.maximum(repressor, 0.0), n)) - m
-    dp = beta * (m - p)
+    p1, p2, p3 = (max(float(v), 0.0) for v in y[3:])
+    # the Hill term of the repressors p3, p1, p2 (not np.power: see `power`); the rest is
+    # arithmetic, which rounds alike on every CPU
+    hill = np.array([power(p3, n), power(p1, n), power(p2, n)])
+    dm = alpha0 + alpha / (1.0 + hill) - m
+    dp = beta * (m - y[3:])
     return np.concatenate([dm, dp])

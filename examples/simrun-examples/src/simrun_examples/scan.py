@@ -21,7 +21,7 @@ from typing import TYPE_CHECKING, Annotated, Any, ClassVar, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
 
-from simrun_examples.repressilator import PARAMETERS, SPECIES, initial_state, rhs
+from simrun_examples.repressilator import PARAMETERS, SPECIES, initial_state, power, rhs
 from simrun_harness.plugin import ResourceHint, SettingsError, SplitTaskType, TaskContext
 
 NETCDF_ENGINE: Literal["scipy"] = "scipy"
@@ -55,8 +55,13 @@ class Range(BaseModel):
         import numpy as np
 
         self.check()
-        if self.scale == "log":
-            return [float(v) for v in np.geomspace(self.start, self.stop, self.num)]
+        if self.scale == "log":  # np.geomspace without its CPU-dependent log10 and power
+            logs = np.linspace(math.log10(self.start), math.log10(self.stop), self.num)
+            values = [power(10.0, float(v)) for v in logs]
+            values[0] = self.start
+            if self.num > 1:
+                values[-1] = self.stop
+            return values
         return [float(v) for v in np.linspace(self.start, self.stop, self.num)]
 
 
