@@ -17,6 +17,7 @@ limits of entries and bytes. No Django here.
 
 from __future__ import annotations
 
+import errno
 import hashlib
 import json
 import os
@@ -24,10 +25,11 @@ import posixpath
 import re
 import stat
 import tomllib
-from collections.abc import Iterable, Iterator
+from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass, field
+from functools import partial
 from pathlib import Path, PurePosixPath
-from typing import Any
+from typing import Any, BinaryIO
 from urllib.parse import unquote, urlparse
 
 from runs.snapshots import SKIPPED_DIRS
@@ -149,7 +151,7 @@ def read_package(package: LocalPackage, rules: LocalPackageRules) -> Iterator[Pa
     except FileNotFoundError:  # a path out of its root (`..`): never opened
         found = None
     if found == "file":
-        file = budget.read(package.root, package.path, "")
+        file = budget.read(_opened(lambda: store_reads.open_file(package.root, package.path)), "")
         if file is not None:
             yield file
         return
@@ -177,21 +179,24 @@ class _Budget:
                 "(SIMRUN_UPLOAD_MAX_FILES)"
             )
 
-    def read(self, root: Path, path: Path, rel: str) -> PackageFile | None:
-        """The file, None when it is gone or no regular file any more."""
-        try:
-            with store_reads.open_file(root, path) as handle:
-                mode = os.fstat(handle.fileno()).st_mode
-                data = handle.read(self.rules.max_bytes - self.bytes + 1)
-        except FileNotFoundError:
+    def read(self, opened: BinaryIO | None, rel: str) -> PackageFile | None:
+        """The file opened (None: gone, or no regular file any more), read whole."""
+        if opened is None:
             return None
+        with opened as handle:
+            info = os.fstat(handle.fileno())
+            room = self.rules.max_bytes - self.bytes
+            # what the file holds, not the room left: `read(n)` sets n bytes aside first
+            data = handle.read(min(room, info.st_size) + 1)
+            if info.st_size < len(data) <= room:  # it grew since: the rest, one byte past
+                data += handle.read(room + 1 - len(data))
         self.bytes += len(data)
         if self.bytes > self.rules.max_bytes:
             raise LocalPackageRefused(
                 f"{self.what} holds more than {self.rules.max_bytes} bytes "
                 "(SIMRUN_LOCAL_PACKAGE_MAX_BYTES)"
             )
-        return PackageFile(rel, data, bool(mode & _EXECUTABLE))
+        return PackageFile(rel, data, bool(info.st_mode & _EXECUTABLE))
 
 
 def _read_dir(
@@ -203,21 +208,45 @@ def _read_dir(
     files: list[str] = []
     dirs: list[str] = []
     try:
-        with store_reads.directory(root, top / prefix) as fd, os.scandir(fd) as scan:
-            for item in scan:
+        fd = store_reads.open_dir(root, top / prefix)
+    except FileNotFoundError:
+        return  # replaced since its parent was listed
+    try:
+        with os.scandir(fd) as scan:
+            for item in scan:  # the kind from the listing, before anything is opened
                 budget.look()
                 if item.is_file(follow_symlinks=False):
                     files.append(item.name)
                 elif item.is_dir(follow_symlinks=False) and not _skipped(item.name):
                     dirs.append(item.name)
-    except FileNotFoundError:
-        return  # replaced since its parent was listed
-    for name in sorted(files):
-        file = budget.read(root, top / prefix / name, prefix + name)
-        if file is not None:
-            yield file
+        for name in sorted(files):
+            file = budget.read(_opened(partial(_open_in, fd, name)), prefix + name)
+            if file is not None:
+                yield file
+    finally:
+        os.close(fd)
     for name in sorted(dirs):
         yield from _read_dir(root, top, f"{prefix}{name}/", budget, depth + 1)
+
+
+def _open_in(dir_fd: int, name: str) -> BinaryIO:
+    """A regular file of an open directory, not through a link (`store_reads`' flags)."""
+    fd = os.open(name, store_reads.FILE_FLAGS, dir_fd=dir_fd)
+    if not stat.S_ISREG(os.fstat(fd).st_mode):
+        os.close(fd)
+        raise store_reads.NotInStore(errno.ENOENT, "no regular file", name)
+    return os.fdopen(fd, "rb")
+
+
+def _opened(open_it: Callable[[], BinaryIO]) -> BinaryIO | None:
+    """The file `open_it` opens; None when it is gone, became a link or no regular file
+    since it was listed."""
+    try:
+        return open_it()
+    except OSError as exc:
+        if isinstance(exc, FileNotFoundError) or exc.errno in (errno.ELOOP, errno.ENXIO):
+            return None
+        raise
 
 
 # --- what a pyproject.toml names -------------------------------------------------------------
