@@ -285,14 +285,20 @@ class _Builder(TaskEntities):
         return self.crate.add_dataset(source=None, dest_path="environment/", properties=props).id
 
     def tools(self) -> None:
-        """One SoftwareApplication per task type, part of its plugin package."""
+        """One SoftwareApplication per task type, part of its plugin package: the version and
+        code digest the run used (the keys of its tasks)."""
         for type_name, tool in sorted(self.record.tools.items()):
+            description = tool.description or f"the task type {type_name}"
+            if not tool.as_used:
+                description += (
+                    " (its version as installed when the crate was made: the run recorded none)"
+                )
             self.add(
                 self.tool_id(type_name),
                 {
                     "@type": "SoftwareApplication",
                     "name": type_name,
-                    "description": tool.description or f"the task type {type_name}",
+                    "description": description,
                     "softwareVersion": tool.version,
                     "identifier": tool.digest or tool.version,
                     "isPartOf": ref(f"#package/{tool.package}"),
