@@ -228,6 +228,10 @@ SIMRUN_SERVERS_POLL_S = env.number("SIMRUN_SERVERS_POLL_S", 5.0, minimum=0.05)
 # connections the web process holds at most (beyond: 503)
 SIMRUN_HEADER_TIMEOUT_S = env.number("SIMRUN_HEADER_TIMEOUT_S", 10.0, minimum=0.1)
 SIMRUN_BODY_TIMEOUT_S = env.number("SIMRUN_BODY_TIMEOUT_S", 5.0, minimum=0.1)
+# an upload's body keeps this rate on average once SIMRUN_BODY_TIMEOUT_S has passed
+SIMRUN_UPLOAD_MIN_BYTES_PER_S = env.integer(
+    "SIMRUN_UPLOAD_MIN_BYTES_PER_S", 64 * 1024, minimum=1024
+)
 SIMRUN_FORM_MAX_BYTES = env.integer("SIMRUN_FORM_MAX_BYTES", 4 * 1024 * 1024, minimum=1024)
 SIMRUN_ANONYMOUS_MAX_BYTES = env.integer("SIMRUN_ANONYMOUS_MAX_BYTES", 64 * 1024, minimum=1024)
 SIMRUN_WEB_MAX_CONNECTIONS = env.integer("SIMRUN_WEB_MAX_CONNECTIONS", 1000, minimum=10)
@@ -242,6 +246,12 @@ SIMRUN_UPLOAD_MAX_UNPACKED_BYTES = env.integer(
 SIMRUN_LISTING_MAX_ENTRIES = env.integer("SIMRUN_LISTING_MAX_ENTRIES", 100_000, minimum=1)
 SIMRUN_LISTING_MAX_DEPTH = env.integer("SIMRUN_LISTING_MAX_DEPTH", 32, minimum=1)
 SIMRUN_LISTING_MAX_S = env.number("SIMRUN_LISTING_MAX_S", 0.5, minimum=0.01)
+# Answers over a run's files: a task's logs in all (runs/selectors/logs.py), each a share of
+# it from their ends; the seconds a comparison hashes runs' outputs for (compare.py)
+SIMRUN_LOG_ANSWER_MAX_BYTES = env.integer(
+    "SIMRUN_LOG_ANSWER_MAX_BYTES", 4 * 1024 * 1024, minimum=64 * 1024
+)
+SIMRUN_COMPARE_MAX_S = env.number("SIMRUN_COMPARE_MAX_S", 2.0, minimum=0.01)
 # Workflow documents (runs/workflow_text.py): size, nesting, values after aliases, a string
 SIMRUN_WORKFLOW_MAX_BYTES = env.integer("SIMRUN_WORKFLOW_MAX_BYTES", 1024 * 1024, minimum=1)
 SIMRUN_WORKFLOW_MAX_DEPTH = env.integer("SIMRUN_WORKFLOW_MAX_DEPTH", 64, minimum=4)

@@ -11,6 +11,12 @@ The run is a Provenance Run Crate (so a Workflow Run Crate and a Process Run Cra
   `OrganizeAction` that ties them together;
 - every file carries its `contentSize` and `sha256`; units reused from earlier runs are
   recorded on the task's output with `wasDerivedFrom` (which units, which run).
+
+A crate made `metadata_only` holds no file of the store (snapshots, outputs, logs): each is
+described by a local identifier (`#` and its path) with the path it would have as `localPath`,
+as RO-Crate 1.2 describes a file deliberately not present (RO-Crate 1.1 asks that a relative
+`@id` be in the payload, and that an absolute one be downloadable; simrun has no address to
+give). Its folders too; the workflow and the environment's files are always held.
 """
 
 from __future__ import annotations
@@ -22,7 +28,13 @@ from rocrate.model.contextentity import ContextEntity
 from rocrate.rocrate import ROCrate
 
 from runs.crates.jsonld import file_properties, iso_time, ref, status
-from runs.crates.profiles import CRATE_VERSION, DECLARED, EXTRA_TERMS, WORKFLOW_RO_CRATE
+from runs.crates.profiles import (
+    CRATE_VERSION,
+    DECLARED,
+    EXTRA_TERMS,
+    LOCAL_PATH_TERM,
+    WORKFLOW_RO_CRATE,
+)
 from runs.crates.record import MadeFile, RunRecord, StoredFile, TaskRecord, Written
 from runs.crates.task_entities import TaskEntities
 from runs.states import RunState
@@ -36,19 +48,42 @@ LICENSE_ID = "#license"
 
 
 class _Builder(TaskEntities):
-    def __init__(self, record: RunRecord, written: dict[str, Written], exported_at: datetime):
+    def __init__(
+        self,
+        record: RunRecord,
+        written: dict[str, Written],
+        exported_at: datetime,
+        metadata_only: bool,
+    ):
         self.record = record
         self.written = written
         self.exported_at = exported_at
+        self.holds_store = not metadata_only
         self.crate = ROCrate(version=CRATE_VERSION)
         self.crate.metadata.extra_terms.update(EXTRA_TERMS)
+        if metadata_only:
+            self.crate.metadata.extra_terms.update(LOCAL_PATH_TERM)
 
     def add(self, entity_id: str, props: dict[str, Any]) -> Any:
         return self.crate.add(ContextEntity(self.crate, entity_id, properties=props))
 
+    def stored_id(self, path: str) -> str:
+        """The id of a file or folder of the store: its path in the crate, or a local
+        identifier when the crate does not hold it (metadata only)."""
+        return path if self.holds_store else f"#{path}"
+
     def file(self, item: StoredFile | MadeFile, **extra: Any) -> Any:
         props = file_properties(item.crate_path, self.written[item.crate_path], extra)
+        if isinstance(item, StoredFile) and not self.holds_store:
+            props["localPath"] = item.crate_path
+            return self.add(self.stored_id(item.crate_path), props)
         return self.crate.add_file(source=None, dest_path=item.crate_path, properties=props)
+
+    def folder(self, path: str, props: dict[str, Any]) -> str:
+        """A folder of the store (a snapshot, a task's output), as `file` makes its files."""
+        if not self.holds_store:
+            return str(self.add(self.stored_id(path), {**props, "localPath": path}).id)
+        return str(self.crate.add_dataset(source=None, dest_path=path, properties=props).id)
 
     def build(self) -> dict[str, Any]:
         self.root()
@@ -174,7 +209,7 @@ class _Builder(TaskEntities):
         return f"#identity/{name}"
 
     def out_id(self, task: TaskRecord) -> str:
-        return f"tasks/{task.task_id}/out/"
+        return self.stored_id(f"tasks/{task.task_id}/out/")
 
     def settings_ids(self, task: TaskRecord) -> list[str]:
         return [f"#setting/{task.task_id}/{key}" for key in sorted(task.settings)]
@@ -221,10 +256,7 @@ class _Builder(TaskEntities):
                 props["codeRepository"] = snap.git_remote
             if snap.git_commit:
                 props["version"] = snap.git_commit + (" (dirty)" if snap.git_dirty else "")
-            dataset = self.crate.add_dataset(
-                source=None, dest_path=f"snapshots/{snap.digest}/", properties=props
-            )
-            ids.append(dataset.id)
+            ids.append(self.folder(f"snapshots/{snap.digest}/", {"@type": "Dataset", **props}))
         return ids
 
     def environment(self) -> str:
@@ -253,14 +285,20 @@ class _Builder(TaskEntities):
         return self.crate.add_dataset(source=None, dest_path="environment/", properties=props).id
 
     def tools(self) -> None:
-        """One SoftwareApplication per task type, part of its plugin package."""
+        """One SoftwareApplication per task type, part of its plugin package: the version and
+        code digest the run used (the keys of its tasks)."""
         for type_name, tool in sorted(self.record.tools.items()):
+            description = tool.description or f"the task type {type_name}"
+            if not tool.as_used:
+                description += (
+                    " (its version as installed when the crate was made: the run recorded none)"
+                )
             self.add(
                 self.tool_id(type_name),
                 {
                     "@type": "SoftwareApplication",
                     "name": type_name,
-                    "description": tool.description or f"the task type {type_name}",
+                    "description": description,
                     "softwareVersion": tool.version,
                     "identifier": tool.digest or tool.version,
                     "isPartOf": ref(f"#package/{tool.package}"),
@@ -277,8 +315,13 @@ class _Builder(TaskEntities):
 
 
 def crate_metadata(
-    record: RunRecord, written: dict[str, Written], *, exported_at: datetime
+    record: RunRecord,
+    written: dict[str, Written],
+    *,
+    exported_at: datetime,
+    metadata_only: bool = False,
 ) -> dict[str, Any]:
     """The crate's `ro-crate-metadata.json` as JSON, from the run's record and the digest and
-    size of every file as written."""
-    return _Builder(record, written, exported_at).build()
+    size of every file as written (or, `metadata_only`, as read: the store's files are then
+    described, not held)."""
+    return _Builder(record, written, exported_at, metadata_only).build()

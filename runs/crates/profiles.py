@@ -1,10 +1,10 @@
 """What a simrun crate declares it follows, and the terms it adds to RO-Crate 1.1's context.
 
 RO-Crate 1.1 is the version the Workflow Run Crate profiles 0.5 are written on. The terms of
-the workflow-run namespace a crate uses (`sha256`, `resourceUsage`) are defined in the crate's
-own context, as RO-Crate's rules for extending it allow, instead of by the namespace's remote
-context: a crate then needs only the RO-Crate 1.1 context, which ships with `rocrate`, to be
-read offline.
+the workflow-run namespace a crate uses (`sha256`, `resourceUsage`), and RO-Crate 1.2's
+`localPath` in a crate made metadata only, are defined in the crate's own context, as RO-
+Crate's rules for extending it allow, instead of by the namespace's remote context: a crate
+then needs only the RO-Crate 1.1 context, which ships with `rocrate`, to be read offline.
 """
 
 from __future__ import annotations
@@ -19,6 +19,9 @@ EXTRA_TERMS = {
     "sha256": f"{WORKFLOW_RUN_TERMS}sha256",
     "resourceUsage": f"{WORKFLOW_RUN_TERMS}resourceUsage",
 }
+LOCAL_PATH_TERM = {"localPath": "https://w3id.org/ro/terms#localPath"}
+"""Where a file the crate does not hold would be (a metadata-only crate): RO-Crate 1.2's term,
+defined here as its context defines it."""
 
 
 @dataclass(frozen=True)

@@ -5,7 +5,8 @@ files only, no link). Before anything of it is used:
 - its metadata file is JSON-LD whose root declares a Workflow Run Crate profile (Process,
   Workflow or Provenance Run Crate): a crate of anything else holds no run to repeat;
 - every file the metadata describes is in the crate and has the `sha256` (and size) the
-  metadata gives it; a file that is missing or differs is named;
+  metadata gives it; a file that is missing or differs is named, as is a file described but
+  deliberately not held (a local identifier: a crate exported metadata only);
 - its main entity is the workflow; each source snapshot's files are exactly its manifest's,
   and the manifest's digest is the snapshot's name, so the snapshot made again here is the one
   the run used;
@@ -181,16 +182,21 @@ class _Crate:
         for entity_id, entity in sorted(self.graph.items()):
             if "File" not in _types(entity) or entity_id == METADATA_FILE:
                 continue
+            if entity_id.startswith("#"):  # described, not held: a metadata-only crate's
+                said = entity.get("localPath")
+                name = said if isinstance(said, str) else entity_id
+                raise CrateRefused(
+                    f"file {name!r}: described by its digest, not held by the crate (a crate "
+                    "exported with --metadata-only holds no sources, outputs or logs and cannot "
+                    "be run again)"
+                )
             path = self.path_of(entity_id)
             expected = entity.get("sha256")
             if not isinstance(expected, str):
                 raise CrateRefused(f"file {path!r}: the metadata gives no sha256 to check it by")
             found = self.root / path
             if found.is_symlink() or not found.is_file():
-                raise CrateRefused(
-                    f"file {path!r}: described by the metadata but not in the crate (a crate "
-                    "exported with --metadata-only holds no files and cannot be run again)"
-                )
+                raise CrateRefused(f"file {path!r}: described by the metadata but not in the crate")
             sha, size = sha256_of(found)
             if sha != expected.lower():
                 raise CrateRefused(

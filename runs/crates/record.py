@@ -52,6 +52,9 @@ class Tool:
     version: str
     digest: str
     description: str
+    as_used: bool = True
+    """False: the version and digest are those installed when the crate was made (the run
+    recorded none), as for simrun's own `command`."""
 
 
 @dataclass(frozen=True)

@@ -58,6 +58,9 @@ class TaskEntities:
     def out_id(self, task: TaskRecord) -> str:
         raise NotImplementedError
 
+    def folder(self, path: str, props: dict[str, Any]) -> str:
+        raise NotImplementedError
+
     def settings_ids(self, task: TaskRecord) -> list[str]:
         raise NotImplementedError
 
@@ -228,4 +231,4 @@ class TaskEntities:
             derived.append(ref(origin))
         if derived:
             props["wasDerivedFrom"] = derived
-        return self.crate.add_dataset(source=None, dest_path=self.out_id(task), properties=props).id
+        return self.folder(f"tasks/{task.task_id}/out/", props)

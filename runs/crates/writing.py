@@ -2,9 +2,12 @@
 
 Every file is read from the store without following links (`simrun_harness.store_reads`) and
 hashed as it is written, so the digest in the metadata is the digest of the bytes in the crate;
-the metadata file is written last. With `metadata_only`, files are read and hashed but not
-written: the crate then describes each file by its digest and size without holding its bytes.
-A file that is a link (or vanished) when it is read is left out of the crate and its metadata.
+the metadata file is written last. With `metadata_only`, the files of the store (snapshots,
+outputs, logs) are read and hashed but not written: the crate then describes each by its
+digest and size without holding its bytes (`runs.crates.metadata`: a local identifier and the
+path it had); the files the export makes (the workflow, the environment's project and lock)
+are small and always written. A file that is a link (or vanished) when it is read is left out
+of the crate and its metadata.
 """
 
 from __future__ import annotations
@@ -95,13 +98,15 @@ def iter_crate(
                 missing.add(item.crate_path)
                 continue
         digesting = _Digesting(chunks)
-        if metadata_only:
+        if metadata_only and isinstance(item, StoredFile):
             for _ in digesting:
                 pass
         else:
             yield from sink.write(item.crate_path, iter(digesting))
         written[item.crate_path] = digesting.written()
-    metadata = crate_metadata(_without(record, missing), written, exported_at=now())
+    metadata = crate_metadata(
+        _without(record, missing), written, exported_at=now(), metadata_only=metadata_only
+    )
     text = json.dumps(metadata, indent=2, sort_keys=True, ensure_ascii=False).encode()
     yield from sink.write(METADATA_FILE, iter([text]))
 

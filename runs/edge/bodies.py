@@ -19,8 +19,12 @@ thread (`runs.edge.readers`), so a made-up token or cookie buys no bigger body.
 
 Uploads of snapshots (UPLOAD_PATHS) are not held in memory: they stream on to Django's ASGI
 handler, which spools them in the event loop without a thread, cut at their own limit
-(`runs.edge.upload_limit`); here they get the anonymous limit without a credential, and
-SIMRUN_BODY_TIMEOUT_S as the longest pause between two parts of the body.
+(`runs.edge.upload_limit`); here they get the anonymous limit without a credential,
+SIMRUN_BODY_TIMEOUT_S as the longest pause between two parts of the body, and a minimum
+rate: once SIMRUN_BODY_TIMEOUT_S has passed, the bytes received keep up with
+SIMRUN_UPLOAD_MIN_BYTES_PER_S on average since the body began, so a body of n bytes is
+whole within SIMRUN_BODY_TIMEOUT_S + n / SIMRUN_UPLOAD_MIN_BYTES_PER_S (beyond: 408). A
+client trickling a byte at a time holds its connection for that long at most.
 """
 
 from __future__ import annotations
@@ -123,6 +127,13 @@ def timed_out(seconds: float) -> str:
     )
 
 
+def too_slow(rate: int, grace: float) -> str:
+    return (
+        f"the upload arrived slower than {rate} bytes a second on average after its first "
+        f"{grace:g} s (SIMRUN_UPLOAD_MIN_BYTES_PER_S, SIMRUN_BODY_TIMEOUT_S)"
+    )
+
+
 class BodyFirst:
     """Wraps an ASGI app: a request reaches it with its whole body (see the module)."""
 
@@ -212,22 +223,31 @@ def replay(body: bytes, receive: Receive) -> Receive:
 
 
 def paced(receive: Receive, send: Send) -> Receive:
-    """A receive for an upload: a pause longer than SIMRUN_BODY_TIMEOUT_S between two parts
-    ends it (408; the app sees the client go away)."""
+    """A receive for an upload: a pause longer than SIMRUN_BODY_TIMEOUT_S between two parts,
+    or a body behind its minimum rate (see the module), ends it (408; the app sees the client
+    go away)."""
     seconds = float(settings.SIMRUN_BODY_TIMEOUT_S)
+    rate = int(settings.SIMRUN_UPLOAD_MIN_BYTES_PER_S)
+    loop = asyncio.get_running_loop()
+    began = loop.time()
+    received = 0
     done = False
 
     async def timed() -> Message:
-        nonlocal done
+        nonlocal done, received
         if done:
             return await receive()
+        pause = loop.time() + seconds
+        behind = began + seconds + received / rate  # when the average falls below the rate
         try:
-            async with asyncio.timeout(seconds):
+            async with asyncio.timeout_at(min(pause, behind)):
                 message = await receive()
         except TimeoutError:
             done = True
-            await answer(send, 408, "body_timeout", timed_out(seconds))
+            why = timed_out(seconds) if pause <= behind else too_slow(rate, seconds)
+            await answer(send, 408, "body_timeout", why)
             return {"type": "http.disconnect"}
+        received += len(message.get("body", b""))
         if message["type"] != "http.request" or not message.get("more_body", False):
             done = True
         return message

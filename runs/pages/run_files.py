@@ -68,7 +68,7 @@ def pod_or_404(task: Task, pod: str) -> None:
 
 def log_tail(run: Run, task: Task, pod: str) -> LogTail:
     """The tail of the newest attempt of `pod`; it follows until that attempt has ended."""
-    entries = [e for e in task_logs(run, task, tail_lines=TAIL_LINES) if e.pod == pod]
+    entries = task_logs(run, task, tail_lines=TAIL_LINES, pod=pod)
     entry = max(entries, key=lambda e: e.attempt, default=None)
     ended = entry is not None and (entry.ended or entry.kept)
     follow = not run.ended and not ended

@@ -5,6 +5,9 @@ order asked and whether the values differ, so a page or an agent can show only d
 Nested values are flattened to dotted keys (`scan.settings.n_points`). Outputs are compared
 by content: one row per output file (`<task>/<path>`), its SHA-256 in each run (None where a
 run has no such file), so a run made again from a crate shows whether it made the same bytes.
+The outputs of all the runs are hashed within SIMRUN_COMPARE_MAX_S (`output_digests`); a run
+not hashed whole has a row `(not compared)` saying why, `(not hashed)` for each of its files
+not hashed (never counted as differing), and is named in `not_compared`.
 """
 
 from __future__ import annotations
@@ -16,12 +19,13 @@ from django.db.models import Avg, Count, Max, Q
 
 from runs.models import ResourceObservation, Run, Snapshot
 from runs.refusals import RunNotFound
-from runs.selectors.output_digests import output_digests
+from runs.selectors.output_digests import OutputDigests, deadline, output_digests
 from runs.selectors.runs_list import RunItem, run_item, runs_with_details
 
 MAX_RUNS = 20
 SECTIONS = ("run", "settings", "sources", "environment", "durations", "resources", "outputs")
 NOT_COMPARED = "(not compared)"
+NOT_HASHED = "(not hashed)"
 
 
 @dataclass(frozen=True)
@@ -36,6 +40,8 @@ class CompareRow:
 class Comparison:
     runs: list[RunItem]
     rows: list[CompareRow]
+    not_compared: dict[str, str]
+    """The runs whose outputs were not all compared, and why."""
 
 
 def _flatten(value: Any, prefix: str, into: dict[str, Any]) -> None:
@@ -112,11 +118,20 @@ def _resource_values(run: Run, observed: dict[tuple[str, str], dict[str, Any]]) 
     return found
 
 
-def _output_values(run: Run) -> dict[str, Any]:
-    found = output_digests(run.pk)
+def _output_values(runs: list[Run]) -> list[OutputDigests]:
+    """The runs' output digests, all hashed within one deadline; an ended run's are kept."""
+    until = deadline()
+    return [output_digests(run.pk, until=until, keep=run.ended) for run in runs]
+
+
+def _outputs(found: OutputDigests, every: set[str]) -> dict[str, Any]:
+    """A run's outputs section: its digests, and where they are not all taken, why, and
+    `NOT_HASHED` for every other file of the runs compared."""
+    values: dict[str, Any] = dict(sorted(found.digests.items()))
     if found.not_compared:
-        return {NOT_COMPARED: found.not_compared}
-    return dict(sorted(found.digests.items()))
+        values[NOT_COMPARED] = found.not_compared
+        values |= {key: NOT_HASHED for key in sorted(every - found.digests.keys())}
+    return values
 
 
 def compare_runs(run_ids: list[str]) -> Comparison:
@@ -158,6 +173,8 @@ def compare_runs(run_ids: list[str]) -> Comparison:
         values: dict[str, Any] = dict(row)
         key = (str(values.pop("run_id")), str(values.pop("task_id")))
         observed[key] = values
+    digested = _output_values(runs)
+    every = {key for found in digested for key in (*found.digests, *found.left)}
     per_run = [
         {
             "run": _run_values(run),
@@ -166,11 +183,13 @@ def compare_runs(run_ids: list[str]) -> Comparison:
             "environment": _flattened(run.environment or {}),
             "durations": _duration_values(run),
             "resources": _resource_values(run, observed),
-            "outputs": _output_values(run),
+            "outputs": _outputs(found, every),
         }
-        for run in runs
+        for run, found in zip(runs, digested, strict=True)
     ]
-    return Comparison(runs=[run_item(r) for r in runs], rows=_rows(per_run))
+    not_compared = {run.id: f.not_compared for run, f in zip(runs, digested, strict=True)}
+    not_compared = {run_id: why for run_id, why in not_compared.items() if why}
+    return Comparison([run_item(r) for r in runs], _rows(per_run), not_compared)
 
 
 def _flattened(value: dict[str, Any]) -> dict[str, Any]:
@@ -187,6 +206,7 @@ def _rows(per_run: list[dict[str, dict[str, Any]]]) -> list[CompareRow]:
             keys.extend(k for k in values[section] if k not in keys)
         for key in keys:
             column = [values[section].get(key) for values in per_run]
-            differs = any(v != column[0] for v in column[1:])
+            known = [v for v in column if v != NOT_HASHED]
+            differs = any(v != known[0] for v in known[1:])
             rows.append(CompareRow(section, key, column, differs))
     return rows

@@ -25,6 +25,7 @@ from runs.crates.record import (
 )
 from runs.models import ResourceObservation, Run, Snapshot, Task
 from runs.refusals import RunConflict
+from runs.reuse_plans import stored_parts
 from runs.task_types import COMMAND, plugin_identity, registry
 from simrun_harness.layout import MERGE_MARKER
 from simrun_harness.store_walks import WalkLimits, walk_files
@@ -130,16 +131,40 @@ def _environment(run: Run, store_root: Path) -> EnvironmentRecord:
     )
 
 
-def _tools(types: set[str]) -> dict[str, Tool]:
+def _used_plugins(run: Run, tasks: list[Task]) -> dict[str, str]:
+    """Each plugin type's version and code digest as the run used them (`<version>+<digest>`):
+    what its tasks' keys digest, written at submission in the environment the pods ran in
+    (`key.json`, runs/reuse_plans.py)."""
+    found: dict[str, str] = {}
+    for task in tasks:
+        if task.type in found or task.type == COMMAND:
+            continue
+        parts = stored_parts(run.pk, task.task_id) or {}
+        version = parts.get("version")
+        if isinstance(version, str) and "+" in version:
+            found[task.type] = version
+    return found
+
+
+def _tools(run: Run, tasks: list[Task]) -> dict[str, Tool]:
+    """The run's task types: their plugin's package as installed here, its version and code
+    digest as the run used them (as installed here for a run that kept no keys: one refused
+    before its keys were made)."""
     found = {}
     known = registry()
-    for name in sorted(types):
+    used = _used_plugins(run, tasks)
+    for name in sorted({t.type for t in tasks}):
         package, version, digest = plugin_identity(name)
+        recorded = used.get(name)
+        if recorded is not None:
+            version, _, digest = recorded.rpartition("+")
         cls = known.get(name)
         description = str(getattr(cls, "description", "") or "") if cls is not None else ""
         if name == COMMAND:
             description = description or "simrun's built-in command task"
-        found[name] = Tool(name, package, version, digest, description)
+        found[name] = Tool(
+            name, package, version, digest, description, as_used=recorded is not None
+        )
     return found
 
 
@@ -167,7 +192,7 @@ def run_record(run: Run) -> RunRecord:
         workflow=MadeFile(WORKFLOW_FILE, workflow),
         snapshots=[_snapshot(d, store_root) for d in run.sources],
         tasks=[_task(t, f"runs/{run.pk}", store_root) for t in tasks],
-        tools=_tools({t.type for t in tasks}),
+        tools=_tools(run, tasks),
         environment=_environment(run, store_root),
         simrun_version=plugin_identity(COMMAND)[1],
         from_crate=run.from_crate,

@@ -68,10 +68,15 @@ def _task_ids(run_id: str, task_id: str | None) -> list[str]:
     return valid
 
 
-def run_outputs(run_id: str, task_id: str | None = None, limit: int = MAX_LISTED) -> OutputListing:
-    """The files of the outputs of a run's tasks (of one task when given), sorted by path."""
+def run_outputs(
+    run_id: str, task_id: str | None = None, limit: int = MAX_LISTED, seconds: float | None = None
+) -> OutputListing:
+    """The files of the outputs of a run's tasks (of one task when given), sorted by path;
+    looking for `seconds` at most when given (less than SIMRUN_LISTING_MAX_S)."""
     root = store_root()
     limits = listing_limits(files=limit)
+    if seconds is not None:
+        limits = replace(limits, seconds=min(limits.seconds, seconds))
     deadline = time.monotonic() + limits.seconds
     files: list[OutputFile] = []
     cut = None

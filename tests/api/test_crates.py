@@ -36,13 +36,17 @@ def test_an_ended_run_downloads_as_a_crate_zip_and_counts_the_export(lab: Lab) -
     assert Run.objects.get(pk=run.pk).exports == 1
 
 
-def test_metadata_only_sends_the_metadata_file_alone(lab: Lab) -> None:
+def test_metadata_only_sends_the_metadata_and_the_workflow_without_the_stores_files(
+    lab: Lab,
+) -> None:
     run = finished_scan(by=lab.person.identity)
 
     response = lab.person.client.get(f"/api/runs/{run.pk}/crate/?metadata_only=true")
 
     with zipfile.ZipFile(io.BytesIO(body(response))) as zipped:
-        assert zipped.namelist() == [METADATA_FILE]
+        names = zipped.namelist()
+    assert {METADATA_FILE, "workflow.json"} <= set(names)
+    assert not [n for n in names if n.startswith(("tasks/", "snapshots/"))]
 
 
 def test_a_live_run_is_409_in_json_and_not_counted(lab: Lab) -> None:

@@ -2,12 +2,14 @@
 
 from __future__ import annotations
 
+import os
 import re
 import shutil
 from pathlib import Path
 
 import pytest
 from django.test import Client
+from pytest_django import Settings
 
 from runs.models import ResourceObservation, Run
 from runs.store import task_paths
@@ -61,6 +63,26 @@ def test_the_log_tail_stops_polling_once_the_run_has_ended(paul: Client) -> None
     run = scan_run(state="succeeded")
     response = paul.get(f"/runs/{run.id}/tasks/scan/logs/scan-w0/", HTTP_HX_TARGET="log-tail", **HX)
     assert "sse-connect" not in response.content.decode()
+
+
+def test_a_log_tail_among_many_large_attempts_shows_the_newest_lines_and_says_it_was_cut(
+    paul: Client, settings: Settings
+) -> None:
+    """64 kept attempts of 1 MiB of one pod: the page holds its share of
+    SIMRUN_LOG_ANSWER_MAX_BYTES, the newest attempt's last line, and says it was cut."""
+    settings.SIMRUN_LOG_ANSWER_MAX_BYTES = 256 * 1024
+    run = scan_run(state="succeeded")
+    logs = task_paths(run.id, "scan").logs
+    for attempt in range(64):
+        with (logs / f"scan-w0-{attempt}.log").open("wb") as handle:
+            handle.truncate(1024 * 1024)
+            handle.seek(0, os.SEEK_END)
+            handle.write(f"the end of attempt {attempt}\n".encode())
+    response = paul.get(f"/runs/{run.id}/tasks/scan/logs/scan-w0/", HTTP_HX_TARGET="log-tail", **HX)
+    tail = response.content.decode()
+    assert "attempt 63 of 64" in tail and "the end of attempt 63\n" in tail
+    assert "cut: only its last lines" in tail and "SIMRUN_LOG_ANSWER_MAX_BYTES" in tail
+    assert len(tail) < 256 * 1024
 
 
 def test_outputs_are_listed_and_downloaded(paul: Client) -> None:

@@ -7,10 +7,11 @@ from datetime import timedelta
 import pytest
 from django.test import Client
 from django.utils import timezone
+from pytest_django import Settings
 
 from runs.backends import backend
 from runs.models import Run
-from runs.store import run_paths
+from runs.store import run_paths, task_paths
 from runs.tasks import delete_run
 from tests import factories
 from tests.pages.scenes import scan_run
@@ -80,6 +81,21 @@ def test_compare_can_show_only_the_differences(paul: Client) -> None:
     a, b = scan_run(group="g1"), scan_run(group="g2")
     html = paul.get(f"/compare/?runs={a.id}+{b.id}&only=diff").content.decode()
     assert "<code>group</code>" in html and "<code>workflow</code>" not in html
+
+
+def test_compare_says_which_runs_outputs_it_did_not_compare_in_time(
+    paul: Client, settings: Settings
+) -> None:
+    """Past SIMRUN_COMPARE_MAX_S the page says which runs it did not compare, also when it
+    shows only the differences."""
+    settings.SIMRUN_COMPARE_MAX_S = 0.01
+    a, b = scan_run(), scan_run()
+    for run in (a, b):
+        with (task_paths(run.id, "scan").out / "big.bin").open("wb") as handle:
+            handle.truncate(256 * 1024 * 1024)
+    html = paul.get(f"/compare/?runs={a.id}+{b.id}&only=diff").content.decode()
+    notice = html.split('id="not-compared"', 1)[1].split("</div>", 1)[0]
+    assert b.id in notice and "SIMRUN_COMPARE_MAX_S" in notice
 
 
 def test_compare_needs_two_runs_and_names_unknown_ones(paul: Client) -> None:

@@ -5,7 +5,9 @@ in the event loop, before a request thread or a database connection is taken."""
 from __future__ import annotations
 
 import json
+import select
 import socket
+import time
 from collections.abc import Iterator
 from contextlib import ExitStack, closing
 from pathlib import Path
@@ -107,6 +109,29 @@ def test_a_body_not_sent_within_its_deadline_is_408_in_json(
         error = json.loads(body)
         assert error["code"] == "body_timeout"
         assert "SIMRUN_BODY_TIMEOUT_S" in error["detail"]
+
+
+def test_an_upload_trickled_below_its_minimum_rate_is_408_in_json(
+    tmp_path: Path, store: Path, token: str
+) -> None:
+    """A snapshot upload that sends a byte every 0.2 s, each well within the longest pause
+    (SIMRUN_BODY_TIMEOUT_S), held its connection for as long as it went on: once the pause
+    has passed it is 408 in JSON, naming the minimum rate it kept below."""
+    env = {"SIMRUN_BODY_TIMEOUT_S": "0.5", "SIMRUN_UPLOAD_MIN_BYTES_PER_S": "1024"}
+    with web_process(tmp_path / "web", env) as web:
+        bearer = f"Authorization: Bearer {token}"
+        conn = stalled(web, "/api/snapshots/?name=slow", bearer, length=100_000, sent=b"\x1f")
+        with closing(conn):
+            trickled = time.monotonic() + DEADLINE_S / 3
+            while not select.select([conn], [], [], 0.2)[0]:  # the trickle's pace
+                assert time.monotonic() < trickled, "still trickling, unanswered"
+                conn.sendall(b"\0")
+            status, headers, body = answer(conn)
+    assert status == 408
+    assert headers["content-type"] == "application/json"
+    error = json.loads(body)
+    assert error["code"] == "body_timeout"
+    assert "SIMRUN_UPLOAD_MIN_BYTES_PER_S" in error["detail"]
 
 
 def test_an_anonymous_form_of_300_mib_is_refused_before_its_body_is_read(web: Web) -> None:

@@ -70,3 +70,11 @@ class CompareRowSerializer(serializers.Serializer):
 class ComparisonSerializer(serializers.Serializer):
     runs = RunItemSerializer(many=True)
     rows = CompareRowSerializer(many=True)
+    not_compared = serializers.DictField(
+        child=serializers.CharField(),
+        help_text=(
+            "The runs whose outputs were not all compared, and why: more files or bytes than "
+            "a comparison hashes, or SIMRUN_COMPARE_MAX_S passed (their files not hashed are "
+            '"(not hashed)" in the outputs rows); empty when every output was compared.'
+        ),
+    )

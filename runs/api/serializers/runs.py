@@ -196,8 +196,23 @@ class LogEntrySerializer(serializers.Serializer):
     text = serializers.CharField(allow_blank=True)
     ended = serializers.BooleanField()
     error = serializers.CharField(allow_null=True)
-    truncated = serializers.BooleanField()
+    truncated = serializers.BooleanField(help_text="Whether `text` was cut (see `cut`).")
     kept = serializers.BooleanField()
+    cut = serializers.ChoiceField(
+        choices=["log", "answer"],
+        allow_null=True,
+        help_text=(
+            "Why `text` is not the whole log (or all the lines asked for): log (the most one "
+            "log shows, 4 MiB) or answer (its share of SIMRUN_LOG_ANSWER_MAX_BYTES, the most "
+            "an answer holds of all its logs, each from its end); null when it is whole."
+        ),
+    )
+    start = serializers.IntegerField(
+        help_text=(
+            "Bytes before `text` that it leaves out: of the log from its start (with `tail`, "
+            "of a live log's last lines as the backend gave them)."
+        )
+    )
 
 
 class ServerEventSerializer(serializers.Serializer):

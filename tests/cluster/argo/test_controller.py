@@ -94,8 +94,9 @@ def units(run: Run, task: str = "scan") -> list[int]:
 
 
 def test_a_split_task_over_three_nodes_succeeds(lab: Lab, argo_settings: Settings) -> None:
-    """C1: C5: C11: C12: the merge makes the task done and the run succeeded; every worker ran
-    on a node of its own; reports became observations and the logs were kept."""
+    """C1: C5: C11: C12: K11: the merge makes the task done and the run succeeded; every worker
+    ran on a node of its own; reports became observations and the logs of every pod were kept
+    at the task's end, as a deleted pod's would be gone with it."""
     backend = argo_settings()
     run = submit(backend, sleep_task("scan", 6, 0.2))
 

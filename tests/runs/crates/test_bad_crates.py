@@ -16,6 +16,7 @@ from runs.models import Run
 from runs.planner import PlanRefused
 from runs.plans import Node
 from runs.services.crate_runs import submit_crate
+from runs.services.crates import export_to
 from runs.services.uploads import UploadRefused
 from tests import factories
 from tests.plugins import on_path, write_plugin
@@ -130,6 +131,22 @@ def test_a_file_the_metadata_describes_that_is_missing(
     message = refused(zipped(members), tmp_path, settings)
 
     assert message.startswith(f"file {name!r}: described by the metadata but not in the crate")
+
+
+def test_a_metadata_only_crate_is_refused_naming_a_file_it_does_not_hold(
+    store: Path, tmp_path: Path, settings: Settings
+) -> None:
+    run = finished_scan()
+    archive = export_to(run_id=run.pk, target=tmp_path / "m.zip", metadata_only=True)
+    fresh_installation(settings, tmp_path)
+
+    message = refused(archive.read_bytes(), tmp_path, settings)
+
+    assert message.startswith("file 'snapshots/")
+    assert message.endswith(
+        ": described by its digest, not held by the crate (a crate exported with "
+        "--metadata-only holds no sources, outputs or logs and cannot be run again)"
+    )
 
 
 def test_a_crate_with_a_link_member(members: Members, tmp_path: Path, settings: Settings) -> None:

@@ -47,15 +47,37 @@ def run_store() -> str:
 EXAMPLE = Path(__file__).resolve().parents[3] / "examples" / "crates" / "repressilator-ode-scan"
 
 
-@pytest.mark.slow
-def test_the_example_crate_of_the_repository_is_valid_for_every_profile_it_declares() -> None:
-    """A real run's export (examples/crates/README.md), at the REQUIRED level, offline."""
-    verdict = validate_crate(EXAMPLE)
+def assert_valid_for_every_declared_profile(crate: Path) -> None:
+    """roc-validator at the REQUIRED level, offline: every profile the crate declares is
+    checked, with no issue and no check skipped."""
+    verdict = validate_crate(crate)
 
     assert verdict.valid, "\n".join(verdict.lines())
-    checked = {p.uri for p in verdict.profiles}
-    assert {p.uri for p in DECLARED} <= checked
+    assert {p.uri for p in DECLARED} <= {p.uri for p in verdict.profiles}
     assert all(not p.issues and not p.skipped for p in verdict.profiles)
+
+
+@pytest.mark.slow
+def test_the_example_crate_of_the_repository_is_valid_for_every_profile_it_declares() -> None:
+    """A real run's export (examples/crates/README.md): no sources, simrun's environment."""
+    assert_valid_for_every_declared_profile(EXAMPLE)
+
+
+@pytest.mark.slow
+def test_a_run_with_a_model_and_its_environment_is_valid_for_every_profile_it_declares(
+    store: Path, tmp_path: Path
+) -> None:
+    """As the demo's run of examples/workflows/repressilator.yaml: a model snapshot with its
+    manifest, and the model's project and constraints in `environment/`."""
+    crate = exported(finished_scan(), tmp_path / "crate")
+
+    assert sorted(p.name for p in (crate / "environment").iterdir()) == [
+        "constraints.txt",
+        "pyproject.toml",
+    ]
+    (snapshot,) = (crate / "snapshots").iterdir()
+    assert {".simrun-manifest.json", "repressilator.ant"} <= {p.name for p in snapshot.iterdir()}
+    assert_valid_for_every_declared_profile(crate)
 
 
 def test_the_crate_reads_with_rocrate_as_the_run_it_records(store: Path, tmp_path: Path) -> None:
@@ -114,14 +136,36 @@ def test_every_data_entity_is_in_the_crate(store: Path, tmp_path: Path, model: b
 def test_metadata_only_describes_each_file_by_digest_and_size_without_its_bytes(
     store: Path, tmp_path: Path
 ) -> None:
+    """The store's files (snapshots, outputs, logs) are not held: each is a local identifier
+    with the path it would have; the workflow and the environment's files are held."""
     run = finished_scan()
     crate = exported(run, tmp_path / "crate", metadata_only=True)
 
-    assert [p.name for p in crate.iterdir()] == [METADATA_FILE]
-    entity = graph(crate)["tasks/scan/out/scan.json"]
+    held = {str(p.relative_to(crate)) for p in crate.rglob("*") if p.is_file()}
+    environment = {p for p in held if p.startswith("environment/")}
+    assert held - environment == {METADATA_FILE, "workflow.json"}
+    assert "environment/pyproject.toml" in environment
+    entities = graph(crate)
+    assert "tasks/scan/out/scan.json" not in entities
+    entity = entities["#tasks/scan/out/scan.json"]
     data = (task_paths(run.pk, "scan").out / "scan.json").read_bytes()
     assert entity["sha256"] == hashlib.sha256(data).hexdigest()
     assert entity["contentSize"] == str(len(data))
+    assert entity["localPath"] == "tasks/scan/out/scan.json"
+    assert entity["@type"] == "File"
+    out = entities["#tasks/scan/out/"]
+    assert {"@id": "#tasks/scan/out/scan.json"} in out["hasPart"]
+    assert {"@id": "#tasks/scan/out/"} in entities["#run"]["result"]
+    assert any(e.startswith("#snapshots/") and e.endswith("repressilator.ant") for e in entities)
+
+
+@pytest.mark.slow
+def test_a_metadata_only_crate_is_valid_for_every_profile_it_declares(
+    store: Path, tmp_path: Path
+) -> None:
+    crate = exported(finished_scan(), tmp_path / "crate", metadata_only=True)
+
+    assert_valid_for_every_declared_profile(crate)
 
 
 def test_a_link_a_task_made_is_exported_without_what_it_points_at(
