@@ -114,6 +114,21 @@ class Run(models.Model):
     submit_requeues = models.PositiveSmallIntegerField(
         default=0, help_text="Messages sent again for it by the controller (each waits longer)."
     )
+    submit_building = models.CharField(
+        max_length=200,
+        blank=True,
+        default="",
+        help_text="The environment its worker builds (while its submission lease lasts): an "
+        "identity builds SIMRUN_BUILDS_PER_IDENTITY at a time, an environment is built once "
+        "(runs/services/builds.py).",
+    )
+    submit_build_waits = models.CharField(
+        max_length=200,
+        blank=True,
+        default="",
+        help_text="The environment it was given back to build once its identity's build (or "
+        "another run's of it) ends; no worker takes it until then.",
+    )
     idempotency_key = models.CharField(max_length=128, null=True, blank=True)  # noqa: DJ001
     reuse = models.BooleanField(
         default=True, help_text="Units done in earlier runs with the same key are reused."

@@ -23,6 +23,9 @@ Three rules, each held in the rows (no process keeps a queue in memory):
   conditional update, so two controllers (beat's pass and the watcher's) send one between
   them, and no pass sends one for a run whose step has not passed (each pass sent one: 12,611
   messages in the broker after a flood of 500).
+
+A submission that must build its model's environment builds one at a time per identity and
+gives its run back otherwise, its worker free for the next turn: runs/services/builds.py.
 """
 
 from __future__ import annotations
@@ -40,6 +43,7 @@ from django.utils import timezone
 from runs.models import Identity, Run
 from runs.refusals import SubmissionThrottled
 from runs.services import background
+from runs.services.builds import builds_in_progress, must_wait
 from runs.states import RunState
 
 log = logging.getLogger(__name__)
@@ -132,13 +136,15 @@ def _unleased(now: datetime) -> Q:
 
 
 def next_submission(*, now: datetime) -> Waiting | None:
-    """The waiting submission a free worker should take now (`fairest`, from the rows)."""
+    """The waiting submission a free worker should take now (`fairest`, from the rows); a run
+    given back for a build that still has to wait is passed over (runs/services/builds.py)."""
     submitting = Run.objects.filter(state=RunState.SUBMITTING)
+    building = builds_in_progress(now=now)
+    fields = ("pk", "owner_id", "created_at", "submit_build_waits")
     waiting = [
         Waiting(pk, owner, created)
-        for pk, owner, created in submitting.filter(_unleased(now)).values_list(
-            "pk", "owner_id", "created_at"
-        )
+        for pk, owner, created, waits_for in submitting.filter(_unleased(now)).values_list(*fields)
+        if not must_wait(owner_id=owner, waits_for=waits_for, building=building)
     ]
     if not waiting:
         return None
@@ -160,7 +166,12 @@ def claim_next_submission() -> str | None:
         taken = (
             Run.objects.filter(pk=picked.run_id, state=RunState.SUBMITTING)
             .filter(_unleased(now))
-            .update(submit_lease_until=now + lease(), version=F("version") + 1)
+            .update(
+                submit_lease_until=now + lease(),
+                submit_building="",  # a dead worker's: this worker looks again
+                submit_build_waits="",
+                version=F("version") + 1,
+            )
         )
         if taken:
             Identity.objects.filter(pk=picked.owner_id).update(submission_turn_at=now)

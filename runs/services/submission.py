@@ -34,6 +34,7 @@ from runs.priorities import tier_of
 from runs.refusals import SubmissionRefused
 from runs.selectors.servers import schedulable_nodes
 from runs.services import background
+from runs.services.builds import end_build, start_build
 from runs.services.fair_share import admit_submission, claim_next_submission
 from runs.services.reuse import check_resume, plan_reuse
 from runs.states import RunState
@@ -217,9 +218,10 @@ def _lease_kept(run_id: str) -> Iterator[None]:
     def renew() -> None:
         try:
             while not stop.wait(_lease().total_seconds() / 3):
-                Run.objects.filter(pk=run_id, state=RunState.SUBMITTING).update(
-                    submit_lease_until=timezone.now() + _lease()
-                )
+                # not once it was given back (builds.start_build): no worker holds it then
+                Run.objects.filter(
+                    pk=run_id, state=RunState.SUBMITTING, submit_lease_until__isnull=False
+                ).update(submit_lease_until=timezone.now() + _lease())
         finally:
             connection.close()  # this thread's own connection
 
@@ -232,13 +234,32 @@ def _lease_kept(run_id: str) -> Iterator[None]:
         thread.join()
 
 
+class GivenBack(Exception):
+    """The run's environment build has to wait (runs/services/builds.py): it was given back."""
+
+
+# Runs a worker takes for one message at most, all but the last given back. A run given back
+# is passed over until the build it waits for ends, so a worker meets this bound only while
+# builds end and start again at each of its takes; the runs then left are sent again by the
+# controller (fair_share.requeue_submissions).
+TAKES = 20
+
+
 def submit_run(*, run_id: str, backend: Backend) -> None:
     """Environment → reservation → workflow, then `queued`, of the waiting run whose turn it
     is (`claim_next_submission`: `run_id`, the message's run, may wait for its identity's
-    turn; each message submits one run). Safe to run twice or resume."""
-    run_id = claim_next_submission() or ""
-    if not run_id:
-        return
+    turn; each message submits one run). A run whose environment build has to wait
+    (runs/services/builds.py) is given back, and the worker takes the next turn's run instead.
+    Safe to run twice or resume."""
+    for _ in range(TAKES):
+        taken = claim_next_submission()
+        if taken is None or _submit(taken, backend):
+            return
+
+
+def _submit(run_id: str, backend: Backend) -> bool:
+    """Submit the run whose lease this worker took: True once it is queued or failed, False
+    when it was given back."""
     created = False
     try:
         with _lease_kept(run_id):
@@ -265,9 +286,12 @@ def submit_run(*, run_id: str, backend: Backend) -> None:
             submit_lease_until=None,
             version=F("version") + 1,
         )
+    except GivenBack:
+        return False
     except Exception as exc:
         log.exception("submission of run %s failed", run_id)
         fail_submission(run_id=run_id, message=f"submission failed: {exc}", created=created)
+    return True
 
 
 def fail_submission(*, run_id: str, message: str, created: bool) -> None:
@@ -301,13 +325,19 @@ def _environment(run: Run, backend: Backend) -> RunEnvironment:
     """The run's environment, built once: its digest (`service` for a model without one) and
     the digest of every local package it installs (which plugin code the run used). A model
     without a lock is resolved under the constraints the run keeps (a crate's), else under the
-    harness's; the files it is built from are kept beside the run (runs/kept_environment.py)."""
+    harness's; the files it is built from are kept beside the run (runs/kept_environment.py).
+    GivenBack while its identity builds another or another run builds it (builds.py)."""
     ref, context = environment_of(run)
     if ref == SERVICE_ENVIRONMENT:
         return RunEnvironment(ref=ref)
     kept_environment.keep(run.id, context)
     if not backend.has_image(ref):
-        backend.build_image(context, ref)
+        if not start_build(run_id=run.id, ref=ref):
+            raise GivenBack(ref)
+        try:
+            backend.build_image(context, ref)
+        finally:
+            end_build(run_id=run.id, ref=ref)
     packages = environments.local_packages_of(context)
     if packages:
         return RunEnvironment(ref=ref, local_packages=packages)
