@@ -245,7 +245,7 @@ def run_module(
     survivors = subprocess.run(
         [mutmut, "results"], cwd=where, env=env, capture_output=True, text=True, check=True
     ).stdout
-    mutated: dict[str, str] = {}
+    functions: dict[str, dict[str, str]] = {}  # a mutated file's functions, parsed once
     shown = []
     for line in survivors.splitlines():
         mutant, _, outcome = line.strip().partition(": ")
@@ -253,9 +253,9 @@ def run_module(
             continue
         if diffs:
             path = mutant_path(mutant)
-            if path not in mutated:
-                mutated[path] = (where / "mutants" / path).read_text()
-            shown.append(f"{mutant}: {outcome}\n{mutant_diff(mutated[path], mutant)}")
+            if path not in functions:
+                functions[path] = function_sources((where / "mutants" / path).read_text())
+            shown.append(f"{mutant}: {outcome}\n{mutant_diff(functions[path], mutant)}")
         else:
             shown.append(line.strip())
     (where / "survivors.txt").write_text("\n".join(shown) + "\n" if shown else "")
@@ -303,16 +303,21 @@ def record(name: str, score: dict[str, object]) -> None:
     SCORES.write_text(json.dumps(dict(sorted(scores.items())), indent=2, ensure_ascii=False) + "\n")
 
 
-def mutant_diff(mutated: str, mutant: str) -> str:
-    """The lines one mutant changes in its function, from the mutated module (mutmut keeps
-    each mutant as a copy of the function beside the original): what `mutmut show` gives,
-    without its second or two per mutant."""
-    function, _, number = mutant.rpartition(".")[2].rpartition("__mutmut_")
-    sources = {
-        node.name: ast.get_source_segment(mutated, node) or ""
+def function_sources(mutated: str) -> dict[str, str]:
+    """Each function of a mutated module by its name (mutmut keeps each mutant as a copy of
+    the function beside the original); parsed once a file, not once a survivor."""
+    lines = mutated.splitlines(keepends=True)
+    return {
+        node.name: "".join(lines[node.lineno - 1 : node.end_lineno])
         for node in ast.walk(ast.parse(mutated))
         if isinstance(node, ast.FunctionDef | ast.AsyncFunctionDef)
     }
+
+
+def mutant_diff(sources: dict[str, str], mutant: str) -> str:
+    """The lines one mutant changes in its function, from its module's functions: what
+    `mutmut show` gives, without its second or two per mutant."""
+    function, _, number = mutant.rpartition(".")[2].rpartition("__mutmut_")
     original = sources.get(f"{function}__mutmut_orig", "").replace(
         f"{function}__mutmut_orig", function
     )

@@ -93,3 +93,20 @@ def test_every_module_the_tool_scores_has_a_row_saying_its_score_or_that_it_has_
         if name not in scores:
             assert NOT_SCORED in rows[name], (name, rows[name])
     assert set(scores) <= set(tool().MODULES), set(scores) - set(tool().MODULES)
+
+
+def test_a_survivors_diff_gives_the_lines_its_mutant_changes() -> None:
+    """`--diffs` shows each survivor as the lines it changes against the original function,
+    methods included (mutmut keeps both as functions of the mutated module)."""
+    mutated = (
+        "class Ledger:\n"
+        "    def xǁLedgerǁclaim__mutmut_orig(self, n):\n"
+        "        return n + 1\n"
+        "    def xǁLedgerǁclaim__mutmut_3(self, n):\n"
+        "        return n - 1\n"
+        "def x_other__mutmut_orig():\n"
+        "    return 0\n"
+    )
+    sources = tool().function_sources(mutated)
+    diff = tool().mutant_diff(sources, "simrun_harness.ledger.xǁLedgerǁclaim__mutmut_3")
+    assert diff.splitlines() == ["-        return n + 1", "+        return n - 1"]
