@@ -11,6 +11,7 @@ from pathlib import Path
 
 import pytest
 
+from simrun_harness import ledger as ledger_module
 from simrun_harness import ledger_creation
 from simrun_harness.layout import TaskPaths
 from simrun_harness.ledger import Holder, Ledger, unit_index, unit_names
@@ -269,6 +270,58 @@ def test_a_claim_skips_units_others_won_and_refills_once(tmp_path: Path) -> None
     assert slow.claim() is None
     assert fast.give_back([*taken]) == 2
     assert slow.claim() in taken
+
+
+def test_claims_list_pending_once_until_their_candidates_run_out(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A claim takes the next candidate without listing `pending/` again (a listing of a
+    large task's pending units is the costly read, on NFS most), a candidate another worker
+    won included; only when none is left is it listed again."""
+    paths = _paths(tmp_path)
+    create_ledger(paths, [0, 1, 2, 3], Holder("t-w0", 0))
+    slow, fast = Ledger(paths, Holder("t-w1", 0)), Ledger(paths, Holder("t-w2", 0))
+    listed: list[Path] = []
+    real = ledger_module.listing
+    monkeypatch.setattr(ledger_module, "listing", lambda path: listed.append(path) or real(path))
+
+    assert slow.refill() == 4
+    taken = fast.claim()
+    mine = {slow.claim(), slow.claim(), slow.claim()}
+
+    assert taken not in mine and None not in mine
+    assert listed == [paths.pending, paths.pending]  # slow's refill, fast's first claim
+    assert slow.claim() is None
+    assert listed == [paths.pending] * 3
+
+
+def test_giving_back_a_claim_no_longer_held_still_returns_the_others(tmp_path: Path) -> None:
+    """A claim taken from us meanwhile (reclaimed as stale) is skipped, not the end: the
+    claims after it go back to pending."""
+    paths = _paths(tmp_path)
+    create_ledger(paths, [0, 1, 2], Holder("t-w0", 0))
+    ledger = Ledger(paths, Holder("t-w0", 0))
+    first, second = ledger.claim(), ledger.claim()
+    assert first and second and ledger.commit(first)
+
+    assert ledger.give_back([first, second]) == 1
+
+    assert counts(paths) == LedgerCounts(pending=2, claimed=0, done=1, total=3)
+
+
+def test_the_last_resort_passes_over_pending_units_that_are_not_marked(tmp_path: Path) -> None:
+    """Units pending without a mark (given back since the coordinator last listed) do not
+    stop the last resort from taking the one its earlier attempt marked."""
+    paths = _paths(tmp_path)
+    create_ledger(paths, [0, 1, 2], Holder("t-w0", 0))
+    earlier = Ledger(paths, Holder("t-w0", 0), memory_per_worker_gb=1.0)
+    assert sorted(str(earlier.claim()) for _ in range(3)) == unit_names(3)
+    marked = unit_names(3)[-1]  # the others come first in the last resort's order
+    earlier.mark_memory_kill(marked, memory_per_worker_gb=1.0, memory_limit_gb=2.0)
+    earlier.give_back(unit_names(3))
+    retry = Ledger(paths, Holder("t-w0", 1), memory_per_worker_gb=1.0)
+
+    assert retry.claim_memory_killed(older_than_s=60) == marked
 
 
 @pytest.mark.parametrize("total", [0, 1, 7, 1_000_000, 1_000_001])
