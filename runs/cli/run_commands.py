@@ -8,6 +8,7 @@ SIMRUN_URL) and prints its answer; none reads the database or the store itself.
 from __future__ import annotations
 
 import argparse
+import sys
 import tempfile
 import time
 from collections.abc import Callable
@@ -309,6 +310,8 @@ def logs(args: argparse.Namespace) -> int:
             print(f"==> {entry['pod']}-{entry['attempt']} <==")
             text = entry["text"] if entry["error"] is None else f"[{entry['error']}]\n"
             print(text, end="" if text.endswith("\n") else "\n")
+            if entry.get("cut"):
+                print(cut_note(entry), file=sys.stderr)
         return 0
     printed: dict[str, int] = {}  # complete lines of each attempt printed so far
     for entry in entries:
@@ -329,6 +332,22 @@ def logs(args: argparse.Namespace) -> int:
         task = next(t for t in run["tasks"] if t["id"] == args.task)
         if run["state"] in ENDED or task["state"] in TaskState.final():
             return 0
+
+
+CUT_WHY = {
+    "log": "one log shows at most its last 4 MiB",
+    "answer": "an answer holds at most SIMRUN_LOG_ANSWER_MAX_BYTES of a task's logs, "
+    "each log its share from its end",
+}
+
+
+def cut_note(entry: dict[str, Any]) -> str:
+    """What `logs` says of a log printed without its start: how much is left out and why."""
+    why = CUT_WHY.get(str(entry["cut"]), str(entry["cut"]))
+    return (
+        f"simrun: {entry['pod']}-{entry['attempt']}: its first {entry['start']:,} bytes are not "
+        f"shown ({why}); --tail N prints a log's last N lines"
+    )
 
 
 def compare(args: argparse.Namespace) -> int:

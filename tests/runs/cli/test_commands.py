@@ -178,3 +178,30 @@ def test_show_prints_when_each_task_started_and_ended_and_how_long_it_took(
         local = [m.astimezone().strftime("%H:%M:%S") for m in (task.started_at, task.ended_at)]
         assert [clock[1], clock[2]] == local
         assert float(clock[3]) == round((task.ended_at - task.started_at).total_seconds(), 1)
+
+
+def test_logs_say_on_stderr_how_much_of_a_cut_log_is_not_shown(
+    simrun_api: str, settings: Settings, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """A log longer than its share of an answer is printed from its end, and `logs` says
+    how many bytes before it were left out and why, apart from the log's own lines."""
+    from runs.store import task_paths
+
+    settings.SIMRUN_LOG_ANSWER_MAX_BYTES = 64 * 1024
+    run = factories.run(state=RunState.SUCCEEDED)
+    logs = task_paths(run.pk, "hello").logs
+    logs.mkdir(parents=True)
+    (logs / "hello-0.log").write_text("".join(f"line {n}\n" for n in range(20_000)))
+    (logs / "hello-1.log").write_text("short\n")
+
+    assert main(["logs", run.pk, "hello"]) == 0
+
+    printed = capsys.readouterr()
+    assert printed.out.endswith("line 19999\n==> hello-1 <==\nshort\n")
+    assert "line 0\n" not in printed.out
+    left_out = 208_890 - len(printed.out.split("==> hello-1 <==")[0].split("<==\n", 1)[1])
+    assert printed.err.splitlines() == [
+        f"simrun: hello-0: its first {left_out:,} bytes are not shown (an answer holds at most "
+        "SIMRUN_LOG_ANSWER_MAX_BYTES of a task's logs, each log its share from its end); "
+        "--tail N prints a log's last N lines"
+    ]
