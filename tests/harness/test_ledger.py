@@ -295,6 +295,16 @@ def test_claims_list_pending_once_until_their_candidates_run_out(
     assert listed == [paths.pending] * 3
 
 
+def test_a_fresh_holder_has_no_candidates_left_until_it_lists_pending(tmp_path: Path) -> None:
+    """The worker sizes its first batches by `candidates_left` before its first claim."""
+    paths = _paths(tmp_path)
+    create_ledger(paths, [0, 1, 2], Holder("t-w0", 0))
+    ledger = Ledger(paths, Holder("t-w0", 0))
+
+    assert ledger.candidates_left() == 0
+    assert ledger.claim() is not None and ledger.candidates_left() == 2
+
+
 def test_giving_back_a_claim_no_longer_held_still_returns_the_others(tmp_path: Path) -> None:
     """A claim taken from us meanwhile (reclaimed as stale) is skipped, not the end: the
     claims after it go back to pending."""
