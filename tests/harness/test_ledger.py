@@ -6,6 +6,7 @@ import json
 import multiprocessing
 import os
 import time
+import tracemalloc
 from datetime import datetime
 from pathlib import Path
 
@@ -282,8 +283,13 @@ def test_claims_list_pending_once_until_their_candidates_run_out(
     create_ledger(paths, [0, 1, 2, 3], Holder("t-w0", 0))
     slow, fast = Ledger(paths, Holder("t-w1", 0)), Ledger(paths, Holder("t-w2", 0))
     listed: list[Path] = []
-    real = ledger_module.listing
-    monkeypatch.setattr(ledger_module, "listing", lambda path: listed.append(path) or real(path))
+    real = ledger_module.pending_bits
+
+    def counted(path: Path, skip: set[str]) -> tuple[bytearray, int, int]:
+        listed.append(path)
+        return real(path, skip)
+
+    monkeypatch.setattr(ledger_module, "pending_bits", counted)
 
     assert slow.refill() == 4
     taken = fast.claim()
@@ -347,3 +353,24 @@ def test_unit_names_named_at_each_look_are_the_ledger_s_names(total: int) -> Non
         assert names[10:13] == whole[10:13]
     with pytest.raises(IndexError):
         names[total]
+
+
+def test_listing_the_pending_units_of_a_large_task_holds_a_bit_a_unit(tmp_path: Path) -> None:
+    """A claimer's listing of 100,000 pending units is streamed into a bit per unit: it
+    allocates well under a byte a unit, not a list of 100,000 names (80 bytes a unit: 80 MB
+    in each claiming process of a task of 10^6 units)."""
+    total = 100_000
+    paths = _paths(tmp_path)
+    create_ledger(paths, [None] * total, Holder("t-w0", 0))
+    ledger = Ledger(paths, Holder("t-w1", 0))
+
+    tracemalloc.start()
+    try:
+        assert ledger.refill() == total
+        peak = tracemalloc.get_traced_memory()[1]
+    finally:
+        tracemalloc.stop()
+
+    assert peak < total // 2, f"{peak / total:.1f} bytes a unit"
+    claimed = [ledger.claim() for _ in range(3)]
+    assert len(set(claimed)) == 3 and all(name in unit_names(total) for name in claimed)
