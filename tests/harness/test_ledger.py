@@ -7,6 +7,7 @@ import multiprocessing
 import os
 import time
 import tracemalloc
+from collections.abc import Set as AbstractSet
 from datetime import datetime
 from pathlib import Path
 
@@ -283,13 +284,13 @@ def test_claims_list_pending_once_until_their_candidates_run_out(
     create_ledger(paths, [0, 1, 2, 3], Holder("t-w0", 0))
     slow, fast = Ledger(paths, Holder("t-w1", 0)), Ledger(paths, Holder("t-w2", 0))
     listed: list[Path] = []
-    real = ledger_module.pending_bits
+    real = ledger_module.unit_bits
 
-    def counted(path: Path, skip: set[str]) -> tuple[bytearray, int, int]:
+    def counted(path: Path, skip: AbstractSet[str]) -> tuple[bytearray, int, int]:
         listed.append(path)
         return real(path, skip)
 
-    monkeypatch.setattr(ledger_module, "pending_bits", counted)
+    monkeypatch.setattr(ledger_module, "unit_bits", counted)
 
     assert slow.refill() == 4
     taken = fast.claim()

@@ -3,12 +3,18 @@
 from __future__ import annotations
 
 import os
+import pickle
 import shutil
 import signal
 from pathlib import Path
 
+import pytest
+
 from simrun_harness.exits import EXIT_FAILED, EXIT_OK
+from simrun_harness.jobs import Job
 from simrun_harness.layout import MERGE_MARKER, TaskPaths
+from simrun_harness.ledger import unit_names
+from simrun_harness.ledger_reads import UnitDirs
 from simrun_harness.output import PARTIAL_PREFIX, is_published
 from tests.harness.conftest import Store, expected_counting_output, out_files
 from tests.waiting import wait_for
@@ -91,3 +97,26 @@ def test_a_unit_output_replaced_by_a_link_is_no_input_of_the_merge(
     report = run_store.report("t-merge")
     assert report.error is not None
     assert "1 of 3 units are not done (first: u000001)" in report.error.message
+
+
+def test_a_merge_job_of_a_million_units_names_their_directory_not_each_unit() -> None:
+    """What the coordinator sends its pool process for the merge (and gets back with the
+    result) is a few hundred bytes whatever the units: a tuple of a million paths was ~60 MB
+    pickled, twice, and held in both processes."""
+    job = Job("merge", out="/store/t/.out", units="/store/t/units", unit_count=1_000_000)
+
+    assert len(pickle.dumps(job)) < 512
+
+
+def test_a_plugin_s_merge_is_given_every_unit_directory_in_unit_order(tmp_path: Path) -> None:
+    """`merge(ctx, units, out)` gets a sequence of the unit directories, made at each look:
+    its length, items, slices and iteration are those of the list it stands for."""
+    dirs = UnitDirs(tmp_path / "units", 1_000_001)
+    paths = TaskPaths(tmp_path)
+
+    assert len(dirs) == 1_000_001
+    assert dirs[0] == paths.unit_dir("u0000000") and dirs[-1] == paths.unit_dir("u1000000")
+    assert dirs[3:5] == [paths.unit_dir("u0000003"), paths.unit_dir("u0000004")]
+    assert list(UnitDirs(tmp_path / "units", 3)) == [paths.unit_dir(n) for n in unit_names(3)]
+    with pytest.raises(IndexError):
+        dirs[1_000_001]

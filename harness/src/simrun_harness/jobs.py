@@ -15,6 +15,7 @@ from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any, Literal
 
+from simrun_harness.ledger_reads import UnitDirs
 from simrun_harness.memory import own_peak_rss_bytes
 from simrun_harness.plugin import (
     SettingsError,
@@ -35,7 +36,8 @@ class Job:
     name: str | None = None
     value: Any = None
     out: str | None = None
-    unit_dirs: tuple[str, ...] = ()
+    units: str | None = None  # a merge's: the directory of the unit outputs
+    unit_count: int = 0  # a merge's: how many units it merges
 
 
 @dataclass(frozen=True)
@@ -83,7 +85,8 @@ class JobRunner:
         out = Path(job.out)
         if job.kind == "merge":
             assert isinstance(self.task_type, SplitTaskType)
-            self.task_type.merge(self.context, [Path(p) for p in job.unit_dirs], out)
+            assert job.units is not None
+            self.task_type.merge(self.context, UnitDirs(Path(job.units), job.unit_count), out)
         else:
             assert isinstance(self.task_type, UnsplitTaskType)
             self.task_type.run(self.context, out)

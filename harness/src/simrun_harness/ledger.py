@@ -36,6 +36,7 @@ import re
 import shutil
 import zlib
 from collections.abc import Sequence
+from collections.abc import Set as AbstractSet
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -96,10 +97,10 @@ def listing(path: Path) -> list[str]:
         return []
 
 
-def pending_bits(path: Path, skip: set[str]) -> tuple[bytearray, int, int]:
-    """The units pending in `path` but those in `skip`, streamed from the directory into a
-    bit per unit index (a task of 10^6 units: 125 KB, not a list of 10^6 names); with how
-    many there are and the width of their names' digits (0 when none)."""
+def unit_bits(path: Path, skip: AbstractSet[str] = frozenset()) -> tuple[bytearray, int, int]:
+    """The units named in the directory `path` (pending/, done/) but those in `skip`,
+    streamed into a bit per unit index (10^6 units: 125 KB, not a list of 10^6 names); with
+    how many there are and the width of their names' digits (0 when none)."""
     bits = bytearray()
     found = width = 0
     try:
@@ -174,7 +175,7 @@ class Ledger:
         a few bytes, whatever its number of units."""
         kills = self.memory_kills()
         blocked = {name for name, kill in kills.items() if not self._may_claim(kill)}
-        self._candidates, self._left, width = pending_bits(self.paths.pending, blocked)
+        self._candidates, self._left, width = unit_bits(self.paths.pending, blocked)
         self._width = width or self._width
         self._cursor = self._offset % (len(self._candidates) * 8 or 1)
         return self._left

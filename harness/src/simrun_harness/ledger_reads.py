@@ -40,6 +40,27 @@ class UnitNames(Sequence[str]):
         return f"u{index:0{self.width}d}"
 
 
+class UnitDirs(Sequence[Path]):
+    """The output directories of `total` units below `units`, in unit order, each made at
+    its look: what a plugin's `merge` is given (a list of 10^6 paths would be ~150 MB)."""
+
+    def __init__(self, units: Path, total: int) -> None:
+        self.units = units
+        self.names = UnitNames(total)
+
+    def __len__(self) -> int:
+        return len(self.names)
+
+    @overload
+    def __getitem__(self, index: int) -> Path: ...
+    @overload
+    def __getitem__(self, index: slice) -> Sequence[Path]: ...
+    def __getitem__(self, index: int | slice) -> Path | Sequence[Path]:
+        if isinstance(index, slice):
+            return [self.units / name for name in self.names[index]]
+        return self.units / self.names[index]
+
+
 def read_units(paths: TaskPaths) -> list[Any]:
     """The unit values, in unit order."""
     units: list[Any] = json.loads((paths.ledger / UNITS_FILE).read_text())

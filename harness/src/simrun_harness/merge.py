@@ -8,7 +8,6 @@ published by `output.publish_output`, so a half merge is never taken for a whole
 from __future__ import annotations
 
 import logging
-import os
 from typing import NoReturn
 
 from simrun_harness import store_reads
@@ -17,8 +16,9 @@ from simrun_harness.config import single_config
 from simrun_harness.console import run_console
 from simrun_harness.exits import EXIT_FAILED, EXIT_OK
 from simrun_harness.jobs import Job
-from simrun_harness.ledger import ledger_exists, unit_names
-from simrun_harness.ledger_reads import read_total
+from simrun_harness.layout import TaskPaths
+from simrun_harness.ledger import ledger_exists, unit_bits
+from simrun_harness.ledger_reads import UnitNames, read_total
 from simrun_harness.output import is_published, prepare_output, publish_output
 from simrun_harness.plugin import SplitTaskType
 from simrun_harness.pool import ProcessPool
@@ -41,18 +41,15 @@ def merge_output(
     if not ledger_exists(paths):
         attempt.error = ReportError(message="the task has no ledger: nothing to merge")
         return EXIT_FAILED
-    names = unit_names(read_total(paths))
-    done = set(os.listdir(paths.done))
-    # a unit's output reached through a link (a unit's code may make one) is no input
-    root = paths.store_root
-    missing = [n for n in names if n not in done or not store_reads.is_dir(root, paths.unit_dir(n))]
+    names = UnitNames(read_total(paths))
+    missing, first = _not_done(paths, names)
     if missing:
         attempt.error = ReportError(
-            message=f"{len(missing)} of {len(names)} units are not done (first: {missing[0]})"
+            message=f"{missing} of {len(names)} units are not done (first: {first})"
         )
         return EXIT_FAILED
     tmp = prepare_output(paths, token)
-    job = Job("merge", out=str(tmp), unit_dirs=tuple(str(paths.unit_dir(n)) for n in names))
+    job = Job("merge", out=str(tmp), units=str(paths.units), unit_count=len(names))
     log.info("%s: merging %d units", attempt.worker, len(names))
     code = attempt.run_job(pool, job, stop, enforce=False)
     if code != EXIT_OK:
@@ -60,6 +57,21 @@ def merge_output(
     publish_output(paths, tmp, {"worker": attempt.worker, "units": len(names)})
     log.info("%s: merged %d units into %s", attempt.worker, len(names), paths.out)
     return EXIT_OK
+
+
+def _not_done(paths: TaskPaths, names: UnitNames) -> tuple[int, str | None]:
+    """How many units are not done, and the first: not in `done/`, or their output no
+    directory (one reached through a link, which a unit's code may make, is no input). The
+    done units are read as a bit each, the names made one at a time."""
+    done, _, _ = unit_bits(paths.done)
+    root, missing, first = paths.store_root, 0, None
+    for index, name in enumerate(names):
+        byte = index >> 3
+        marked = byte < len(done) and done[byte] >> (index & 7) & 1
+        if not marked or not store_reads.is_dir(root, paths.unit_dir(name)):
+            missing += 1
+            first = first or name
+    return missing, first
 
 
 def _main() -> int:
