@@ -312,6 +312,32 @@ def test_a_fresh_holder_has_no_candidates_left_until_it_lists_pending(tmp_path: 
     assert ledger.claim() is not None and ledger.candidates_left() == 2
 
 
+def test_holders_listing_together_start_at_places_of_their_own(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Holders that listed the same pending units each start from a place of their own among
+    them (from their token), so their first claims do not race for the same unit."""
+    paths = _paths(tmp_path)
+    create_ledger(paths, list(range(100)), Holder("t-w0", 0))
+    holders = [Ledger(paths, Holder(f"t-w{n}", 0)) for n in range(1, 17)]
+    for holder in holders:
+        holder.refill()
+    lost: list[str] = []
+    real = os.rename
+
+    def rename(source: str, target: str) -> None:
+        try:
+            real(source, target)
+        except FileNotFoundError:
+            lost.append(source)
+            raise
+
+    monkeypatch.setattr(ledger_module.os, "rename", rename)
+
+    assert len({holder.claim() for holder in holders}) == len(holders)
+    assert lost == []
+
+
 def test_giving_back_a_claim_no_longer_held_still_returns_the_others(tmp_path: Path) -> None:
     """A claim taken from us meanwhile (reclaimed as stale) is skipped, not the end: the
     claims after it go back to pending."""

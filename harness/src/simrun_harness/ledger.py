@@ -177,7 +177,10 @@ class Ledger:
         blocked = {name for name, kill in kills.items() if not self._may_claim(kill)}
         self._candidates, self._left, width = unit_bits(self.paths.pending, blocked)
         self._width = width or self._width
-        self._cursor = self._offset % (len(self._candidates) * 8 or 1)
+        # our place among the units up to the highest listed (the bits past it are spare)
+        listed = self._candidates.rstrip(b"\x00")
+        span = (len(listed) - 1) * 8 + listed[-1].bit_length() if listed else 1
+        self._cursor = self._offset % span
         return self._left
 
     def candidates_left(self) -> int:
