@@ -10,11 +10,12 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from pytest_django import Settings
 
 from runs.models import Run
 from runs.plans import Node
 from runs.services.reuse import plan_reuse
-from runs.services.submission import create_run
+from runs.services.submission import SubmissionRefused, create_run
 from runs.store import task_paths
 from simrun_harness.reuse import KEYS_FILE, OLD_KEYS_FILE, REUSE_FILE
 from tests import factories
@@ -259,3 +260,21 @@ def test_matching_the_units_of_a_large_task_holds_a_few_bytes_a_unit(store: Path
     # a few bytes a unit above what any task costs (a MiB of the plugin host's answer read):
     # the names of the units held were 64 bytes a unit
     assert peak < 2 * 1024 * 1024 + 8 * units, f"{peak / units:.0f} bytes a unit"
+
+
+def test_units_the_model_s_environment_refuses_refuse_the_submission_naming_the_task(
+    store: Path, settings: Settings
+) -> None:
+    """The units are listed again in the model's environment when the run is keyed: what it
+    refuses there (here more units than the limit now allows) refuses the submission, naming
+    the task and where it was refused, and no key is written."""
+    nodes = [Node(name="local", cores=2, memory_gb=4)]
+    run, _ = create_run(identity=factories.person(), workflow=NAPS, sources=[], nodes=nodes)
+    settings.SIMRUN_MAX_UNITS_PER_TASK = 3
+
+    with pytest.raises(SubmissionRefused) as refused:
+        plan_reuse(run_id=run.pk, environment="service")
+
+    assert str(refused.value).startswith("task 'nap': 4 units, more than the 3 a task may have")
+    assert str(refused.value).endswith(" (in the model's environment)")
+    assert run.tasks.get().key == ""
