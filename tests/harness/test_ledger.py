@@ -7,6 +7,7 @@ import multiprocessing
 import os
 import time
 import tracemalloc
+import zlib
 from collections.abc import Set as AbstractSet
 from datetime import datetime
 from pathlib import Path
@@ -336,6 +337,42 @@ def test_holders_listing_together_start_at_places_of_their_own(
 
     assert len({holder.claim() for holder in holders}) == len(holders)
     assert lost == []
+
+
+def test_a_directory_of_units_is_read_as_a_bit_per_unit_index(tmp_path: Path) -> None:
+    """`unit_bits`: the units named in a directory (other names and those skipped left out),
+    how many, and the width of their names' digits."""
+    (tmp_path / "units").mkdir()
+    for name in ("u000001", "u000009", "u123456", "u654321", "u000012.tmp", "x000002"):
+        (tmp_path / "units" / name).touch()
+
+    bits, found, width = ledger_module.unit_bits(tmp_path / "units", {"u654321"})
+
+    assert (found, width) == (3, 6)
+    assert [i for i in range(len(bits) * 8) if bits[i >> 3] >> (i & 7) & 1] == [1, 9, 123456]
+    assert ledger_module.unit_bits(tmp_path / "none") == (bytearray(), 0, 0)
+
+
+@pytest.mark.parametrize("worker", [f"t-w{n}" for n in range(1, 9)])
+def test_a_holder_claims_every_pending_unit_once_in_unit_order_from_its_place(
+    tmp_path: Path, worker: str
+) -> None:
+    """Whatever its place, a holder claims each pending unit once, in unit order from there
+    round to where it began; units done meanwhile (gaps of whole bytes among them) skipped."""
+    paths = _paths(tmp_path)
+    create_ledger(paths, list(range(100)), Holder("t-w0", 0))
+    names = unit_names(100)
+    for name in names[:10] + names[50:67]:
+        os.rename(paths.pending / name, paths.done / name)
+    pending = names[10:50] + names[67:]
+    holder = Ledger(paths, Holder(worker, 0))
+
+    claims = list(iter(holder.claim, None))
+
+    place = zlib.crc32(Holder(worker, 0).token.encode()) % 100  # among units 0 to 99
+    start = next((name for name in pending if unit_index(name) >= place), pending[0])
+    assert claims == pending[pending.index(start) :] + pending[: pending.index(start)]
+    assert holder.candidates_left() == 0 and holder.done_count() == 27
 
 
 def test_giving_back_a_claim_no_longer_held_still_returns_the_others(tmp_path: Path) -> None:
