@@ -150,7 +150,11 @@ MODULES: dict[str, Module] = {
         "cluster",
         "cluster",
         ("cluster/local/statuses.py",),
-        ("tests/cluster/local/test_statuses.py", "tests/cluster/local/test_statuses_cache.py"),
+        (
+            "tests/cluster/local/test_statuses.py",
+            "tests/cluster/local/test_statuses_cache.py",
+            "tests/cluster/local/test_status_changes.py",
+        ),
     ),
     "local-dag": Module(
         "cluster",
