@@ -375,6 +375,19 @@ def test_a_holder_claims_every_pending_unit_once_in_unit_order_from_its_place(
     assert holder.candidates_left() == 0 and holder.done_count() == 27
 
 
+@pytest.mark.parametrize("total", [8, 16])
+def test_a_unit_at_the_last_bit_of_the_listing_is_claimed_and_the_next_look_wraps(
+    tmp_path: Path, total: int
+) -> None:
+    """Units filling whole bytes of bits: the highest is claimed, and the look after it
+    starts again from the lowest rather than past the end."""
+    paths = _paths(tmp_path)
+    create_ledger(paths, list(range(total)), Holder("t-w0", 0))
+    holder = Ledger(paths, Holder("t-w1", 0))
+
+    assert sorted(n for n in iter(holder.claim, None) if n) == unit_names(total)
+
+
 def test_giving_back_a_claim_no_longer_held_still_returns_the_others(tmp_path: Path) -> None:
     """A claim taken from us meanwhile (reclaimed as stale) is skipped, not the end: the
     claims after it go back to pending."""
