@@ -278,3 +278,28 @@ def test_units_the_model_s_environment_refuses_refuse_the_submission_naming_the_
     assert str(refused.value).startswith("task 'nap': 4 units, more than the 3 a task may have")
     assert str(refused.value).endswith(" (in the model's environment)")
     assert run.tasks.get().key == ""
+
+
+@pytest.mark.parametrize(
+    ("options", "refusal"),
+    [
+        (
+            {"reuse": False, "resume_from": "earlier"},
+            "resume_from: a resumed run reuses done units; it cannot be combined with no reuse"
+            " (--resume with --no-reuse)",
+        ),
+        ({"resume_from": "nosuchrun"}, "resume_from: no run 'nosuchrun' (--resume RUN)"),
+    ],
+)
+def test_a_resume_without_reuse_or_of_no_run_is_refused_recording_nothing(
+    store: Path, options: dict[str, Any], refusal: str
+) -> None:
+    earlier = submitted()
+    if options["resume_from"] == "earlier":
+        options = {**options, "resume_from": earlier.pk}
+
+    with pytest.raises(SubmissionRefused) as refused:
+        submitted(**options)
+
+    assert str(refused.value) == refusal
+    assert list(Run.objects.values_list("pk", flat=True)) == [earlier.pk]
