@@ -79,6 +79,19 @@ def test_a_merge_of_an_unfinished_ledger_fails_and_publishes_nothing(run_store: 
     assert report.error is not None and "1 of 3 units are not done" in report.error.message
 
 
+def test_a_merge_missing_several_units_names_the_first_of_them(run_store: Store) -> None:
+    paths = run_store.write_task("sleep", {"units": 3, "seconds": 0})
+    assert run_store.run("simrun-worker", run_store.env("t-w0")) == EXIT_OK
+    for name in ("u000000", "u000002"):
+        os.rename(paths.done / name, paths.pending / name)
+
+    assert run_store.run("simrun-merge", _merge_env(run_store)) == EXIT_FAILED
+
+    report = run_store.report("t-merge")
+    assert report.error is not None
+    assert "2 of 3 units are not done (first: u000000)" in report.error.message
+
+
 def test_a_unit_output_replaced_by_a_link_is_no_input_of_the_merge(
     run_store: Store, tmp_path: Path
 ) -> None:

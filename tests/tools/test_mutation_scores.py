@@ -110,3 +110,19 @@ def test_a_survivors_diff_gives_the_lines_its_mutant_changes() -> None:
     sources = tool().function_sources(mutated)
     diff = tool().mutant_diff(sources, "simrun_harness.ledger.xǁLedgerǁclaim__mutmut_3")
     assert diff.splitlines() == ["-        return n + 1", "+        return n - 1"]
+
+
+def test_a_survivors_diff_shows_a_mutated_default_in_the_signature() -> None:
+    """A mutant may change a default argument, on the `def` line itself: that line is part
+    of the function's source the diff compares."""
+    mutated = (
+        "def x_plan__mutmut_orig(splittable: bool = True):\n"
+        "    return splittable\n"
+        "def x_plan__mutmut_1(splittable: bool = False):\n"
+        "    return splittable\n"
+    )
+    diff = tool().mutant_diff(tool().function_sources(mutated), "runs.planner.x_plan__mutmut_1")
+    assert diff.splitlines() == [
+        "-def x_plan(splittable: bool = True):",
+        "+def x_plan(splittable: bool = False):",
+    ]
