@@ -39,7 +39,7 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parent.parent
 WORK = ROOT / ".mutation"
 SCORES = ROOT / "tools" / "mutation_scores.json"
-ALSO_COPIED = ("deploy",)  # e.g. the Argo controller's config map the simulator reads
+ALSO_COPIED = ("deploy", "examples")  # the config map the simulator reads, example workflows
 
 
 @dataclass(frozen=True)
@@ -131,6 +131,8 @@ MODULES: dict[str, Module] = {
             "tests/runs/test_reuse_plans.py",
             "tests/runs/test_reuse_after_command.py",
             "tests/runs/test_reuse_outputs.py",
+            "tests/runs/test_plugin_hosts.py",
+            "tests/cluster/argo/test_plugin_hosts.py",
         ),
     ),
     "rules": Module(

@@ -24,7 +24,9 @@ from tests.waiting import wait_for
 
 pytestmark = [pytest.mark.slow]
 
-FAST_LIVENESS = {"SIMRUN_LIVENESS_S": "6"}
+# a short deadline; the idle watcher passes each second, so a pass slowed by a loaded
+# machine still ends well within it
+FAST_LIVENESS = {"SIMRUN_LIVENESS_S": "6", "SIMRUN_IDLE_POLL_S": "1"}
 
 
 def _worker_ready(served: Serving) -> bool:
@@ -138,7 +140,11 @@ def test_a_frozen_service_of_each_kind_is_restarted_with_its_cause(tmp_path: Pat
             stderr,
             re.M,
         ), stderr
-        assert re.search(rf"^{name} +running +\d+ .* 1 +", status.stdout, re.M), status.stdout
+        # at least one restart counted: on a loaded machine a service restarted here may
+        # stay silent past this test's short deadline once more, and be restarted again
+        assert re.search(
+            rf"^{name} +running +\d+ +[-\d]+ [:\d]+ +[1-9]\d* +", status.stdout, re.M
+        ), status.stdout
         assert re.search(
             rf"^  {name}: restarted .*no sign of life for \d+s", status.stdout, re.M
         ), status.stdout
