@@ -90,13 +90,11 @@ def types_of_run(run: Run, environment: str, backend: Backend | None = None) -> 
 
 def _ask_image_first(run: Run, tasks: list[Task], types: ImageTypes) -> None:
     """Every question of the run to the image in one pod: its types' code, its units."""
-    model_dir = store().snapshot(run.sources[0]) if run.sources else None
+    model_dir = store().snapshot(run.sources[0])  # an image is a model's: the run has one
     questions = []
     for task in tasks:
         if task.splittable and task.type != COMMAND:
-            root = task_paths(run.id, task.task_id).root
-            root.mkdir(parents=True, exist_ok=True)
-            out = root / UNITS_LIST_FILE
+            out = task_paths(run.id, task.task_id).root / UNITS_LIST_FILE  # made by create_run
             questions.append(
                 units_question(task.type, task.settings, task.task_id, model_dir, max_units(), out)
             )

@@ -140,6 +140,22 @@ def test_which_code_a_plugin_is_in_an_image_is_asked_once_per_image(
         assert "differs from the model environment's" in run.tasks.get().reuse_note["copies"]
 
 
+def test_a_submission_asks_the_image_its_units_in_one_pod(sim_lab: Lab, tmp_path: Path) -> None:
+    """The units questions asked before the tasks are keyed are the very ones keying asks:
+    a split task's submission of a built image starts one plugin host, not a second one
+    to ask its units again."""
+    assert sim_lab.sim is not None
+    submitted(sim_lab, tmp_path, {}, type_name="once")  # the image built, its code known
+    before = [r for r in sim_lab.sim.access_log if (r.verb, r.resource) == ("create", "jobs")]
+
+    run = submitted(sim_lab, tmp_path, {"n": 2})
+
+    after = [r for r in sim_lab.sim.access_log if (r.verb, r.resource) == ("create", "jobs")]
+    assert run.state == RunState.QUEUED, run.message
+    assert run.tasks.get().units_total == 4
+    assert len(after) - len(before) == 1
+
+
 @pytest.mark.parametrize(
     ("how", "said"),
     [
