@@ -19,17 +19,26 @@ mutants to `.mutation/<module>/survivors.txt` (with their diffs given `--diffs`;
 NAME` in the stage shows one). `--record` also writes the score into `tools/mutation_scores.json`,
 which `tests/tools/test_mutation_scores.py` holds to the files: a scored module changed since
 its score fails that test until it is scored again (or its entry removed).
+
+A module whose tests are slow takes hours (a mutant a 30 s, hundreds of mutants):
+`--stop-after MINUTES` ends the run then and keeps mutmut's results so far in
+`tools/mutation_parts/<module>/` (commit them), and the next run of that module, here or on
+another machine, takes them up: mutmut keeps the outcome of each mutant of a function whose
+code has not changed and runs only the rest. A run that checked every mutant removes them;
+its score says `taken_up` for how many outcomes came from earlier runs.
 """
 
 from __future__ import annotations
 
 import argparse
 import ast
+import contextlib
 import difflib
 import hashlib
 import json
 import os
 import shutil
+import signal
 import subprocess
 import sys
 from dataclasses import dataclass
@@ -39,6 +48,7 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parent.parent
 WORK = ROOT / ".mutation"
 SCORES = ROOT / "tools" / "mutation_scores.json"
+PARTS = ROOT / "tools" / "mutation_parts"  # mutmut's results of runs stopped before their end
 ALSO_COPIED = ("deploy", "examples")  # the config map the simulator reads, example workflows
 
 
@@ -231,23 +241,48 @@ def environment() -> dict[str, str]:
 
 
 def run_module(
-    name: str, module: Module, *, children: int, diffs: bool, only: list[str] | None = None
+    name: str,
+    module: Module,
+    *,
+    children: int,
+    diffs: bool,
+    only: list[str] | None = None,
+    stop_after_s: float | None = None,
 ) -> dict[str, int]:
-    """Mutate one module and run its tests against every mutant (or only those named, by
-    name or glob: the others are left "not checked"); its counts by outcome."""
+    """Mutate one module and run its tests against every mutant not yet checked (or only
+    those named, by name or glob: the others are left "not checked"); its counts by outcome.
+    The results a stopped run kept (`tools/mutation_parts/<name>/`) are taken up first; a
+    run stopped after `stop_after_s` keeps its own there."""
     where = stage(name, module)
+    seeded = seed_parts(name, module, where)
+    if seeded:
+        print(f"{name}: taking up the results kept of {seeded} mutants", flush=True)
     mutmut = str(Path(sys.executable).with_name("mutmut"))
     if not Path(mutmut).exists():
         sys.exit(f"no mutmut beside {sys.executable}: make .venv-mutation (docs/testing.md)")
     env = environment()
-    subprocess.run(
+    running = subprocess.Popen(
         [mutmut, "run", "--max-children", str(children), *(only or [])],
         cwd=where,
         env=env,
-        check=False,
+        start_new_session=True,  # its forkserver and children: one group to stop
     )
+    try:
+        running.wait(timeout=stop_after_s)
+    except subprocess.TimeoutExpired:
+        stop_group(running)
+    if not only:
+        keep_parts(name, module, where)
+    taken_up = {"taken_up": seeded} if seeded else {}
     subprocess.run([mutmut, "export-cicd-stats"], cwd=where, env=env, check=True)
     stats = json.loads((where / "mutants" / "mutmut-cicd-stats.json").read_text())
+    stats["not_checked"] = sum(
+        code is None
+        for path in module.paths
+        if meta_of(where, path).exists()
+        for code in json.loads(meta_of(where, path).read_text())["exit_code_by_key"].values()
+    )
+    stats.update(taken_up)  # outcomes of an earlier, stopped run of the same functions
     survivors = subprocess.run(
         [mutmut, "results"], cwd=where, env=env, capture_output=True, text=True, check=True
     ).stdout
@@ -266,6 +301,61 @@ def run_module(
             shown.append(line.strip())
     (where / "survivors.txt").write_text("\n".join(shown) + "\n" if shown else "")
     return stats
+
+
+def stop_group(running: subprocess.Popen[bytes]) -> None:
+    """End a mutmut run and every process it started; the results of the mutants it
+    finished are in its meta files already (mutmut writes one at each result)."""
+    for sig, wait_s in ((signal.SIGTERM, 10.0), (signal.SIGKILL, 10.0)):
+        with contextlib.suppress(ProcessLookupError):
+            os.killpg(running.pid, sig)
+        try:
+            running.wait(timeout=wait_s)
+            return
+        except subprocess.TimeoutExpired:
+            continue
+
+
+def meta_of(where: Path, path: str) -> Path:
+    """The file in which mutmut keeps the results of one mutated file of a stage."""
+    return where / "mutants" / f"{path}.meta"
+
+
+def seed_parts(name: str, module: Module, where: Path) -> int:
+    """Put the results kept of an earlier run into a fresh stage, before mutmut runs: it
+    keeps the outcome of every mutant of a function whose code has not changed since (by
+    its hash of the function) and runs the others. How many outcomes were put."""
+    seeded = 0
+    for path in module.paths:
+        kept = PARTS / name / f"{path}.meta"
+        if not kept.exists():
+            continue
+        target = meta_of(where, path)
+        target.parent.mkdir(parents=True, exist_ok=True)
+        shutil.copyfile(kept, target)
+        outcomes = json.loads(kept.read_text())["exit_code_by_key"].values()
+        seeded += sum(code is not None for code in outcomes)
+    return seeded
+
+
+def keep_parts(name: str, module: Module, where: Path) -> None:
+    """Keep the results of a run that checked some mutants but not all, for the next run
+    (on this machine or another: the files go into the repository); a run that checked
+    every one leaves nothing kept, its score says it all."""
+    metas = {path: meta_of(where, path) for path in module.paths}
+    results = [json.loads(m.read_text()) for m in metas.values() if m.exists()]
+    unchecked = sum(
+        code is None for result in results for code in result["exit_code_by_key"].values()
+    )
+    folder = PARTS / name
+    if results and not unchecked:
+        shutil.rmtree(folder, ignore_errors=True)
+        return
+    for path, meta in metas.items():
+        if meta.exists():
+            kept = folder / f"{path}.meta"
+            kept.parent.mkdir(parents=True, exist_ok=True)
+            shutil.copyfile(meta, kept)
 
 
 def mutant_path(mutant: str) -> str:
@@ -299,7 +389,7 @@ def score_of(name: str, module: Module, stats: dict[str, int]) -> dict[str, obje
         "date": datetime.now(UTC).date().isoformat(),
         "digests": module.digests(),
         "tests": list(module.tests),
-    }
+    } | ({"taken_up": stats["taken_up"]} if stats.get("taken_up") else {})
 
 
 def record(name: str, score: dict[str, object]) -> None:
@@ -354,6 +444,12 @@ def main() -> int:
         help="run only these mutants (names or globs as survivors.txt gives them), e.g. the "
         "survivors of the last run once tests were added",
     )
+    parser.add_argument(
+        "--stop-after",
+        type=float,
+        metavar="MINUTES",
+        help="stop after this long and keep the results so far for the next run",
+    )
     args = parser.parse_args()
     if args.list:
         for name, module in MODULES.items():
@@ -366,7 +462,22 @@ def main() -> int:
         parser.error("--record keeps whole runs only, not a run of some mutants (--only)")
     for name in args.modules or list(SCORED):
         module = MODULES[name]
-        stats = run_module(name, module, children=args.children, diffs=args.diffs, only=args.only)
+        stats = run_module(
+            name,
+            module,
+            children=args.children,
+            diffs=args.diffs,
+            only=args.only,
+            stop_after_s=args.stop_after * 60 if args.stop_after else None,
+        )
+        if stats["not_checked"] and not args.only:
+            print(
+                f"{name}: stopped with {stats['not_checked']} of {stats['total']} mutants not "
+                f"checked; the results of the others are kept in {PARTS.relative_to(ROOT)}/"
+                f"{name}/ for the next run {json.dumps(stats)}",
+                flush=True,
+            )
+            continue
         score = score_of(name, module, stats)
         (WORK / name / "score.json").write_text(json.dumps(score, indent=2) + "\n")
         if args.record:

@@ -126,3 +126,58 @@ def test_a_survivors_diff_shows_a_mutated_default_in_the_signature() -> None:
         "-def x_plan(splittable: bool = True):",
         "+def x_plan(splittable: bool = False):",
     ]
+
+
+def _meta(outcomes: dict[str, int | None]) -> str:
+    """A meta file as mutmut writes one for a mutated file."""
+    return json.dumps(
+        {
+            "exit_code_by_key": outcomes,
+            "hash_by_function_name": {"x_f": "0123"},
+            "type_check_error_by_key": {},
+            "durations_by_key": {},
+            "estimated_durations_by_key": {},
+        }
+    )
+
+
+def test_a_stopped_run_keeps_its_results_and_the_next_run_takes_them_up(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A run stopped half way keeps mutmut's results of the mutants it checked; a fresh stage
+    of the same module gets them before mutmut runs, which then runs only the others."""
+    mutation = tool()
+    monkeypatch.setattr(mutation, "PARTS", tmp_path / "parts")
+    module = mutation.MODULES["reconcile"]
+    [path] = module.paths
+    stopped = tmp_path / "stopped"
+    meta = mutation.meta_of(stopped, path)
+    meta.parent.mkdir(parents=True)
+    meta.write_text(_meta({"m.x_f__mutmut_1": 1, "m.x_f__mutmut_2": 0, "m.x_f__mutmut_3": None}))
+
+    mutation.keep_parts("reconcile", module, stopped)
+    fresh = tmp_path / "fresh"
+    seeded = mutation.seed_parts("reconcile", module, fresh)
+
+    assert seeded == 2
+    assert mutation.meta_of(fresh, path).read_text() == meta.read_text()
+
+
+def test_a_run_that_checked_every_mutant_leaves_nothing_to_take_up(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    mutation = tool()
+    monkeypatch.setattr(mutation, "PARTS", tmp_path / "parts")
+    module = mutation.MODULES["reconcile"]
+    [path] = module.paths
+    stopped, done = tmp_path / "stopped", tmp_path / "done"
+    for where, last in ((stopped, None), (done, 0)):
+        meta = mutation.meta_of(where, path)
+        meta.parent.mkdir(parents=True)
+        meta.write_text(_meta({"m.x_f__mutmut_1": 1, "m.x_f__mutmut_2": last}))
+    mutation.keep_parts("reconcile", module, stopped)
+
+    mutation.keep_parts("reconcile", module, done)
+
+    assert mutation.seed_parts("reconcile", module, tmp_path / "fresh") == 0
+    assert not (tmp_path / "parts" / "reconcile").exists()
