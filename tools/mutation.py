@@ -250,9 +250,9 @@ def run_module(
     stop_after_s: float | None = None,
 ) -> dict[str, int]:
     """Mutate one module and run its tests against every mutant not yet checked (or only
-    those named, by name or glob: the others are left "not checked"); its counts by outcome.
-    The results a stopped run kept (`tools/mutation_parts/<name>/`) are taken up first; a
-    run stopped after `stop_after_s` keeps its own there."""
+    those named, by name or glob, again); its counts by outcome. The results an unfinished
+    run kept (`tools/mutation_parts/<name>/`) are taken up first; a run that leaves some
+    mutants not checked (stopped after `stop_after_s`, or of some only) keeps its own there."""
     where = stage(name, module)
     seeded = seed_parts(name, module, where)
     if seeded:
@@ -271,8 +271,7 @@ def run_module(
         running.wait(timeout=stop_after_s)
     except subprocess.TimeoutExpired:
         stop_group(running)
-    if not only:
-        keep_parts(name, module, where)
+    keep_parts(name, module, where)
     taken_up = {"taken_up": seeded} if seeded else {}
     subprocess.run([mutmut, "export-cicd-stats"], cwd=where, env=env, check=True)
     stats = json.loads((where / "mutants" / "mutmut-cicd-stats.json").read_text())
@@ -442,7 +441,8 @@ def main() -> int:
         nargs="+",
         metavar="MUTANT",
         help="run only these mutants (names or globs as survivors.txt gives them), e.g. the "
-        "survivors of the last run once tests were added",
+        "survivors of the last run once tests were added: with the outcomes of the others "
+        "kept (tools/mutation_parts/), the score is whole and --record keeps it",
     )
     parser.add_argument(
         "--stop-after",
@@ -458,8 +458,6 @@ def main() -> int:
     unknown = [m for m in args.modules if m not in MODULES]
     if unknown:
         parser.error(f"unknown module(s) {', '.join(unknown)}; known: {', '.join(MODULES)}")
-    if args.record and args.only:
-        parser.error("--record keeps whole runs only, not a run of some mutants (--only)")
     for name in args.modules or list(SCORED):
         module = MODULES[name]
         stats = run_module(
@@ -470,7 +468,7 @@ def main() -> int:
             only=args.only,
             stop_after_s=args.stop_after * 60 if args.stop_after else None,
         )
-        if stats["not_checked"] and not args.only:
+        if stats["not_checked"]:
             print(
                 f"{name}: stopped with {stats['not_checked']} of {stats['total']} mutants not "
                 f"checked; the results of the others are kept in {PARTS.relative_to(ROOT)}/"
