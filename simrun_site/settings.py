@@ -198,6 +198,8 @@ CELERY_BEAT_SCHEDULER = "simrun_site.beat:StampingScheduler"
 
 # --- simrun ---------------------------------------------------------------------------------
 SIMRUN_STORE = env.path("SIMRUN_STORE", DATA_DIR / "store")
+# what the views read of a run's files, saved for the next process (never in a run's files)
+SIMRUN_VIEW_CACHE = env.path("SIMRUN_VIEW_CACHE", DATA_DIR / "cache" / "views")
 SIMRUN_BACKEND = env.choice("SIMRUN_BACKEND", "local", ("local", "argo"))
 SIMRUN_POLL_S = env.number("SIMRUN_POLL_S", 2.0, minimum=0.05)
 # The controller reads the rows written since its last read, this much before it (a write

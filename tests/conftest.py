@@ -38,10 +38,12 @@ def plugin_cache(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Path]:
 
 @pytest.fixture
 def store(tmp_path: Path, settings: Settings) -> Iterator[Path]:
-    """A fresh run store, set as SIMRUN_STORE for the test."""
+    """A fresh run store, set as SIMRUN_STORE for the test, and a fresh cache of what views
+    read of it (SIMRUN_VIEW_CACHE)."""
     root = tmp_path / "store"
     root.mkdir()
     settings.SIMRUN_STORE = root
+    settings.SIMRUN_VIEW_CACHE = tmp_path / "view-cache"
     yield root
 
 

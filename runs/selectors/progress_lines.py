@@ -7,7 +7,9 @@ unit's process by parsing every line at every request (seconds). A web process n
 the few files it read last (`KEPT`), what their lines said so far in compact arrays (a bit per
 unit and worker, a time and a duration per unit: ~2 MB for 100,000 units) and the offset it
 read to; a request reads only what was appended since (none once the task has ended). A file
-that was replaced (another inode) or cut is read again from its start.
+that was replaced (another inode) or cut is read again from its start. What a process read
+it saves for the others (`progress_saved`): a process that never read the file starts from
+there.
 
 Units are named `u<index>` by the harness (`ledger.unit_names`); a line naming anything else,
 or that cannot be parsed, is skipped, as `simrun_harness.progress` readers skip it.
@@ -27,6 +29,7 @@ from dataclasses import dataclass, field
 from datetime import UTC, datetime
 
 from runs.models import Task
+from runs.selectors import progress_saved
 from runs.store import task_paths
 from simrun_harness import store_reads
 from simrun_harness.progress import LINE_MAX_BYTES, UNIT_DONE
@@ -45,6 +48,7 @@ class UnitLines:
     first_at: array = field(default_factory=lambda: array("d"))  # by unit index; NaN: not yet
     seconds: array = field(default_factory=lambda: array("d"))  # of the first completion
     peak_gb: float | None = None  # the highest peak of a unit's process
+    saved_offset: int = 0  # the offset of the summary last saved for other processes
     # what `done_stamps` and `median_seconds` derived, and at which offset: a view of a
     # finished 100,000-unit task derives them once, not at every request
     _derived: tuple[int, list[float], float | None] | None = field(default=None, repr=False)
@@ -162,32 +166,81 @@ _LOCK = threading.Lock()  # requests of one web process read the same file on se
 def unit_lines(task: Task) -> UnitLines:
     """What the task's progress lines say now: the lines appended since this process last
     read the file, added to what it kept (no link followed: `store_reads`)."""
-    paths = task_paths(task.run_id, task.task_id)
-    name = str(paths.progress)
+    name = str(task_paths(task.run_id, task.task_id).progress)
     with _LOCK:
-        kept = _SUMMARIES.pop(name, None)
-        try:
-            handle = store_reads.open_file(paths.store_root, paths.progress)
-        except FileNotFoundError:
+        kept = _read(task, _SUMMARIES.pop(name, None), save_after=progress_saved.SAVE_EVERY)
+        if kept is None:
             return UnitLines()
-        with handle:
-            stat = os.fstat(handle.fileno())
-            key = (stat.st_dev, stat.st_ino)
-            if kept is None or kept.key != key or stat.st_size < kept.offset:
-                kept = UnitLines(key=key)
-            handle.seek(kept.offset)
-            while chunk := handle.read(CHUNK):
-                end = chunk.rfind(b"\n") + 1
-                if end == 0:  # no whole line in a chunk: a line longer than any we write
-                    if len(chunk) > LINE_MAX_BYTES:
-                        kept.offset += len(chunk)
-                        continue
-                    break
-                kept.read(chunk[:end])
-                kept.offset += end
-                if end < len(chunk):
-                    handle.seek(kept.offset)
         _SUMMARIES[name] = kept
         while len(_SUMMARIES) > KEPT:
             _SUMMARIES.popitem(last=False)
         return kept
+
+
+def save_for_views(task: Task) -> None:
+    """Read an ended task's progress lines to their end and save what they say, so that
+    the first view of it in any process of the service starts from there (nothing is
+    appended to them any more); the summary itself is not kept in this process."""
+    name = str(task_paths(task.run_id, task.task_id).progress)
+    with _LOCK:
+        _read(task, _SUMMARIES.get(name), save_after=1)
+
+
+def _read(task: Task, kept: UnitLines | None, *, save_after: int) -> UnitLines | None:
+    """`kept` (or the summary another process saved, or nothing) with the lines appended
+    since it was read; saved for the other processes once `save_after` bytes were read
+    since the last save. None when the task has no progress file."""
+    paths = task_paths(task.run_id, task.task_id)
+    name = str(paths.progress)
+    try:
+        handle = store_reads.open_file(paths.store_root, paths.progress)
+    except FileNotFoundError:
+        return None
+    with handle:
+        stat = os.fstat(handle.fileno())
+        key = (stat.st_dev, stat.st_ino)
+        if kept is None:  # another process may have read it and saved what it found
+            kept = _from_saved(progress_saved.load(name, key, stat.st_size))
+        if kept is None or kept.key != key or stat.st_size < kept.offset:
+            kept = UnitLines(key=key)
+        handle.seek(kept.offset)
+        while chunk := handle.read(CHUNK):
+            end = chunk.rfind(b"\n") + 1
+            if end == 0:  # no whole line in a chunk: a line longer than any we write
+                if len(chunk) > LINE_MAX_BYTES:
+                    kept.offset += len(chunk)
+                    continue
+                break
+            kept.read(chunk[:end])
+            kept.offset += end
+            if end < len(chunk):
+                handle.seek(kept.offset)
+    if kept.offset - kept.saved_offset >= save_after and kept.offset >= progress_saved.SAVE_EVERY:
+        progress_saved.save(name, _to_saved(kept))
+        kept.saved_offset = kept.offset
+    return kept
+
+
+def _to_saved(lines: UnitLines) -> progress_saved.Saved:
+    return progress_saved.Saved(
+        key=lines.key,
+        offset=lines.offset,
+        peak_gb=lines.peak_gb,
+        first_at=lines.first_at,
+        seconds=lines.seconds,
+        workers=lines.workers,
+    )
+
+
+def _from_saved(saved: progress_saved.Saved | None) -> UnitLines | None:
+    if saved is None:
+        return None
+    return UnitLines(
+        key=saved.key,
+        offset=saved.offset,
+        workers=saved.workers,
+        first_at=saved.first_at,
+        seconds=saved.seconds,
+        peak_gb=saved.peak_gb,
+        saved_offset=saved.offset,
+    )

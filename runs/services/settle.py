@@ -6,10 +6,12 @@ retried by later ticks, which do nothing else for an ended run.
 
 from __future__ import annotations
 
+import contextlib
 from collections.abc import Callable
 
 from runs.models import Run, Task
 from runs.ports import Backend
+from runs.selectors import progress_lines
 from runs.states import RunState
 from runs.store import task_paths
 from simrun_harness import store_reads
@@ -36,6 +38,11 @@ def keep_task_logs(run: Run, task: Task, backend: Backend) -> bool:
             )
         except store_reads.NotInStore:
             return True  # the run's directory is gone (or a link): nowhere to keep them
+    if task.splittable:
+        # its progress lines no longer grow: what they say is read once here and saved, so
+        # the first view of a large task in a web process does not read them all
+        with contextlib.suppress(OSError, store_reads.NotInStore):
+            progress_lines.save_for_views(task)
     return True
 
 

@@ -17,8 +17,11 @@ from runs.controller.seen import Seen
 from runs.controller.tick import tick
 from runs.models import ResourceObservation, Run, Task
 from runs.ports import BackendStatus, PodPhase, RunLaunch, TaskLaunch
+from runs.selectors import progress_lines, progress_saved
 from runs.selectors.heartbeat import last_reconcile
+from runs.selectors.progress_lines import UnitLines
 from runs.store import task_paths
+from simrun_harness.progress import ProgressWriter
 from tests import builders, factories
 from tests.cluster.local.builders import command_task, shape
 from tests.runs.controller.test_tick import launched
@@ -138,3 +141,38 @@ def test_a_tick_given_nothing_works_from_its_processs_notes_as_the_watcher(
 
     assert len(process) == 1
     assert last_reconcile(source="watcher") is not None
+
+
+def test_the_tick_that_keeps_an_ended_split_task_s_logs_saves_its_progress_for_the_views(
+    store: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A large task's progress lines are read to their end when it ends and what they say is
+    saved (however little was appended since a view saved them): the first view of it in a
+    web process reads none of them."""
+    monkeypatch.setattr(progress_saved, "SAVE_EVERY", 300)  # bytes: two lines and a half
+    backend = LocalBackend(store, cores=2, memory_gb=2)
+    run = launched(backend, command_task("scan", "pass"))
+    Task.objects.filter(run=run).update(splittable=True)
+    wait_for(
+        lambda: backend.status(run.workflow_name).pods["scan"].phase == PodPhase.SUCCEEDED,
+        what="the task ended",
+    )
+    progress = task_paths(run.pk, "scan").progress
+    progress.parent.mkdir(parents=True, exist_ok=True)
+    writer = ProgressWriter(progress, "scan-w0")
+    for unit in ("u000000", "u000001", "u000002"):
+        writer.unit_done(unit, 0.5, 0.1)
+    writer.flush()
+    progress_lines.unit_lines(Task.objects.get(run=run))  # a view while it ran: saved
+    progress_lines._SUMMARIES.clear()
+    writer.unit_done("u000003", 0.5, 0.1)  # the last line, fewer bytes than SAVE_EVERY
+    writer.close()
+
+    tick(backend, seen=Seen())
+
+    assert Task.objects.get(run=run).logs_kept
+    assert not progress_lines._SUMMARIES  # saved, not kept in the watcher's memory
+    read: list[bytes] = []
+    monkeypatch.setattr(UnitLines, "read", lambda self, data: read.append(data))
+    assert progress_lines.unit_lines(Task.objects.get(run=run)).units_by_worker() == {"scan-w0": 4}
+    assert read == []
