@@ -94,15 +94,16 @@ def _decided_alone() -> None:
 def start_build(*, run_id: str, ref: str) -> bool:
     """Mark the run's submission as building `ref` when it may (`may_build`): True. Else give
     the run back (its lease let go, `ref` noted as what it waits for; in submission as before)
-    for `end_build` to send again: False. The caller holds the run's submission lease."""
+    for `end_build` to send again: False; False too for a run no longer in submission (its
+    owner cancelled it). The caller holds the run's submission lease."""
     with transaction.atomic():
         _decided_alone()
         owner_id = Run.objects.filter(pk=run_id).values_list("owner_id", flat=True).get()
         building = [b for b in builds_in_progress(now=timezone.now()) if b.run_id != run_id]
         mine = Run.objects.filter(pk=run_id, state=RunState.SUBMITTING)
         if may_build(owner_id=owner_id, ref=ref, building=building):
-            mine.update(submit_building=ref, submit_build_waits="")
-            return True
+            # 0 rows: the run was cancelled meanwhile, and nothing is built for it
+            return mine.update(submit_building=ref, submit_build_waits="") == 1
         mine.update(submit_lease_until=None, submit_building="", submit_build_waits=ref)
     log.info("run %s waits for a build in progress to build %s", run_id, ref)
     return False

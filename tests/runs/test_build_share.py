@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import sys
 import threading
-from collections.abc import Iterator, Mapping
+from collections.abc import Callable, Iterator, Mapping
 from datetime import timedelta
 from pathlib import Path
 
@@ -23,6 +23,7 @@ from runs.models import Identity, Run, Snapshot
 from runs.plans import Node
 from runs.services.builds import builds_in_progress, end_build, start_build
 from runs.services.fair_share import claim_next_submission
+from runs.services.runs import cancel_run
 from runs.services.submission import create_run, environment_of, submit_run
 from runs.snapshots import snapshot_directory
 from runs.store import store
@@ -172,3 +173,38 @@ def test_an_environment_another_identity_is_building_is_not_built_twice(
     end_build(run_id=pauls.pk, ref="one")
 
     assert claim_next_submission() == sams.pk
+
+
+class CancelledMeanwhile(HeldBuild):
+    """A backend asked whether a run's image exists just as its owner cancels the run."""
+
+    def __init__(self, store: Path, cancel: Callable[[], object]) -> None:
+        super().__init__(store)
+        self.cancel = cancel
+
+    def has_image(self, ref: str) -> bool:
+        self.cancel()
+        return super().has_image(ref)
+
+
+@pytest.mark.django_db(transaction=True)
+def test_a_run_cancelled_during_its_submission_builds_no_environment(
+    store: Path, tmp_path: Path
+) -> None:
+    """Paul cancels his run while the worker submits it, before its environment is built:
+    the worker builds nothing for it and leaves it cancelled, no build marked."""
+    paul = factories.person()
+    holder: list[Run] = []
+    backend = CancelledMeanwhile(store, lambda: cancel_run(run_id=holder[0].pk, identity=paul))
+    try:
+        holder.append(recorded(backend, paul, [model(paul, "one", tmp_path)]))
+        app.control.purge()
+
+        submit_run(run_id=holder[0].pk, backend=backend)
+
+        run = Run.objects.get(pk=holder[0].pk)
+        assert backend.started == []
+        assert (run.state, run.submit_building) == ("cancelled", "")
+        assert builds_in_progress(now=timezone.now()) == []
+    finally:
+        backend.close()
