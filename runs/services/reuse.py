@@ -137,7 +137,8 @@ def _image_copies_differ(
     """The notes of `copies_differ` where the model's environment is not here to ask (an
     image): the service's copy of a plugin installed from a directory against the model's
     local package of the same name."""
-    in_model = {_canonical(p.get("name", "")): p.get("digest", "") for p in local_packages}
+    # each as `LocalPackage.identity` names it: both keys always there
+    in_model = {_canonical(p["name"]): p["digest"] for p in local_packages}
     notes = {}
     for name in names - {COMMAND}:
         package, _, mine = plugin_identity(name)
