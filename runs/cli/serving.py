@@ -160,6 +160,10 @@ def services_env(data_dir: Path) -> dict[str, str]:
         "SIMRUN_SERVE": f"{me.pid}:{me.create_time()!r}",
         "SIMRUN_PROCESS_RECORDS": str(records_dir(data_dir)),
         "SIMRUN_LIVENESS_DIR": str(stamp_dir(data_dir)),
+        # Celery runs Django's system checks as the worker and beat start, which imports
+        # every view, the API and what they use (~35 MB of each process that serves no page);
+        # they are a deployment's concern (`manage.py check --deploy`), not each start's
+        "CELERY_SKIP_CHECKS": "1",
     }
 
 
