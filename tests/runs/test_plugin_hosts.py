@@ -242,9 +242,15 @@ def test_on_a_cluster_a_model_whose_local_copy_of_the_plugin_differs_is_named(
     with on_path(site):
         same = [{"name": "tricky_plugin", "digest": tree_digest(project)}]
         other = [{"name": "Tricky.Plugin", "digest": "0" * 64}]
+        unrelated = [{"name": "another-plugin", "digest": "0" * 64}]
 
         assert copies_differ(registry(), {"tricky"}, same) == {}
+        assert copies_differ(registry(), {"tricky"}, unrelated) == {}
         [note] = copies_differ(registry(), {"tricky", "command"}, other).values()
 
     assert note.startswith(f"the service's copy of {PLUGIN} ({tree_digest(project)[:12]})")
     assert "differs from the model environment's (000000000000)" in note
+    assert note.endswith(
+        "the settings were checked and the units listed with the service's copy, the pods "
+        "run the model environment's"
+    )
