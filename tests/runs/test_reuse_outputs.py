@@ -78,6 +78,18 @@ def test_the_newest_published_output_is_the_one_reused(store: Path) -> None:
     assert submitted().tasks.get(task_id="summary").reused == {newer.pk: ["out"]}
 
 
+def test_a_resumed_run_reuses_the_output_of_the_run_it_resumes_before_a_newer_one(
+    store: Path,
+) -> None:
+    older, newer = submitted(), submitted()
+    published(older)
+    published(newer)
+
+    resumed = submitted(resume_from=older.pk)
+
+    assert resumed.tasks.get(task_id="summary").reused == {older.pk: ["out"]}
+
+
 def test_an_output_of_another_key_or_with_reuse_off_is_not_reused(store: Path) -> None:
     published(submitted())
     other = {**SUMMARY, "settings": {"tail_fraction": 0.25}}
