@@ -218,6 +218,9 @@ def test_a_model_environment_whose_copy_of_the_plugin_differs_from_the_service_s
 
     assert note.startswith(f"the service's copy of {PLUGIN} (")
     assert "differs from the model environment's (" in note
+    assert note.endswith(
+        "the settings were checked and the units listed again with the model environment's"
+    )
     (other / "tricky_types.py").write_text(TYPES.format(limit=10))
     assert copies_differ(registry(model), {"tricky"}) == {}
 
