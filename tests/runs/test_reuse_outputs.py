@@ -90,6 +90,18 @@ def test_a_resumed_run_reuses_the_output_of_the_run_it_resumes_before_a_newer_on
     assert resumed.tasks.get(task_id="summary").reused == {older.pk: ["out"]}
 
 
+def test_an_output_computed_in_another_environment_is_not_reused(store: Path) -> None:
+    """The environment a task ran in is part of its key: the same workflow in another
+    environment (another model lock, say) computes again."""
+    published(submitted())
+    nodes = [Node(name="local", cores=2, memory_gb=4)]
+    run, _ = create_run(identity=factories.person(), workflow=STUDY, sources=[], nodes=nodes)
+
+    plan_reuse(run_id=run.pk, environment="0" * 64)
+
+    assert run.tasks.get(task_id="summary").reused == {}
+
+
 def test_an_output_of_another_key_or_with_reuse_off_is_not_reused(store: Path) -> None:
     published(submitted())
     other = {**SUMMARY, "settings": {"tail_fraction": 0.25}}
