@@ -15,6 +15,7 @@ import itertools
 import json
 import math
 import os
+import platform
 from collections.abc import Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Annotated, Any, ClassVar, Literal
@@ -206,6 +207,17 @@ class _Scan(SplitTaskType):
         (out / "grid.json").write_text(json.dumps(self._points(ctx)))
 
 
+def same_bits_on_every_cpu() -> None:
+    """Pin the BLAS kernels scipy's `odeint` calls, before scipy loads them: OpenBLAS picks
+    them by the CPU it runs on, and its AVX-512 ones (SkylakeX) sum in another order than
+    the others, so an integration on such a CPU ended a few values a bit apart and a run
+    again on another machine wrote other bytes. `Prescott` (SSE3) runs on every x86-64 CPU
+    and rounds as the Haswell, Zen and Sandybridge kernels do; for a system of six
+    equations its speed does not matter. Set by whoever sets it already, it is left."""
+    if platform.machine().lower() in ("x86_64", "amd64"):
+        os.environ.setdefault("OPENBLAS_CORETYPE", "Prescott")
+
+
 class OdeScan(_Scan):
     """The repressilator integrated with scipy's odeint."""
 
@@ -217,6 +229,7 @@ class OdeScan(_Scan):
         return list(SPECIES)
 
     def simulate(self, ctx: TaskContext, point: dict[str, float], times: np.ndarray) -> np.ndarray:
+        same_bits_on_every_cpu()
         from scipy.integrate import odeint  # here: the service only validates and counts
 
         values = {**PARAMETERS, **point}
