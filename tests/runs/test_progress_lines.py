@@ -15,6 +15,7 @@ from runs.selectors.progress_lines import UnitLines, unit_lines
 from runs.store import task_paths
 from simrun_harness.progress import ProgressWriter
 from tests import factories
+from tests.runs.reads import count_reads
 
 pytestmark = pytest.mark.django_db
 
@@ -70,14 +71,7 @@ def test_a_view_reads_only_the_lines_appended_since_its_last_read(
     writer = ProgressWriter(paths.progress, "hello-w0")
     writer.unit_done("u000000", 0.5, 0.1)
     writer.flush()
-    read: list[int] = []
-    real = UnitLines.read
-
-    def counted(self: UnitLines, data: bytes) -> None:
-        read.append(len(data))
-        real(self, data)
-
-    monkeypatch.setattr(UnitLines, "read", counted)
+    read = count_reads(monkeypatch)
     assert unit_lines(task).units_by_worker() == {"hello-w0": 1}
     writer.unit_done("u000001", 0.5, 0.3)
     writer.close()

@@ -14,6 +14,7 @@ from runs.selectors import progress_lines, progress_saved
 from runs.selectors.progress_lines import UnitLines, unit_lines
 from runs.store import task_paths
 from tests import factories
+from tests.runs.reads import count_reads
 
 pytestmark = pytest.mark.django_db
 
@@ -57,15 +58,7 @@ def summary(lines: UnitLines) -> tuple[object, ...]:
 def bytes_read(monkeypatch: pytest.MonkeyPatch) -> list[int]:
     """The bytes of lines each read parses; every read is saved for the other processes."""
     monkeypatch.setattr(progress_saved, "SAVE_EVERY", 1)
-    read: list[int] = []
-    real = UnitLines.read
-
-    def counted(self: UnitLines, data: bytes) -> None:
-        read.append(len(data))
-        real(self, data)
-
-    monkeypatch.setattr(UnitLines, "read", counted)
-    return read
+    return count_reads(monkeypatch)
 
 
 def test_a_process_that_never_read_the_file_reads_only_what_was_appended_since_the_save(
