@@ -36,10 +36,15 @@ def clean_env(data_dir: Path) -> dict[str, str]:
     return env
 
 
-def demo(data_dir: Path, port: int) -> subprocess.CompletedProcess[str]:
-    """`simrun demo` as the README runs it."""
+def demo(data_dir: Path, port: int, *options: str) -> subprocess.CompletedProcess[str]:
+    """`simrun demo` as the README runs it (with `options`, e.g. `--keep`)."""
+    return simrun(data_dir, "demo", "--port", str(port), *options)
+
+
+def simrun(data_dir: Path, *args: str) -> subprocess.CompletedProcess[str]:
+    """A `simrun` command as a user types it, on `data_dir`."""
     return subprocess.run(
-        [str(SIMRUN), "demo", "--port", str(port)],
+        [str(SIMRUN), *args],
         cwd=ROOT,
         env=clean_env(data_dir),
         capture_output=True,

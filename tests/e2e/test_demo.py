@@ -6,13 +6,26 @@ directory, as on a fresh machine (SQLite, the file broker, the local backend).
 
 from __future__ import annotations
 
+import json
 import re
 import subprocess
+import zipfile
 from pathlib import Path
 
 import pytest
 
-from tests.e2e.commands import ROOT, SIMRUN, clean_env, demo, free_port, kill_all, processes_of
+from runs.crates.profiles import DECLARED, KNOWN
+from runs.crates.validation import METADATA_FILE
+from tests.e2e.commands import (
+    ROOT,
+    SIMRUN,
+    clean_env,
+    demo,
+    free_port,
+    kill_all,
+    processes_of,
+    simrun,
+)
 from tests.waiting import wait_for
 
 pytestmark = [pytest.mark.slow]
@@ -30,7 +43,9 @@ def test_the_main_job_runs_the_example_and_says_where_everything_is(tmp_path: Pa
     """The example scan and its summary succeed; the command prints the state, the time,
     the outputs and how to keep the pages (no URL of services it stopped), and leaves no
     process behind. A second run reuses the
-    environment the first one built."""
+    environment the first one built, and leaves the services running (`--keep`): the first
+    run exported through them (`simrun export RUN --out X.zip`) is valid for every profile its
+    crate declares (`simrun crate validate X.zip`)."""
     data_dir = tmp_path / "simrun"
     port = free_port()
     try:
@@ -61,14 +76,46 @@ def test_the_main_job_runs_the_example_and_says_where_everything_is(tmp_path: Pa
             lambda: not processes_of(data_dir), timeout=30, what="every process of the demo gone"
         )
 
-        second = demo(data_dir, port)
+        second = demo(data_dir, port, "--keep")
 
         assert second.returncode == 0, second.stdout + second.stderr
         assert re.search(r"^state: +succeeded$", second.stdout, re.M), second.stdout
         environments = [p for p in (data_dir / "store" / "environments").iterdir() if p.is_dir()]
         assert len(environments) == 1, environments
+
+        assert_the_crate_of_the_run_is_valid(data_dir, run_id[1], tmp_path / "demo.crate.zip")
+        stopped = simrun(data_dir, "stop")
+        assert stopped.returncode == 0, stopped.stdout + stopped.stderr
     finally:
         kill_all(data_dir)
+
+
+def assert_the_crate_of_the_run_is_valid(data_dir: Path, run_id: str, archive: Path) -> None:
+    """The demo's run (an `sbml_scan` of examples/models/repressilator and its summary)
+    exported and validated as a user does: exit 0, the verdict `valid`, and a line `valid at
+    the REQUIRED level (0 issues)` for every profile the crate declares."""
+    exported = simrun(data_dir, "export", run_id, "--out", str(archive))
+
+    assert exported.returncode == 0, exported.stdout + exported.stderr
+    assert f"exported run {run_id} to {archive}" in exported.stdout
+    with zipfile.ZipFile(archive) as zipped:
+        graph = {e["@id"]: e for e in json.loads(zipped.read(METADATA_FILE))["@graph"]}
+        names = zipped.namelist()
+    assert graph["./"]["mainEntity"] == {"@id": "workflow.json"}
+    assert any(n.startswith("snapshots/") and n.endswith("/repressilator.ant") for n in names)
+    assert "tasks/scan/out/scan.nc" in names and "tasks/summary/out/summary.csv" in names
+    declared = {ref["@id"] for e in (graph["./"], graph[METADATA_FILE]) for ref in e["conformsTo"]}
+    assert {p.uri for p in DECLARED} <= declared
+
+    checked = simrun(data_dir, "crate", "validate", str(archive))
+
+    assert checked.returncode == 0, checked.stdout + checked.stderr
+    lines = checked.stdout.splitlines()
+    assert lines[-1] == "valid", checked.stdout
+    for uri in sorted(declared):
+        line = f"{KNOWN[uri].validator_id}: valid at the REQUIRED level (0 issues)"
+        assert line in lines, checked.stdout
+    assert len(lines) == len(declared) + 1, checked.stdout  # no issue, no skipped check
 
 
 def test_the_main_job_goes_on_when_its_worker_is_killed(tmp_path: Path) -> None:
