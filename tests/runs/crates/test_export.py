@@ -7,6 +7,7 @@ import hashlib
 import io
 import json
 import os
+import secrets
 import zipfile
 from pathlib import Path
 from typing import Any
@@ -14,6 +15,7 @@ from typing import Any
 import pytest
 from rocrate.rocrate import ROCrate
 
+from runs.cli.service_state import write_token
 from runs.crates.profiles import DECLARED
 from runs.crates.validation import METADATA_FILE, fill_cache, validate_crate
 from runs.crates.writing import write_crate, zip_chunks
@@ -318,3 +320,38 @@ def test_the_validator_offline_finds_the_context_only_in_the_cache_filled_from_r
     assert not valid_with(tmp_path / "empty-cache")
     fill_cache(tmp_path / "filled-cache")
     assert valid_with(tmp_path / "filled-cache")
+
+
+def test_no_secret_of_the_service_is_in_any_byte_of_a_crate(
+    store: Path, tmp_path: Path, settings: Any, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The service's SECRET_KEY, its DATABASE_URL and that URL's password, and the machine
+    token `simrun serve` keeps in the data directory (`cli_token`) are in no file of the crate
+    of an ordinary run, its metadata included, in the zip as served or a crate directory."""
+    settings.SECRET_KEY = "the-secret-key-" + secrets.token_urlsafe(40)
+    password = "the-database-password-" + secrets.token_urlsafe(16)
+    database_url = f"postgres://simrun:{password}@db.example.internal:5432/simrun"
+    monkeypatch.setenv("DATABASE_URL", database_url)
+    settings.DATA_DIR = tmp_path / "data"
+    settings.DATA_DIR.mkdir()
+    machine_token = factories.token(factories.owner()).secret
+    write_token(settings.DATA_DIR, machine_token)
+    secrets_of_the_service = {
+        settings.SECRET_KEY,
+        database_url,
+        password,
+        machine_token,
+        *filter(None, [settings.DATABASES["default"].get("PASSWORD")]),
+    }
+    run = finished_scan()
+
+    archive = export_to(run_id=run.pk, target=tmp_path / "crate.zip")
+    directory = export_to(run_id=run.pk, target=tmp_path / "crate")
+
+    with zipfile.ZipFile(archive) as zipped:
+        held = {f"zip:{name}": zipped.read(name) for name in zipped.namelist()}
+    held |= {f"dir:{p}": p.read_bytes() for p in directory.rglob("*") if p.is_file()}
+    assert f"zip:{METADATA_FILE}" in held and "zip:tasks/scan/out/scan.json" in held
+    for secret in secrets_of_the_service:
+        leaked = [name for name, data in held.items() if secret.encode() in data]
+        assert not leaked, f"{secret[:12]}… in {leaked}"
