@@ -254,6 +254,10 @@ SIMRUN_LOCAL_PACKAGE_MAX_BYTES = env.integer(
 SIMRUN_LISTING_MAX_ENTRIES = env.integer("SIMRUN_LISTING_MAX_ENTRIES", 100_000, minimum=1)
 SIMRUN_LISTING_MAX_DEPTH = env.integer("SIMRUN_LISTING_MAX_DEPTH", 32, minimum=1)
 SIMRUN_LISTING_MAX_S = env.number("SIMRUN_LISTING_MAX_S", 0.5, minimum=0.01)
+# The listing of a run's files for its crate (runs/selectors/crates.py): every file or none
+SIMRUN_EXPORT_MAX_ENTRIES = env.integer("SIMRUN_EXPORT_MAX_ENTRIES", 2_000_000, minimum=1)
+SIMRUN_EXPORT_MAX_DEPTH = env.integer("SIMRUN_EXPORT_MAX_DEPTH", 64, minimum=1)
+SIMRUN_EXPORT_MAX_S = env.number("SIMRUN_EXPORT_MAX_S", 600.0, minimum=0.01)
 # Answers over a run's files: a task's logs in all (runs/selectors/logs.py), each a share of
 # it from their ends; the seconds a comparison hashes runs' outputs for (compare.py)
 SIMRUN_LOG_ANSWER_MAX_BYTES = env.integer(

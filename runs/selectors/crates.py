@@ -38,18 +38,32 @@ class RunNotExportable(RunConflict):
     """A run that cannot be exported yet (still live); the message says why."""
 
 
-LISTING = WalkLimits(entries=2_000_000, depth=64, seconds=600.0)
-"""How far the files of a crate are listed: a crate holds every file or none."""
+LIMIT_SETTINGS = {
+    "entries": "SIMRUN_EXPORT_MAX_ENTRIES",
+    "depth": "SIMRUN_EXPORT_MAX_DEPTH",
+    "time": "SIMRUN_EXPORT_MAX_S",
+}
+
+
+def listing() -> WalkLimits:
+    """How far the files of a crate are listed (SIMRUN_EXPORT_MAX_*): a crate holds every
+    file or none."""
+    return WalkLimits(
+        entries=settings.SIMRUN_EXPORT_MAX_ENTRIES,
+        depth=settings.SIMRUN_EXPORT_MAX_DEPTH,
+        seconds=settings.SIMRUN_EXPORT_MAX_S,
+    )
 
 
 def _stored(
     prefix: str, store_dir: str, store_root: Path, skip: frozenset[str] = frozenset()
 ) -> list[StoredFile]:
-    walk = walk_files(store_root, store_dir, LISTING)
+    walk = walk_files(store_root, store_dir, listing())
     if walk.cut is not None:
+        setting = LIMIT_SETTINGS.get(walk.cut, "SIMRUN_EXPORT_MAX_*")
         raise RunNotExportable(
             f"{store_dir}: more files than a crate lists (the listing stopped at its limit of "
-            f"{walk.cut}); a crate holds every file of a run or none"
+            f"{walk.cut}, {setting}); a crate holds every file of a run or none"
         )
     return [
         StoredFile(f"{prefix}/{found.path}", f"{store_dir}/{found.path}", found.size)

@@ -355,3 +355,39 @@ def test_no_secret_of_the_service_is_in_any_byte_of_a_crate(
     for secret in secrets_of_the_service:
         leaked = [name for name, data in held.items() if secret.encode() in data]
         assert not leaked, f"{secret[:12]}… in {leaked}"
+
+
+@pytest.mark.parametrize(
+    ("limit", "value", "cut"),
+    [
+        ("SIMRUN_EXPORT_MAX_ENTRIES", 8, "entries"),
+        ("SIMRUN_EXPORT_MAX_DEPTH", 1, "depth"),
+    ],
+)
+def test_a_run_of_more_files_than_the_export_lists_is_refused_saying_so(
+    store: Path, tmp_path: Path, settings: Any, limit: str, value: int, cut: str
+) -> None:
+    """A crate holds every file of a run or none: a listing cut at its limit refuses the
+    export, naming the folder, the limit and its setting; no crate is written. Under the
+    limit the same run exports."""
+    run = finished_scan()
+    out = task_paths(run.pk, "scan").out
+    for i in range(10):
+        (out / "extra" / f"{i}").mkdir(parents=True)
+        (out / "extra" / f"{i}" / "value.txt").write_text(f"{i}\n")
+    setattr(settings, limit, value)
+
+    with pytest.raises(RunNotExportable) as refused:
+        export_to(run_id=run.pk, target=tmp_path / "exports" / "crate.zip")
+
+    assert str(refused.value) == (
+        f"runs/{run.pk}/tasks/scan/out: more files than a crate lists (the listing stopped at "
+        f"its limit of {cut}, {limit}); a crate holds every file of a run or none"
+    )
+    assert not (tmp_path / "exports").exists()  # not even a part of one
+    setattr(settings, limit, 1_000)
+
+    with zipfile.ZipFile(
+        export_to(run_id=run.pk, target=tmp_path / "exports" / "crate.zip")
+    ) as zipped:
+        assert "tasks/scan/out/extra/9/value.txt" in zipped.namelist()
