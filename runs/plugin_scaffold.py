@@ -58,7 +58,7 @@ import json
 import math
 from collections.abc import Sequence
 from pathlib import Path
-from typing import Any, ClassVar
+from typing import Annotated, Any, ClassVar
 
 from pydantic import BaseModel, ConfigDict, Field
 
@@ -72,9 +72,12 @@ class {cls}Settings(BaseModel):
 
     model_config = ConfigDict(extra="forbid")
 
-    rates: list[float] = Field(min_length=1, description="Decay rates, one unit each.")
-    t_end: float = Field(5.0, gt=0, description="End of the time course.")
-    n_points: int = Field(11, ge=2, description="Points of each curve.")
+    # every number has bounds: the service trusts no submitter with a billion points
+    rates: list[Annotated[float, Field(ge=0, le=1000)]] = Field(
+        min_length=1, max_length=10_000, description="Decay rates, one unit each."
+    )
+    t_end: float = Field(5.0, gt=0, le=1e6, description="End of the time course.")
+    n_points: int = Field(11, ge=2, le=100_000, description="Points of each curve.")
 
 
 class {cls}(SplitTaskType):

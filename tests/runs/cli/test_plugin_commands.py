@@ -2,12 +2,18 @@
 
 from __future__ import annotations
 
+import importlib.util
 import os
 import subprocess
 import sys
 from pathlib import Path
+from typing import Any
 
+import pytest
 import uv
+from pydantic import BaseModel, ValidationError
+
+from runs.plugin_scaffold import scaffold
 
 ROOT = Path(__file__).resolve().parents[3]
 SIMRUN = Path(sys.executable).parent / "simrun"
@@ -122,3 +128,42 @@ def test_plugin_list_check_names_a_plugin_that_fails_to_import(tmp_path: Path) -
     assert any(
         line.split()[:3] == ["picky", "picky-plugin", "0.1"] for line in shown.stdout.splitlines()
     )
+
+
+def scaffolded_settings(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> type[BaseModel]:
+    """The settings model of a plugin `simrun plugin new` writes, imported from its file."""
+    model = scaffold(name="bounded", parent=tmp_path)
+    path = model / "plugin" / "src" / "bounded" / "types.py"
+    spec = importlib.util.spec_from_file_location("bounded_types", path)
+    assert spec is not None and spec.loader is not None
+    module = importlib.util.module_from_spec(spec)
+    monkeypatch.setitem(sys.modules, spec.name, module)
+    spec.loader.exec_module(module)
+    settings: type[BaseModel] = module.BoundedSettings
+    return settings
+
+
+@pytest.mark.parametrize(
+    ("setting", "at_most", "over"),
+    [
+        ("t_end", 1e6, 1.5e6),
+        ("n_points", 100_000, 100_001),
+        ("rates", [1000.0], [1000.5]),
+        ("rates", [0.5] * 10_000, [0.5] * 10_001),
+    ],
+    ids=["t_end", "n_points", "a rate", "the number of rates"],
+)
+def test_every_number_of_the_scaffolds_settings_has_a_maximum(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, setting: str, at_most: Any, over: Any
+) -> None:
+    """As docs/plugins.md asks of every settings model: a value over its maximum is a
+    validation error naming the setting; the maximum itself is accepted."""
+    settings = scaffolded_settings(tmp_path, monkeypatch)
+    ordinary = {"rates": [0.5, 2.0]}
+
+    assert getattr(settings(**{**ordinary, setting: at_most}), setting) == at_most
+    with pytest.raises(ValidationError, match=rf"(?s){setting}.*(less than or equal to|at most)"):
+        settings(**{**ordinary, setting: over})
+    schema = settings.model_json_schema()["properties"]
+    assert "maximum" in schema["t_end"] and "maximum" in schema["n_points"]
+    assert "maxItems" in schema["rates"] and "maximum" in schema["rates"]["items"]
