@@ -230,6 +230,8 @@ SIMRUN_SERVERS_POLL_S = env.number("SIMRUN_SERVERS_POLL_S", 5.0, minimum=0.05)
 # connections the web process holds at most (beyond: 503)
 SIMRUN_HEADER_TIMEOUT_S = env.number("SIMRUN_HEADER_TIMEOUT_S", 10.0, minimum=0.1)
 SIMRUN_BODY_TIMEOUT_S = env.number("SIMRUN_BODY_TIMEOUT_S", 5.0, minimum=0.1)
+# a download's client that takes no chunk of it for this long is cut (runs/edge/downloads.py)
+SIMRUN_SEND_TIMEOUT_S = env.number("SIMRUN_SEND_TIMEOUT_S", 60.0, minimum=0.1)
 # an upload's body keeps this rate on average once SIMRUN_BODY_TIMEOUT_S has passed
 SIMRUN_UPLOAD_MIN_BYTES_PER_S = env.integer(
     "SIMRUN_UPLOAD_MIN_BYTES_PER_S", 64 * 1024, minimum=1024

@@ -16,7 +16,9 @@ This protocol sets both deliberately from the settings:
 - SIMRUN_HEADER_TIMEOUT_S: a connection must send a whole request head within that many
   seconds of opening, or of its last response; otherwise it is closed (answered 408 if it
   had sent part of one).
-A request's body has its own deadline, counted by the application (`runs.edge.bodies`);
+A request's body has its own deadline, counted by the application (`runs.edge.bodies`), and
+so has each chunk of a download (`runs.edge.downloads`: the connection is aborted, not left
+to send what is on its way to a client that reads nothing, through the scope's CUT);
 between requests uvicorn's keep-alive timeout (5 s) closes an idle connection. When the
 server stops, it waits for every response to end: open streams are ended at once
 (`runs.edge.streams.close_streams`), so a stop takes a poll interval, not a stream's life.
@@ -32,6 +34,8 @@ from typing import Any
 import h11
 from django.conf import settings
 from uvicorn.protocols.http.h11_impl import H11Protocol
+
+from runs.edge.downloads import CUT
 
 log = logging.getLogger(__name__)
 
@@ -88,6 +92,8 @@ class WebProtocol(H11Protocol):
         super().handle_events()
         if self.cycle is not cycle:  # a request head arrived: its body has its own deadline
             self._head_arrived()
+            if self.cycle is not None:  # a download cut at its send deadline is aborted
+                self.cycle.scope[CUT] = self.transport.abort  # type: ignore[literal-required]
 
     def on_response_complete(self) -> None:
         super().on_response_complete()

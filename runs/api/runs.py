@@ -25,7 +25,6 @@ from runs.api.auth import identity_of
 from runs.api.base import ApiViewSet
 from runs.api.errors import InvalidInput
 from runs.api.events import EVENT_ID, EventId, run_event_stream
-from runs.api.files import chunks_response, file_response
 from runs.api.log_follow import log_stream
 from runs.api.renderers import AnyMediaRenderer, EventStreamRenderer, PlainTextRenderer
 from runs.api.schema import PagedListSchema
@@ -41,6 +40,7 @@ from runs.api.serializers.runs import (
     WorkerSerializer,
 )
 from runs.api.serializers.workflows import SubmitSerializer
+from runs.edge.responses import chunks_response, file_response
 from runs.selectors.disk import installation_disk
 from runs.selectors.heartbeat import controller_idle_s, late_after_s
 from runs.selectors.logs import task_logs

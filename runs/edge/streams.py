@@ -34,6 +34,7 @@ from typing import Generic, Protocol, TypeVar
 from django.conf import settings
 from django.http import HttpRequest, StreamingHttpResponse
 
+from runs.edge.downloads import Body, send_body
 from runs.edge.readers import read
 from runs.edge.upload_limit import App, Message, Receive, Scope, Send
 
@@ -114,9 +115,11 @@ slots = Slots()
 
 @dataclass
 class Handover:
-    """Put in a request's scope by the edge; a stream's view leaves its stream here."""
+    """Put in a request's scope by the edge; a stream's view leaves its stream here, a
+    download's view its body (`runs.edge.downloads`)."""
 
     stream: Stream | None = None
+    body: Body | None = None
 
 
 def handover_of(request: HttpRequest) -> Handover | None:
@@ -257,8 +260,9 @@ async def follow(stream: Stream) -> AsyncIterator[bytes]:
 
 
 class StreamHandover:
-    """Wraps the WSGI side's ASGI app: gives each request a Handover, and sends the stream a
-    view left there from the event loop once the view's thread is done (see the module)."""
+    """Wraps the WSGI side's ASGI app: gives each request a Handover, and sends the stream
+    (or the body) a view left there from the event loop once the view's thread is done (see
+    the module, and `runs.edge.downloads`)."""
 
     def __init__(self, app: App) -> None:
         self.app = app
@@ -271,10 +275,14 @@ class StreamHandover:
         scope = {**scope, HANDOVER: handover}
 
         async def holding_back_the_end(message: Message) -> None:
-            if message["type"] == "http.response.start" and message["status"] != 200:
-                drop(handover)  # answered otherwise after all (a middleware's error)
+            if message["type"] == "http.response.start":
+                answered = message["status"]  # otherwise after all: a middleware's error
+                if answered != 200:
+                    drop(handover)
+                if handover.body is not None and answered != handover.body.status:
+                    drop_body(handover)
             if (
-                handover.stream is not None
+                (handover.stream is not None or handover.body is not None)
                 and message["type"] == "http.response.body"
                 and not message.get("more_body", False)
             ):
@@ -287,7 +295,11 @@ class StreamHandover:
             await self.app(scope, receive, holding_back_the_end)
         except BaseException:
             drop(handover)
+            drop_body(handover)
             raise
+        if handover.body is not None:
+            await send_body(handover.body, scope, receive, send)
+            return
         stream = handover.stream
         if stream is None:
             return
@@ -302,6 +314,13 @@ def drop(handover: Handover) -> None:
     if handover.stream is not None:
         slots.give_back(handover.stream.identity_id)
         handover.stream = None
+
+
+def drop_body(handover: Handover) -> None:
+    """No body is handed over after all: what it holds open is closed."""
+    if handover.body is not None:
+        handover.body.close()
+        handover.body = None
 
 
 async def _send_until_gone(stream: Stream, receive: Receive, send: Send) -> None:

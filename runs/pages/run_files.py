@@ -4,16 +4,14 @@ and downloads of a run's outputs."""
 from __future__ import annotations
 
 import hashlib
-from collections.abc import AsyncIterator, Iterator
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
-from asgiref.sync import sync_to_async
-from django.core.handlers.asgi import ASGIRequest
-from django.http import FileResponse, Http404, HttpResponse, StreamingHttpResponse
+from django.http import Http404, HttpResponse, StreamingHttpResponse
 from django.http.response import HttpResponseBase
 from django.shortcuts import render
 
+from runs.edge.responses import attachment_response, chunks_response
 from runs.pages.access import HtmxHttpRequest, with_identity
 from runs.selectors.logs import LogEntry, task_logs
 from runs.selectors.outputs import OutputNotFound, output_file
@@ -91,14 +89,16 @@ def log(
 
 
 @with_identity
-def download(request: HtmxHttpRequest, identity: Identity, run_id: str, path: str) -> FileResponse:
+def download(
+    request: HtmxHttpRequest, identity: Identity, run_id: str, path: str
+) -> StreamingHttpResponse:
     """An output file of the run, streamed; `path` is relative to the run's directory."""
     run = run_or_404(run_id)
     try:
         opened = output_file(run.id, f"runs/{run.id}/{path}")
     except OutputNotFound as exc:
         raise Http404(str(exc)) from exc
-    return FileResponse(opened.handle, as_attachment=True, filename=opened.name)
+    return attachment_response(request, opened)
 
 
 @with_identity
@@ -110,19 +110,10 @@ def crate(request: HtmxHttpRequest, identity: Identity, run_id: str) -> HttpResp
         chunks = exported_zip(run_id=run.id)
     except RunNotExportable as exc:
         return HttpResponse(str(exc), status=409, content_type="text/plain; charset=utf-8")
-    content = _pulled(chunks) if isinstance(request, ASGIRequest) else chunks
-    response = StreamingHttpResponse(content, content_type="application/zip")
-    response["Content-Disposition"] = f'attachment; filename="simrun-{run.id}.crate.zip"'
-    return response
-
-
-async def _pulled(chunks: Iterator[bytes]) -> AsyncIterator[bytes]:
-    """Each chunk made in a worker thread, one at a time (under ASGI Django would read a
-    blocking iterator whole before sending anything)."""
-
-    def pull() -> bytes | None:
-        return next(chunks, None)
-
-    pulled = sync_to_async(pull, thread_sensitive=False)
-    while (chunk := await pulled()) is not None:
-        yield chunk
+    return chunks_response(
+        request,
+        chunks,
+        content_type="application/zip",
+        filename=f"simrun-{run.id}.crate.zip",
+        unbuffered=False,
+    )
