@@ -111,8 +111,12 @@ TEMPLATES = [
 # other processes persist.
 SIMRUN_WEB_THREADS = env.integer("SIMRUN_WEB_THREADS", 10, minimum=1)
 SIMRUN_WEB_READERS = env.integer("SIMRUN_WEB_READERS", 2, minimum=1)
-DATABASES = {
-    "default": env.database(
+
+
+def default_database() -> dict[str, object]:
+    """The default database's settings as this process's variables give them (the web
+    process's pool when SIMRUN_DB_POOL is set; a forked web process reads them again)."""
+    return env.database(
         "DATABASE_URL",
         DATA_DIR / "simrun.sqlite3",
         pool_size=env.integer(
@@ -121,7 +125,9 @@ DATABASES = {
         if env.boolean("SIMRUN_DB_POOL", False)
         else 0,
     )
-}
+
+
+DATABASES = {"default": default_database()}
 if DATABASES["default"]["ENGINE"] == "django.db.backends.sqlite3":
     private_sqlite(Path(str(DATABASES["default"]["NAME"])))  # holds password and token hashes
 DEFAULT_AUTO_FIELD = "django.db.models.BigAutoField"
@@ -306,6 +312,9 @@ SIMRUN_RESTART_WINDOW_S = env.number("SIMRUN_RESTART_WINDOW_S", 60.0, minimum=1)
 # ... and restarts one that shows no sign of progress for this long (docs/local-backend.md)
 SIMRUN_LIVENESS_S = env.number("SIMRUN_LIVENESS_S", 120.0, minimum=2)
 CELERY_BEAT_MAX_LOOP_INTERVAL = max(1.0, SIMRUN_LIVENESS_S / 8)
+# ... and forks its services from one process that imported what they share (runs/cli/
+# service_parent.py: an idle service's memory), else starts each by its command line
+SIMRUN_FORK_SERVICES = env.boolean("SIMRUN_FORK_SERVICES", True)
 # simrun counts a disk it writes to as full below this much free space (runs/selectors/disk.py)
 SIMRUN_DISK_MIN_FREE_MB = env.number("SIMRUN_DISK_MIN_FREE_MB", DEFAULT_MIN_FREE_MB, minimum=0)
 # `simrun serve` keeps each service's log in logs/<name>.log, rotated at this size, keeping
@@ -369,3 +378,7 @@ LOGGING = {
 CELERY_BEAT_SCHEDULE = {
     "reconcile": {"task": "runs.tasks.reconcile", "schedule": SIMRUN_BEAT_POLL_S},
 }
+# beat writes its schedule after every message it sends (Celery's default: every 3 minutes):
+# one small write a poll, and a disk that can no longer take it stops beat at its next send,
+# which serve then names and waits out, rather than whenever three minutes are up
+CELERY_BEAT_SYNC_EVERY = 1

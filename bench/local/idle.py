@@ -7,10 +7,14 @@ for `--minutes` (default 1) with nothing to do: per process, the user + system s
 used (from `/proc/<pid>/stat`, at the start and the end of the window; a process started in
 the window counts from its start), grouped by service (serve itself; web; the Celery worker
 with its pool and beat; the watcher; standby pods), and each process's memory at the end:
-USS (the pages only it holds: what the machine gets back when it ends) and RSS. Goals:
+USS (the pages only it holds: what the machine gets back when it ends), PSS (its share of
+every page it maps: the PSS of all processes adds up to the memory they take, shared pages
+once) and RSS. The services' parent, which forks them, is counted as `parent`. Goals:
 ≤ 0.3 CPU-s per minute and ≤ 150 MB USS in all.
 
-    python bench/local/idle.py [--minutes 1] [--settle 30] [--runs 0] [--json]
+    python bench/local/idle.py [--minutes 1] [--settle 30] [--runs 0] [--set NAME=VALUE] [--json]
+
+`--set SIMRUN_FORK_SERVICES=false` measures the services started by their command lines.
 
 `--runs N` first makes N small runs and waits for them to end (the services warm, a
 standby kept for the environment), then settles and measures: idle after work.
@@ -66,6 +70,8 @@ def service_of(proc: psutil.Process, services: dict[int, str], serve: int) -> st
         return "gone"
     if "standby" in line:
         return "standby"
+    if "runs.cli.service_parent" in line:
+        return "parent"
     for parent in [proc, *proc.parents()]:
         if parent.pid in services:
             return services[parent.pid]
@@ -99,7 +105,7 @@ def measure(data_dir: Path, serve: int, seconds: float) -> dict[str, dict[str, A
     time.sleep(seconds)  # the window measured: nothing else happens
     names = services(data_dir)
     found: dict[str, dict[str, Any]] = defaultdict(
-        lambda: {"cpu_s": 0.0, "processes": 0, "uss_mb": 0.0, "rss_mb": 0.0}
+        lambda: {"cpu_s": 0.0, "processes": 0, "uss_mb": 0.0, "pss_mb": 0.0, "rss_mb": 0.0}
     )
     for proc in tree(serve):
         now = _cpu(proc.pid)
@@ -115,6 +121,7 @@ def measure(data_dir: Path, serve: int, seconds: float) -> dict[str, dict[str, A
         except psutil.Error:
             continue
         part["uss_mb"] += memory.uss / 1e6
+        part["pss_mb"] += memory.pss / 1e6
         part["rss_mb"] += memory.rss / 1e6
     return dict(found)
 
@@ -138,6 +145,9 @@ def main() -> None:
     parser.add_argument("--minutes", type=float, default=1.0)
     parser.add_argument("--settle", type=float, default=30.0, help="seconds before measuring")
     parser.add_argument("--runs", type=int, default=0, help="small runs made before settling")
+    parser.add_argument(
+        "--set", action="append", default=[], metavar="NAME=VALUE", help="a setting of serve"
+    )
     parser.add_argument("--json", action="store_true")
     args = parser.parse_args()
     work = Path(tempfile.mkdtemp(prefix="simrun-idle-"))
@@ -148,6 +158,7 @@ def main() -> None:
         if not k.startswith(("SIMRUN_", "DATABASE_", "CELERY_", "DJANGO_"))
     }
     env["SIMRUN_DATA_DIR"] = str(data_dir)
+    env.update(setting.split("=", 1) for setting in args.set)
     out = (work / "serve.out").open("ab")
     proc = subprocess.Popen(
         [str(SIMRUN), "serve", "--port", str(_free_port())],
@@ -188,14 +199,16 @@ def report(args: argparse.Namespace, found: dict[str, dict[str, Any]], load: Any
         part = found[name]
         print(
             f"  {name:8s} {per_minute[name]:6.3f} CPU-s/min  {part['processes']} processes  "
-            f"USS {part['uss_mb']:6.1f} MB  RSS {part['rss_mb']:6.1f} MB"
+            f"USS {part['uss_mb']:6.1f} MB  PSS {part['pss_mb']:6.1f} MB  "
+            f"RSS {part['rss_mb']:6.1f} MB"
         )
     total_cpu = sum(per_minute.values())
     total_uss = sum(part["uss_mb"] for part in found.values())
+    total_pss = sum(part["pss_mb"] for part in found.values())
     processes = sum(part["processes"] for part in found.values())
     print(
         f"  total    {total_cpu:6.3f} CPU-s/min  {processes} processes  USS {total_uss:6.1f} MB"
-        f"  (goals: ≤ 0.3 CPU-s/min, ≤ 150 MB USS)"
+        f"  PSS {total_pss:6.1f} MB  (goals: ≤ 0.3 CPU-s/min, ≤ 150 MB USS)"
     )
     if args.json:
         print(json.dumps({"per_minute": per_minute, "services": found}, indent=1))

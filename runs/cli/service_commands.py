@@ -154,47 +154,46 @@ def stop_services(procs: dict[str, subprocess.Popen[bytes]], *, grace: float = 2
 
 
 def serve(args: argparse.Namespace) -> int:
-    """Run and supervise the services until SIGTERM or Ctrl-C (docs/local-backend.md)."""
+    """Set up (the database migrated, the machine's token, what is left of an earlier serve
+    ended), then become the supervisor of the services until SIGTERM or Ctrl-C: the same
+    process, without Django (`runs/cli/supervise.py`; docs/local-backend.md)."""
     setup_django()
     from django.conf import settings
     from django.core.management import call_command
 
-    from runs.cli.restarts import RestartPolicy
+    from runs.cli.handover import ServePlan, hand_over
+    from runs.cli.identity_commands import login_link_line
     from runs.cli.service_state import read_token, write_token
-    from runs.cli.serving import Watchfulness, serve_supervised
+    from runs.cli.serving import take_over
     from runs.selectors.disk import installation_paths, min_free_bytes
     from runs.services.identities import machine_token, owner_identity
 
     call_command("migrate", verbosity=0)
-    data_dir = Path(settings.DATA_DIR)
+    data_dir = Path(settings.DATA_DIR).absolute()
     # the commands of this machine reach the service with it, without setting Django up
     kept = read_token(data_dir)
     secret = machine_token(identity=owner_identity(), secret=kept)
     if secret != kept:
         write_token(data_dir, secret)
-    from runs.cli.identity_commands import login_link_line
-
-    def greet(url: str) -> None:
-        print(f"pages: {login_link_line(data_dir, url)}", flush=True)
-
-    return serve_supervised(
-        on_serving=greet,
-        data_dir=data_dir,
-        store=Path(settings.SIMRUN_STORE),
-        port=serve_port(args.port),
-        commands=lambda port: service_commands(port=port, data_dir=data_dir),
-        pods_grace_s=float(settings.SIMRUN_GRACE_S) + POD_STOP_MARGIN_S,
-        policy=RestartPolicy(
-            burst=settings.SIMRUN_RESTART_BURST, window_s=settings.SIMRUN_RESTART_WINDOW_S
-        ),
-        watch=Watchfulness(
+    take_over(data_dir)
+    clean_broker()
+    port = serve_port(args.port)
+    hand_over(
+        ServePlan(
+            data_dir=str(data_dir),
+            store=str(Path(settings.SIMRUN_STORE).absolute()),
+            port=port,
+            pods_grace_s=float(settings.SIMRUN_GRACE_S) + POD_STOP_MARGIN_S,
+            restart_burst=settings.SIMRUN_RESTART_BURST,
+            restart_window_s=settings.SIMRUN_RESTART_WINDOW_S,
             deadline_s=settings.SIMRUN_LIVENESS_S,
-            disks=tuple(installation_paths()),
+            disks=[str(path) for path in installation_paths()],
             min_free=min_free_bytes(),
             log_max_bytes=settings.SIMRUN_LOG_MAX_BYTES,
             log_backups=settings.SIMRUN_LOG_BACKUPS,
-        ),
-        before_start=clean_broker,
+            fork=settings.SIMRUN_FORK_SERVICES,
+            login_line=login_link_line(data_dir, f"http://127.0.0.1:{port}/"),
+        )
     )
 
 

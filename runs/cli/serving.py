@@ -16,6 +16,7 @@ from pathlib import Path
 import psutil
 
 from runs.cli.base import CommandError
+from runs.cli.forked import ServiceParent
 from runs.cli.leftovers import end_leftovers, records_dir
 from runs.cli.liveness import Prober, stamp_dir
 from runs.cli.restarts import RestartPolicy
@@ -38,6 +39,7 @@ class Watchfulness:
     min_free: int = 0
     log_max_bytes: int = 10 * 1024 * 1024
     log_backups: int = 3
+    fork: bool = False  # the services forked by one parent that imported what they share
 
 
 def serve_supervised(
@@ -54,7 +56,7 @@ def serve_supervised(
 ) -> int:
     """End what an earlier serve left, start the services, keep them up (and making
     progress) until SIGTERM/SIGINT, then stop them and their pods (`_announce`)."""
-    _take_over(data_dir)
+    take_over(data_dir)
     if before_start is not None:
         before_start()
     watch = watch or Watchfulness()
@@ -121,10 +123,12 @@ def _supervision(
         min_free=watch.min_free,
         signs={},
     )
+    env = services_env(data_dir)
     supervisor = Supervisor(
         commands=commands,
-        env=services_env(data_dir),
+        env=env,
         cwd=ROOT,
+        parent=ServiceParent(env=env, cwd=ROOT) if watch.fork else None,
         data_dir=data_dir,
         url=url,
         store=str(store) if store is not None else "",
@@ -136,7 +140,7 @@ def _supervision(
     return prober, supervisor
 
 
-def _take_over(data_dir: Path) -> None:
+def take_over(data_dir: Path) -> None:
     """Refuse a data directory another serve serves; end what a serve that died left."""
     earlier = read_state(data_dir)
     if earlier is not None and earlier.alive() and earlier.pid != os.getpid():

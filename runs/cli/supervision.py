@@ -33,6 +33,7 @@ from pathlib import Path
 
 import psutil
 
+from runs.cli.forked import ForkedProcess, ParentUnavailable, ServiceParent
 from runs.cli.liveness import Prober, Sign, overdue
 from runs.cli.parent_death import dying_with_me
 from runs.cli.restarts import CrashHistory, RestartPolicy
@@ -63,7 +64,7 @@ class Service:
     command: list[str]
     log: Path
     history: CrashHistory
-    proc: subprocess.Popen[bytes] | None = None
+    proc: subprocess.Popen[bytes] | ForkedProcess | None = None
     started_mono: float = 0.0
     up_since: float | None = None
     restarts: int = 0
@@ -110,6 +111,7 @@ class Supervisor:
     prober: Prober | None = None  # signs of life; None: a service is judged by its exit only
     log_max_bytes: int = 10 * 1024 * 1024
     log_backups: int = 3
+    parent: ServiceParent | None = None  # forks the services; None: each is started by exec
 
     def __post_init__(self) -> None:
         self.pump = LogPump()
@@ -133,7 +135,7 @@ class Supervisor:
         to the thread that starts the process)."""
         read, write = os.pipe()
         try:
-            service.proc = subprocess.Popen(
+            service.proc = self._forked(service, write) or subprocess.Popen(
                 dying_with_me(service.command),
                 cwd=self.cwd,
                 env=self.env,
@@ -156,6 +158,17 @@ class Supervisor:
             service.started = psutil.Process(service.proc.pid).create_time()
         if self.prober is not None:
             self.prober.forget(service.name)
+
+    def _forked(self, service: Service, out: int) -> ForkedProcess | None:
+        """The service forked by the services' parent, or None (no parent, or it failed:
+        said once a failure, and the service is started by its command line instead)."""
+        if self.parent is None:
+            return None
+        try:
+            return self.parent.fork(kind=service.name, argv=service.command, out=out)
+        except ParentUnavailable as exc:
+            self.say(f"{exc}; starting the {service.name} process by its command line")
+            return None
 
     def check(self) -> None:
         """Reap what ended, restart what is due, note what exited or shows no progress;
@@ -327,6 +340,8 @@ class Supervisor:
             with contextlib.suppress(ProcessLookupError):
                 os.killpg(service.proc.pid, signal.SIGKILL)
             service.proc.wait()
+        if self.parent is not None:
+            self.parent.close()
         self._stop_adopted(pods_grace_s)
         self.pump.stop()
         for service in self.services.values():

@@ -148,8 +148,14 @@ def test_a_full_disk_is_named_everywhere_and_the_run_goes_on_once_freed(
         )
         posted = api_post(served, "/api/runs/", {"workflow": workflow.read_text(), "sources": []})
         # full long enough for the controller to be late and for beat to send (and fail to
-        # write) its reconcile messages
-        wait_for(lambda: _controller_late(served, run_id), timeout=90, what="the controller late")
+        # write) its reconcile messages; looked at as often as follow looks, which shares the
+        # token and its rate limit (faster looks got follow a 429)
+        wait_for(
+            lambda: _controller_late(served, run_id),
+            timeout=90,
+            interval=0.5,
+            what="the controller late",
+        )
         filler.unlink()
         code = follow.wait(timeout=240)
         followed = (tmp_path / "follow.out").read_text()
@@ -195,13 +201,13 @@ def _waits_for_room_or_gone(served: Serving) -> str | None:
 def test_a_service_that_exits_on_a_full_disk_is_started_again_once_there_is_room(
     tmp_path: Path, small_disk: Path
 ) -> None:
-    """Beat exits when it cannot write its schedule on the full disk, the worker when it cannot
-    write its database (and again at each start while the disk stays full). serve, set to
-    give up on a service at its second crash, does not count those exits: it says the disk
-    is full, starts the service again once space is freed, and goes on serving. It used to
-    restart them into the full disk until it gave up and stopped everything (the worker's
-    second exit did it here)."""
-    env = {"SIMRUN_DISK_MIN_FREE_MB": "4", "SIMRUN_RESTART_BURST": "1"}
+    """Beat exits when it cannot write its schedule on the full disk (at its next send: each
+    send is written), the worker when it cannot write its database (and again at each start
+    while the disk stays full). serve, set to give up on a service at its second crash, does
+    not count those exits: it says the disk is full, starts the service again once space is
+    freed, and goes on serving. It used to restart them into the full disk until it gave up
+    and stopped everything (the worker's second exit did it here)."""
+    env = {"SIMRUN_DISK_MIN_FREE_MB": "4", "SIMRUN_RESTART_BURST": "1", "SIMRUN_BEAT_POLL_S": "1"}
     with serving(tmp_path, env=env, data_dir=small_disk / "simrun") as served:
         wait_for(lambda: beat_process(served.data_dir), timeout=90, what="beat started")
         filler = fill(small_disk)

@@ -1,0 +1,165 @@
+"""serve's side of the services' parent (`runs/cli/service_parent.py`): start it, ask it for a
+service, and hold the service it forked as serve holds one it started itself.
+
+The parent is an optimisation, never a dependency: when it cannot be started, does not answer
+within `ANSWER_S`, or refuses a request, serve starts the service by its command line as
+before, and starts the parent again at the next service's start.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import os
+import signal
+import socket
+import subprocess
+import sys
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from runs.cli.parent_death import dying_with_me
+
+ANSWER_S = 30.0  # the parent's imports take a few seconds on a loaded machine
+TITLE_ROOM = 512  # characters of command line a forked service may use for its title
+POLL_S = 0.01
+
+
+class ParentUnavailable(Exception):
+    """The parent could not fork the service; the message says why."""
+
+
+class ForkedProcess:
+    """A service forked by the parent and adopted by serve, with the part of `Popen`'s
+    interface serve uses: its pid, `poll`, `wait`, `terminate` and `kill`."""
+
+    def __init__(self, pid: int) -> None:
+        self.pid = pid
+        self.returncode: int | None = None
+        self.args = f"forked service {pid}"
+
+    def poll(self) -> int | None:
+        if self.returncode is None:
+            try:
+                pid, status = os.waitpid(self.pid, os.WNOHANG)
+            except ChildProcessError:  # reaped elsewhere: its code is lost
+                self.returncode = -signal.SIGKILL
+                return self.returncode
+            if pid == self.pid:
+                self.returncode = os.waitstatus_to_exitcode(status)
+        return self.returncode
+
+    def wait(self, timeout: float | None = None) -> int:
+        deadline = None if timeout is None else time.monotonic() + timeout
+        while (code := self.poll()) is None:
+            if deadline is not None and time.monotonic() >= deadline:
+                raise subprocess.TimeoutExpired(self.args, timeout or 0.0)
+            time.sleep(POLL_S)
+        return code
+
+    def send_signal(self, signum: int) -> None:
+        if self.returncode is None:
+            with contextlib.suppress(ProcessLookupError):
+                os.kill(self.pid, signum)
+
+    def terminate(self) -> None:
+        self.send_signal(signal.SIGTERM)
+
+    def kill(self) -> None:
+        self.send_signal(signal.SIGKILL)
+
+
+@dataclass
+class ServiceParent:
+    """The parent process of the services of one serve, started on first use."""
+
+    env: dict[str, str]
+    cwd: Path
+    log: int | None = None  # where the parent's own output goes (serve's stderr if None)
+    proc: subprocess.Popen[bytes] | None = None
+    channel: socket.socket | None = None
+    failures: list[str] = field(default_factory=list)
+
+    def fork(self, *, kind: str, argv: list[str], out: int) -> ForkedProcess:
+        """The service `kind` (web, worker, beat, watcher) running `argv`'s entry point with
+        its output on `out`, forked by the parent; ParentUnavailable if it cannot be."""
+        channel = self._channel()
+        request = json.dumps({"kind": kind, "argv": argv, "cwd": str(self.cwd)}).encode()
+        try:
+            socket.send_fds(channel, [request], [out])
+            answer = self._answer(channel)
+        except (OSError, ParentUnavailable) as exc:
+            self.close()
+            raise ParentUnavailable(f"the services' parent did not answer: {exc}") from None
+        pid = answer.get("pid")
+        if not isinstance(pid, int):
+            raise ParentUnavailable(f"the services' parent refused: {answer.get('error')}")
+        return ForkedProcess(pid)
+
+    def _channel(self) -> socket.socket:
+        if self.channel is not None and self.proc is not None and self.proc.poll() is None:
+            return self.channel
+        self.close()
+        mine, theirs = socket.socketpair(socket.AF_UNIX, socket.SOCK_SEQPACKET)
+        command = [
+            sys.executable,
+            "-m",
+            "runs.cli.service_parent",
+            str(theirs.fileno()),
+            str(os.getpid()),
+            "." * TITLE_ROOM,
+        ]
+        try:
+            self.proc = subprocess.Popen(
+                dying_with_me(command),
+                cwd=self.cwd,
+                env={**self.env, "SPT_NOENV": "1"},
+                stdin=subprocess.DEVNULL,
+                stdout=self.log,
+                stderr=subprocess.STDOUT if self.log is not None else None,
+                pass_fds=(theirs.fileno(),),
+                start_new_session=True,
+            )
+        except OSError as exc:
+            mine.close()
+            raise ParentUnavailable(f"the services' parent could not start: {exc}") from None
+        finally:
+            theirs.close()
+        self.channel = mine
+        try:
+            ready = self._answer(mine)
+        except ParentUnavailable:
+            self.close()
+            raise
+        if not ready.get("ready"):
+            self.close()
+            raise ParentUnavailable(f"the services' parent is not ready: {ready.get('error')}")
+        return mine
+
+    def _answer(self, channel: socket.socket) -> dict[str, object]:
+        channel.settimeout(ANSWER_S)
+        try:
+            data = channel.recv(64 * 1024)
+        except TimeoutError:
+            raise ParentUnavailable(f"no answer within {ANSWER_S:.0f}s") from None
+        if not data:
+            raise ParentUnavailable("it exited")
+        answer = json.loads(data)
+        if not isinstance(answer, dict):
+            raise ParentUnavailable(f"an answer of the wrong shape: {data[:80]!r}")
+        return answer
+
+    def close(self) -> None:
+        """End the parent (closing its socket ends it; a stuck one is killed) and reap it.
+        The services it forked are serve's and go on."""
+        if self.channel is not None and self.proc is not None and self.proc.poll() is None:
+            self.channel.close()
+            self.channel = None
+        if self.proc is not None:
+            try:
+                self.proc.wait(timeout=2)
+            except subprocess.TimeoutExpired:
+                self.proc.kill()
+                self.proc.wait()
+            self.proc = None

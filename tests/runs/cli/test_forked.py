@@ -1,0 +1,58 @@
+"""serve's side of the services' parent: a service it cannot fork is started as before, and
+the supervisor that runs without Django."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+from pathlib import Path
+
+from runs.cli.forked import ServiceParent
+from runs.cli.serving import ROOT, services_env
+from runs.cli.supervision import Supervisor
+
+STAYS = [sys.executable, "-c", "import time; time.sleep(300)"]
+
+
+def test_a_service_the_parent_cannot_fork_is_started_by_its_command_line(tmp_path: Path) -> None:
+    env = services_env(tmp_path) | {"DJANGO_SETTINGS_MODULE": "simrun_site.settings"}
+    said: list[str] = []
+    supervisor = Supervisor(
+        commands={"sleeper": STAYS},
+        env=env,
+        cwd=tmp_path,
+        data_dir=tmp_path,
+        say=said.append,
+        parent=ServiceParent(env=env, cwd=ROOT),
+    )
+    supervisor.start()
+    try:
+        proc = supervisor.services["sleeper"].proc
+        running = proc is not None and proc.poll() is None
+    finally:
+        supervisor.stop(grace_s=5, pods_grace_s=1)
+
+    assert isinstance(proc, subprocess.Popen) and running
+    assert said == [
+        "the services' parent refused: ValueError: no such service to fork: 'sleeper'; "
+        "starting the sleeper process by its command line"
+    ]
+
+
+def test_the_supervisor_serve_becomes_imports_no_django() -> None:
+    imported = subprocess.run(
+        [
+            sys.executable,
+            "-c",
+            "import json, sys, runs.cli.supervise; "
+            "print(json.dumps(sorted({m.split('.')[0] for m in sys.modules} & "
+            "{'django', 'celery', 'rest_framework', 'simrun_site', 'uvicorn'})))",
+        ],
+        cwd=ROOT,
+        capture_output=True,
+        text=True,
+        check=True,
+    )
+
+    assert json.loads(imported.stdout) == []
