@@ -3,6 +3,7 @@ once by content."""
 
 from __future__ import annotations
 
+import gzip
 import hashlib
 import io
 import os
@@ -304,3 +305,42 @@ def test_a_sparse_members_extension_blocks_are_no_members(tmp_path: Path) -> Non
     path = tmp_path / "sparse.tar"
     path.write_bytes(sparse_tar(1024**3))
     assert tar_member_count(path, "tar", 10) == 1
+
+
+def members_then_corrupt_data(kind: str, members: int) -> bytes:
+    """An archive whose first `members` members are whole and valid, followed by data no
+    reader can take: a tar's headers and then garbage (no end-of-archive blocks); the same
+    tar gzipped, then bytes that are no gzip member; a zip whose central directory holds
+    one more entry after them, its signature broken."""
+    garbage = b"\xffnot an archive member\xff" * 64
+    if kind == "zip":
+        body = bytearray(zip_of({f"f{i}": f"{i}".encode() for i in range(members + 1)}))
+        last = body.rfind(b"PK\x01\x02")
+        body[last : last + 4] = b"PK\x01\x09"
+        return bytes(body)
+    tar = b"".join(
+        info.tobuf(format=tarfile.GNU_FORMAT) + data + bytes(-len(data) % 512)
+        for info, data in (tar_member(f"f{i}", f"{i}".encode()) for i in range(members))
+    )
+    return gzip.compress(tar) + garbage if kind == "tgz" else tar + garbage
+
+
+@pytest.mark.parametrize("kind", ["tar", "tgz", "zip"])
+def test_an_archive_is_read_no_further_than_the_member_over_the_limit(
+    paths: StorePaths, kind: str
+) -> None:
+    """The limit's one more member is the last thing read: what follows it, unreadable, is
+    never reached, so the refusal names the limit, not a broken archive. Under the limit
+    the same corrupt data is reached and refused as such (but for a plain tar: tarfile takes
+    a bad header after the first as the archive's end)."""
+    body = members_then_corrupt_data(kind, LIMITS.max_files + 1)
+    media = {"tar": "application/x-tar", "tgz": "application/gzip", "zip": "application/zip"}
+    if kind != "tar":
+        with pytest.raises(UploadRefused, match=f"not a readable {kind} archive"):
+            upload(paths, members_then_corrupt_data(kind, LIMITS.max_files - 1), media[kind])
+
+    with pytest.raises(UploadRefused) as refused:
+        upload(paths, body, media[kind])
+
+    assert str(refused.value) == "the archive has more than 5 files (SIMRUN_UPLOAD_MAX_FILES)"
+    assert files_below(paths.root) == []
