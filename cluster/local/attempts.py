@@ -268,16 +268,18 @@ def remove_partial_units(env: dict[str, str]) -> list[str]:
     attempt = env.get("SIMRUN_ATTEMPT")
     if not (task_dir and worker and attempt):
         return []
-    units = Path(task_dir) / "units"
     token = f"{worker}@{attempt}"
     removed = []
-    try:
-        entries = os.listdir(units)
+    try:  # the run's code may have made `units` a link: never list or remove through one
+        units = os.open(Path(task_dir) / "units", os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW)
     except OSError:
         return []
-    for entry in entries:
-        parsed = partial_unit(entry)
-        if parsed is not None and parsed[1] == token:
-            shutil.rmtree(units / entry, ignore_errors=True)
-            removed.append(entry)
+    try:
+        for entry in os.listdir(units):
+            parsed = partial_unit(entry)
+            if parsed is not None and parsed[1] == token:
+                shutil.rmtree(entry, dir_fd=units, ignore_errors=True)
+                removed.append(entry)
+    finally:
+        os.close(units)
     return removed

@@ -10,7 +10,7 @@ import os
 import shutil
 from pathlib import Path
 
-from cluster.local.attempts import read_attempts
+from cluster.local.attempts import read_attempts, remove_partial_units
 from cluster.local.run_files import STOPPED, RunFiles
 from cluster.local.statuses import run_listing
 from simrun_harness.layout import StorePaths
@@ -60,3 +60,24 @@ def test_a_pods_directory_replaced_by_a_link_reads_as_absent(tmp_path: Path) -> 
     os.symlink(outside, run.pods)
 
     assert run.marked_at(STOPPED) is None
+
+
+def test_an_ended_pods_half_written_units_are_removed_but_never_through_a_link(
+    tmp_path: Path,
+) -> None:
+    env = {"SIMRUN_TASK_DIR": "", "SIMRUN_WORKER": "w0", "SIMRUN_ATTEMPT": "1"}
+    inside = tmp_path / "task"
+    (inside / "units" / ".u000001.w0@1.42").mkdir(parents=True)
+    (inside / "units" / ".u000002.w9@1.43").mkdir()  # another holder's: left alone
+    outside = tmp_path / "task-linked"
+    outside.mkdir()
+    (tmp_path / "elsewhere" / ".u000001.w0@1.42").mkdir(parents=True)
+    os.symlink(tmp_path / "elsewhere", outside / "units")
+
+    removed = remove_partial_units({**env, "SIMRUN_TASK_DIR": str(inside)})
+    through_link = remove_partial_units({**env, "SIMRUN_TASK_DIR": str(outside)})
+
+    assert removed == [".u000001.w0@1.42"]
+    assert sorted(os.listdir(inside / "units")) == [".u000002.w9@1.43"]
+    assert through_link == []
+    assert (tmp_path / "elsewhere" / ".u000001.w0@1.42").is_dir()
