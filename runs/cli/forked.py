@@ -2,8 +2,9 @@
 service, and hold the service it forked as serve holds one it started itself.
 
 The parent is an optimisation, never a dependency: when it cannot be started, does not answer
-within `ANSWER_S`, or refuses a request, serve starts the service by its command line as
-before, and starts the parent again at the next service's start.
+in time, or refuses a request, serve starts the service by its command line as before, and
+for `RETRY_S` after a failure every service so (a parent that cannot start costs one wait,
+not one a service); then it starts the parent again.
 """
 
 from __future__ import annotations
@@ -16,12 +17,14 @@ import socket
 import subprocess
 import sys
 import time
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from pathlib import Path
 
 from runs.cli.parent_death import dying_with_me
 
-ANSWER_S = 30.0  # the parent's imports take a few seconds on a loaded machine
+READY_S = 120.0  # the parent's imports: a few seconds, a minute on a machine under load
+ANSWER_S = 10.0  # a fork, once it is ready: milliseconds
+RETRY_S = 60.0  # after a parent failed, services are started by command line this long
 TITLE_ROOM = 512  # characters of command line a forked service may use for its title
 POLL_S = 0.01
 
@@ -79,18 +82,25 @@ class ServiceParent:
     log: int | None = None  # where the parent's own output goes (serve's stderr if None)
     proc: subprocess.Popen[bytes] | None = None
     channel: socket.socket | None = None
-    failures: list[str] = field(default_factory=list)
+    failed_at: float | None = None  # monotonic time of the last failure
 
     def fork(self, *, kind: str, argv: list[str], out: int) -> ForkedProcess:
         """The service `kind` (web, worker, beat, watcher) running `argv`'s entry point with
         its output on `out`, forked by the parent; ParentUnavailable if it cannot be."""
-        channel = self._channel()
+        if self.failed_at is not None and time.monotonic() - self.failed_at < RETRY_S:
+            raise ParentUnavailable(f"the services' parent failed less than {RETRY_S:.0f}s ago")
+        try:
+            channel = self._channel()
+        except ParentUnavailable:
+            self.failed_at = time.monotonic()
+            raise
         request = json.dumps({"kind": kind, "argv": argv, "cwd": str(self.cwd)}).encode()
         try:
             socket.send_fds(channel, [request], [out])
-            answer = self._answer(channel)
+            answer = self._answer(channel, ANSWER_S)
         except (OSError, ParentUnavailable) as exc:
             self.close()
+            self.failed_at = time.monotonic()
             raise ParentUnavailable(f"the services' parent did not answer: {exc}") from None
         pid = answer.get("pid")
         if not isinstance(pid, int):
@@ -128,21 +138,21 @@ class ServiceParent:
             theirs.close()
         self.channel = mine
         try:
-            ready = self._answer(mine)
-        except ParentUnavailable:
+            ready = self._answer(mine, READY_S)
+        except ParentUnavailable as exc:
             self.close()
-            raise
+            raise ParentUnavailable(f"the services' parent did not become ready: {exc}") from None
         if not ready.get("ready"):
             self.close()
             raise ParentUnavailable(f"the services' parent is not ready: {ready.get('error')}")
         return mine
 
-    def _answer(self, channel: socket.socket) -> dict[str, object]:
-        channel.settimeout(ANSWER_S)
+    def _answer(self, channel: socket.socket, within_s: float) -> dict[str, object]:
+        channel.settimeout(within_s)
         try:
             data = channel.recv(64 * 1024)
         except TimeoutError:
-            raise ParentUnavailable(f"no answer within {ANSWER_S:.0f}s") from None
+            raise ParentUnavailable(f"no answer within {within_s:.0f}s") from None
         if not data:
             raise ParentUnavailable("it exited")
         answer = json.loads(data)

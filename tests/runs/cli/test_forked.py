@@ -56,3 +56,36 @@ def test_the_supervisor_serve_becomes_imports_no_django() -> None:
     )
 
     assert json.loads(imported.stdout) == []
+
+
+def test_after_a_parent_failed_services_are_started_by_command_line_without_waiting_on_it(
+    tmp_path: Path,
+) -> None:
+    env = services_env(tmp_path) | {"DJANGO_SETTINGS_MODULE": "no_such_settings_module"}
+    said: list[str] = []
+    supervisor = Supervisor(
+        commands={"first": STAYS, "second": STAYS},
+        env=env,
+        cwd=tmp_path,
+        data_dir=tmp_path,
+        say=said.append,
+        parent=ServiceParent(env=env, cwd=ROOT),
+    )
+    supervisor.start()
+    try:
+        running = {
+            name: s.proc is not None and s.proc.poll() is None
+            for name, s in supervisor.services.items()
+        }
+    finally:
+        supervisor.stop(grace_s=5, pods_grace_s=1)
+
+    assert running == {"first": True, "second": True}
+    assert said[0] == (
+        "the services' parent did not become ready: it exited; "
+        "starting the first process by its command line"
+    )
+    assert said[1] == (
+        "the services' parent failed less than 60s ago; "
+        "starting the second process by its command line"
+    )
