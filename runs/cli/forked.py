@@ -124,7 +124,7 @@ class ServiceParent:
             self.proc = subprocess.Popen(
                 dying_with_me(command),
                 cwd=self.cwd,
-                env={**self.env, "SPT_NOENV": "1"},
+                env=self.env,
                 stdin=subprocess.DEVNULL,
                 stdout=self.log,
                 stderr=subprocess.STDOUT if self.log is not None else None,

@@ -168,6 +168,10 @@ def services_env(data_dir: Path) -> dict[str, str]:
         # every view, the API and what they use (~35 MB of each process that serves no page);
         # they are a deployment's concern (`manage.py check --deploy`), not each start's
         "CELERY_SKIP_CHECKS": "1",
+        # a service's title (setproctitle: Celery's own, a forked service's command line)
+        # is written over its command line only, never over its environment, which is how
+        # this serve's processes are found (`simrun stop`, leftovers, the tests)
+        "SPT_NOENV": "1",
     }
 
 
