@@ -53,6 +53,7 @@ def test_serve_forks_its_services_from_one_parent_whose_memory_they_share(
         shared = {name: shared_dirty_mb(proc.pid) for name, proc in up.items()}
         adopted = {name: proc.ppid() for name, proc in up.items()}
         titles = {name: " ".join(proc.cmdline()).rstrip() for name, proc in up.items()}
+        data_dirs = {name: proc.environ().get("SIMRUN_DATA_DIR") for name, proc in up.items()}
         found_parents = parents(served)
 
     assert len(found_parents) == 1
@@ -60,6 +61,8 @@ def test_serve_forks_its_services_from_one_parent_whose_memory_they_share(
     assert all(mb >= SHARED_MB for mb in shared.values()), shared
     assert "uvicorn simrun_site.asgi:application" in titles["web"]
     assert titles["watcher"].endswith("manage.py simrun watch")
+    # a title is written over the command line only: the environment still says whose it is
+    assert data_dirs == dict.fromkeys(SERVICES, str(served.data_dir))
 
 
 def test_a_service_is_forked_by_a_new_parent_once_the_parent_was_killed(
@@ -87,7 +90,10 @@ def test_with_forking_off_each_service_is_started_by_its_command_line(tmp_path: 
     with serving(tmp_path, env={"SIMRUN_FORK_SERVICES": "false"}) as served:
         up = wait_for(lambda: services(served), what="the four services")
         shared = {name: shared_dirty_mb(proc.pid) for name, proc in up.items()}
+        data_dirs = {name: proc.environ().get("SIMRUN_DATA_DIR") for name, proc in up.items()}
         found_parents = parents(served)
 
     assert found_parents == []
     assert all(mb < SHARED_MB for mb in shared.values()), shared
+    # Celery titles its worker and beat over their command lines, not their environments
+    assert data_dirs == dict.fromkeys(SERVICES, str(served.data_dir))
