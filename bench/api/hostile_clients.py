@@ -1,7 +1,8 @@
 """The client classes of hostile input against a running service: stalled request bodies,
-open event streams, and one identity's flood of submissions.
+open event streams, stalled downloads, and one identity's flood of submissions.
 
-    flock /tmp/simrun-bench.lock nice -n 5 .venv/bin/python bench/api/hostile_clients.py
+    flock /tmp/simrun-bench.lock nice -n 5 .venv/bin/python bench/api/hostile_clients.py \
+        [--only stalled|streams|downloads|flood] [--downloads 50] [--scale 0.1]
 
 The service and its measurement are bench/api/hostile.py's (the web process as the service
 starts it, on a throwaway database). Each class measures what other clients get while it
@@ -15,6 +16,12 @@ lasts against the same requests with nothing hostile open, in the same run:
 - **open streams**: 200 event streams of a running run held by ten identities (20 each, the
   default SIMRUN_STREAMS_PER_IDENTITY), and one more of one of them (429 expected). The web
   process's threads and file descriptors, and others' requests timed, against before.
+- **stalled downloads**: a finished run with an output of 64 MB of random bytes; 50
+  connections (`--downloads`) each `GET /api/runs/<id>/outputs/download/?path=...` with a
+  token, with a receive buffer of 4 KiB, and read nothing past the answer's head. The time to
+  each head, the web process's threads and descriptors, others' requests timed against before,
+  and how many downloads are still open (not cut) at the end; all well within
+  SIMRUN_SEND_TIMEOUT_S (60 s by default), after which a client taking nothing is cut.
 - **flood**: with the real Celery worker and watcher, one agent sends 500 submissions as fast
   as eight connections allow; then another person submits one run. The time from that
   person's POST until a worker submitted the run (its state left `submitting`), beside the
@@ -23,7 +30,8 @@ lasts against the same requests with nothing hostile open, in the same run:
 
 Goals (docs/benchmarks.md): every hostile request answered in under 1 s with a JSON error;
 others' p50 under 100 ms and p99 under 1 s; the web process's threads about the same with 200
-streams open; the other person's submission delayed by a few seconds at most.
+streams open or 50 downloads stalled, its peak within +50 MB; the other person's submission
+delayed by a few seconds at most.
 """
 
 from __future__ import annotations
@@ -55,9 +63,11 @@ from bench.local._stack import stack  # noqa: E402
 STALLED = 200
 STREAMS_EACH, STREAM_IDENTITIES = 20, 10
 FLOOD, FLOOD_CONNECTIONS = 500, 8
+DOWNLOADS, DOWNLOAD_MIB, DOWNLOAD_NAME = 50, 64, "big.bin"
 ROUNDS = 40  # of the three requests of others, per measurement
 HELD_S = 12.0  # stalled bodies held at least this long: past two body deadlines (5 s)
 WORKFLOW = {"name": "small", "tasks": [{"id": "a", "type": "sleep", "settings": {"units": 1}}]}
+MIB = 1024 * 1024
 HEAD = "POST {path} HTTP/1.1\r\nHost: 127.0.0.1\r\nContent-Length: 1000\r\n{more}\r\n"
 
 
@@ -242,6 +252,90 @@ def open_streams(url: str, pid: int, tokens: list[str], run_id: str) -> list[str
     ]
 
 
+def stalled_download(
+    address: tuple[str, int], token: str, path: str
+) -> tuple[int, float, socket.socket]:
+    """A download's status and the seconds to its head; its connection left open with a
+    receive buffer of 4 KiB, nothing read past the head (the rest only peeked at)."""
+    conn = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
+    conn.setsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF, 4096)
+    conn.settimeout(30)
+    start = time.perf_counter()
+    conn.connect(address)
+    head = f"GET {path} HTTP/1.1\r\nHost: 127.0.0.1\r\nAuthorization: Bearer {token}\r\n\r\n"
+    conn.sendall(head.encode())
+    while True:
+        seen = conn.recv(65536, socket.MSG_PEEK)
+        end = seen.find(b"\r\n\r\n")
+        if end >= 0 or not seen:
+            break
+        time.sleep(0.001)  # more of the head on its way
+    seconds = time.perf_counter() - start
+    if end < 0:
+        raise SystemExit(f"download closed before its head: {seen[-300:]!r}")
+    data = conn.recv(end + 4)  # the head, and nothing of the body
+    return int(data.split(b" ", 2)[1]), seconds, conn
+
+
+def still_open(conn: socket.socket) -> bool:
+    """Whether a stalled download's connection is still open (not cut by the service)."""
+    try:
+        return bool(conn.recv(1, socket.MSG_PEEK | socket.MSG_DONTWAIT))
+    except BlockingIOError:
+        return True  # open, nothing waiting
+    except OSError:
+        return False
+
+
+def big_output(by_name: str) -> tuple[str, str]:
+    """A finished run of `by_name` with an output of DOWNLOAD_MIB random bytes, as a run's
+    output lies in the store; the run's id and the output's path for the download."""
+    from runs.models import Identity
+    from runs.store import task_paths
+    from tests.runs.crates.scenes import finished_scan
+
+    run = finished_scan(by=Identity.objects.get(name=by_name))
+    with (task_paths(run.pk, "scan").out / DOWNLOAD_NAME).open("wb") as out:
+        for _ in range(DOWNLOAD_MIB):
+            out.write(os.urandom(1024 * 1024))
+    return run.pk, f"runs/{run.pk}/tasks/scan/out/{DOWNLOAD_NAME}"
+
+
+def stalled_downloads(url: str, pid: int, token: str, run_id: str, output: str) -> list[str]:
+    """The stalled-downloads class: threads, descriptors and others' latency before and with
+    DOWNLOADS downloads of a large output that nobody reads past the head."""
+    address = raw(url)
+    path = f"/api/runs/{run_id}/outputs/download/?path={output}"
+    with httpx.Client(base_url=url, timeout=60) as http, ExitStack() as held:
+        whole = http.get(path, headers={"Authorization": f"Bearer {token}"})  # warm, and whole
+        if whole.status_code != 200 or len(whole.content) != DOWNLOAD_MIB * MIB:
+            raise SystemExit(f"the download: {whole.status_code} {len(whole.content)} bytes")
+        others(http, token, rounds=5)  # warm
+        before, counts_before = others(http, token), web_counts(pid)
+        mb = held.enter_context(peak(pid))
+        opening = time.perf_counter()
+        conns, heads = [], []
+        for n in range(DOWNLOADS):
+            status, seconds, conn = stalled_download(address, token, path)
+            held.callback(conn.close)
+            if status != 200:
+                raise SystemExit(f"download {n}: {status}")
+            conns.append(conn)
+            heads.append(seconds)
+        opened_s = time.perf_counter() - opening
+        counts_during = web_counts(pid)
+        during = others(http, token)
+        held_s = time.perf_counter() - opening
+        still = sum(still_open(conn) for conn in conns)
+        held.close()  # the downloads closed, the peak read
+    return [
+        f"downloads: none stalled: {counts_before}; others {latency(before)}",
+        f"downloads: {DOWNLOADS} stalled of {DOWNLOAD_MIB} MB (opened in {opened_s:.1f} s, "
+        f"{DOWNLOADS} x 200, head in max {max(heads) * 1000:.0f} ms; {still} still open after "
+        f"{held_s:.1f} s): {counts_during}, +{mb[0]:.1f} MB; others {latency(during)}",
+    ]
+
+
 def submitted_after(http: httpx.Client, token: str) -> float:
     """Seconds from a submission's POST until a worker submitted its run."""
     from runs.models import Run
@@ -333,14 +427,20 @@ def with_service(services: bool, measure: Callable[[str, int], list[str]]) -> li
 
 
 def main() -> int:
+    global STALLED, STREAMS_EACH, FLOOD, ROUNDS, DOWNLOADS
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
-    parser.add_argument("--only", choices=("stalled", "streams", "flood"), action="append")
+    parser.add_argument(
+        "--only", choices=("stalled", "streams", "downloads", "flood"), action="append"
+    )
+    parser.add_argument(
+        "--downloads", type=int, default=DOWNLOADS, help="stalled downloads (default 50)"
+    )
     parser.add_argument("--scale", type=float, default=1.0, help="of every count (a try: 0.1)")
     args = parser.parse_args()
-    global STALLED, STREAMS_EACH, FLOOD, ROUNDS
     STALLED, FLOOD = int(STALLED * args.scale), int(FLOOD * args.scale)
     STREAMS_EACH, ROUNDS = max(2, int(STREAMS_EACH * args.scale)), max(5, int(ROUNDS * args.scale))
-    chosen = args.only or ["stalled", "streams", "flood"]
+    DOWNLOADS = max(1, int(args.downloads * args.scale))
+    chosen = args.only or ["stalled", "streams", "downloads", "flood"]
     lines: list[str] = []
     if "stalled" in chosen:
         lines += with_service(False, lambda url, pid: stalled_bodies(url, pid, people(1)[0]))
@@ -357,6 +457,15 @@ def main() -> int:
             return open_streams(url, pid, tokens, run.pk)
 
         found = with_service(False, streams)
+        print(*found, sep="\n", flush=True)
+        lines += found
+    if "downloads" in chosen:
+
+        def downloads(url: str, pid: int) -> list[str]:
+            token = people(1)[0]
+            return stalled_downloads(url, pid, token, *big_output("person0"))
+
+        found = with_service(False, downloads)
         print(*found, sep="\n", flush=True)
         lines += found
     if "flood" in chosen:
