@@ -15,9 +15,10 @@ from __future__ import annotations
 
 import asyncio
 import logging
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Coroutine, Iterator
 from concurrent.futures import Future
 from dataclasses import dataclass, field
+from typing import Any
 
 from django.conf import settings
 
@@ -59,16 +60,37 @@ def _next(chunks: Iterator[bytes]) -> bytes | None:
     return next(chunks, None)
 
 
+async def until_the_client_leaves(
+    receive: Receive, work: Coroutine[Any, Any, None], *, then: Callable[[], None] = lambda: None
+) -> BaseException | None:
+    """Run `work` (a response's sending) until it ends or the client disconnects; either
+    way both are cancelled and waited for, then `then` is called. What `work` raised, if it
+    ended by raising."""
+
+    async def client_gone() -> None:
+        while (await receive())["type"] != "http.disconnect":
+            pass
+
+    gone = asyncio.ensure_future(client_gone())
+    sending = asyncio.ensure_future(work)
+    try:
+        await asyncio.wait({gone, sending}, return_when=asyncio.FIRST_COMPLETED)
+    finally:
+        try:
+            for task in (gone, sending):
+                task.cancel()
+            await asyncio.wait({gone, sending})  # ended, whatever they raised
+        finally:
+            then()
+    return sending.exception() if sending.done() and not sending.cancelled() else None
+
+
 async def send_body(body: Body, scope: Scope, receive: Receive, send: Send) -> None:
     """Send the body's chunks, then its end, until it ends or the client goes away or takes
     no chunk for SIMRUN_SEND_TIMEOUT_S (cut); the body is closed in every case."""
     seconds = float(settings.SIMRUN_SEND_TIMEOUT_S)
     pulling: Future[bytes | None] | None = None
     head_only = scope.get("method") == "HEAD"  # uvicorn would send none of it
-
-    async def client_gone() -> None:
-        while (await receive())["type"] != "http.disconnect":
-            pass
 
     async def timed(message: Message) -> None:
         try:
@@ -90,22 +112,14 @@ async def send_body(body: Body, scope: Scope, receive: Receive, send: Send) -> N
             await timed({"type": "http.response.body", "body": chunk, "more_body": True})
         await timed({"type": "http.response.body", "body": b"", "more_body": False})
 
-    gone = asyncio.ensure_future(client_gone())
-    sending = asyncio.ensure_future(chunks())
-    try:
-        await asyncio.wait({gone, sending}, return_when=asyncio.FIRST_COMPLETED)
-    finally:
-        try:
-            for task in (gone, sending):
-                task.cancel()
-            await asyncio.wait({gone, sending})  # ended, whatever they raised
-        finally:
-            in_flight = pulling
-            if in_flight is None:
-                body.close()
-            else:  # a chunk still made on a reader thread: closed once it is
-                in_flight.add_done_callback(lambda _: body.close())
-    error = sending.exception() if sending.done() and not sending.cancelled() else None
+    def release() -> None:
+        in_flight = pulling
+        if in_flight is None:
+            body.close()
+        else:  # a chunk still made on a reader thread: closed once it is
+            in_flight.add_done_callback(lambda _: body.close())
+
+    error = await until_the_client_leaves(receive, chunks(), then=release)
     if isinstance(error, Stalled):
         log.info("a client took no chunk of %s for %g s: cut", scope.get("path"), seconds)
         cut = scope.get(CUT)

@@ -23,7 +23,6 @@ ends when it is not.
 from __future__ import annotations
 
 import asyncio
-import contextlib
 import threading
 import time
 import weakref
@@ -34,7 +33,7 @@ from typing import Generic, Protocol, TypeVar
 from django.conf import settings
 from django.http import HttpRequest, StreamingHttpResponse
 
-from runs.edge.downloads import Body, send_body
+from runs.edge.downloads import Body, send_body, until_the_client_leaves
 from runs.edge.readers import read
 from runs.edge.upload_limit import App, Message, Receive, Scope, Send
 
@@ -326,24 +325,11 @@ def drop_body(handover: Handover) -> None:
 async def _send_until_gone(stream: Stream, receive: Receive, send: Send) -> None:
     """Send the stream's parts until it ends or the client goes away."""
 
-    async def client_gone() -> None:
-        while (await receive())["type"] != "http.disconnect":
-            pass
-
     async def parts() -> None:
         async for chunk in follow(stream):
             await send({"type": "http.response.body", "body": chunk, "more_body": True})
         await send({"type": "http.response.body", "body": b"", "more_body": False})
 
-    gone = asyncio.ensure_future(client_gone())
-    sending = asyncio.ensure_future(parts())
-    try:
-        await asyncio.wait({gone, sending}, return_when=asyncio.FIRST_COMPLETED)
-    finally:
-        for task in (gone, sending):
-            task.cancel()
-        for task in (gone, sending):
-            with contextlib.suppress(asyncio.CancelledError):
-                await task
-    if sending.done() and not sending.cancelled() and sending.exception() is not None:
-        raise sending.exception()  # type: ignore[misc]
+    error = await until_the_client_leaves(receive, parts())
+    if error is not None:
+        raise error

@@ -15,16 +15,25 @@ from runs.cli.supervision import Supervisor
 STAYS = [sys.executable, "-c", "import time; time.sleep(300)"]
 
 
-def test_a_service_the_parent_cannot_fork_is_started_by_its_command_line(tmp_path: Path) -> None:
-    env = services_env(tmp_path) | {"DJANGO_SETTINGS_MODULE": "simrun_site.settings"}
-    said: list[str] = []
-    supervisor = Supervisor(
-        commands={"sleeper": STAYS},
+def forking_supervisor(
+    tmp_path: Path, commands: dict[str, list[str]], said: list[str], *, settings_module: str
+) -> Supervisor:
+    """A supervisor whose services' parent sets Django up with `settings_module`."""
+    env = services_env(tmp_path) | {"DJANGO_SETTINGS_MODULE": settings_module}
+    return Supervisor(
+        commands=commands,
         env=env,
         cwd=tmp_path,
         data_dir=tmp_path,
         say=said.append,
         parent=ServiceParent(env=env, cwd=ROOT),
+    )
+
+
+def test_a_service_the_parent_cannot_fork_is_started_by_its_command_line(tmp_path: Path) -> None:
+    said: list[str] = []
+    supervisor = forking_supervisor(
+        tmp_path, {"sleeper": STAYS}, said, settings_module="simrun_site.settings"
     )
     supervisor.start()
     try:
@@ -61,15 +70,9 @@ def test_the_supervisor_serve_becomes_imports_no_django() -> None:
 def test_after_a_parent_failed_services_are_started_by_command_line_without_waiting_on_it(
     tmp_path: Path,
 ) -> None:
-    env = services_env(tmp_path) | {"DJANGO_SETTINGS_MODULE": "no_such_settings_module"}
     said: list[str] = []
-    supervisor = Supervisor(
-        commands={"first": STAYS, "second": STAYS},
-        env=env,
-        cwd=tmp_path,
-        data_dir=tmp_path,
-        say=said.append,
-        parent=ServiceParent(env=env, cwd=ROOT),
+    supervisor = forking_supervisor(
+        tmp_path, {"first": STAYS, "second": STAYS}, said, settings_module="no_such_settings"
     )
     supervisor.start()
     try:
