@@ -155,7 +155,10 @@ class ServiceParent:
             raise ParentUnavailable(f"no answer within {within_s:.0f}s") from None
         if not data:
             raise ParentUnavailable("it exited")
-        answer = json.loads(data)
+        try:
+            answer = json.loads(data)
+        except ValueError:
+            answer = None
         if not isinstance(answer, dict):
             raise ParentUnavailable(f"an answer of the wrong shape: {data[:80]!r}")
         return answer
@@ -163,7 +166,7 @@ class ServiceParent:
     def close(self) -> None:
         """End the parent (closing its socket ends it; a stuck one is killed) and reap it.
         The services it forked are serve's and go on."""
-        if self.channel is not None and self.proc is not None and self.proc.poll() is None:
+        if self.channel is not None:
             self.channel.close()
             self.channel = None
         if self.proc is not None:

@@ -4,11 +4,15 @@ the supervisor that runs without Django."""
 from __future__ import annotations
 
 import json
+import os
+import socket
 import subprocess
 import sys
 from pathlib import Path
 
-from runs.cli.forked import ServiceParent
+import pytest
+
+from runs.cli.forked import ParentUnavailable, ServiceParent
 from runs.cli.serving import ROOT, services_env
 from runs.cli.supervision import Supervisor
 
@@ -92,3 +96,35 @@ def test_after_a_parent_failed_services_are_started_by_command_line_without_wait
         "the services' parent failed less than 60s ago; "
         "starting the second process by its command line"
     )
+
+
+def test_a_parent_that_answers_nonsense_is_let_go_and_its_socket_closed(tmp_path: Path) -> None:
+    parent = ServiceParent(env={}, cwd=tmp_path)
+    mine, theirs = socket.socketpair(socket.AF_UNIX, socket.SOCK_SEQPACKET)
+    theirs.send(b"not json")
+    parent.channel, parent.proc = mine, subprocess.Popen(STAYS)
+    read, write = os.pipe()
+    try:
+        with pytest.raises(ParentUnavailable) as refused:
+            parent.fork(kind="web", argv=["uvicorn"], out=write)
+    finally:
+        for fd in (read, write):
+            os.close(fd)
+        theirs.close()
+
+    assert "an answer of the wrong shape: b'not json'" in str(refused.value)
+    assert parent.channel is None and mine.fileno() == -1  # closed, not left open
+    assert parent.proc is None  # ended and reaped
+
+
+def test_letting_go_of_a_parent_that_died_closes_its_socket(tmp_path: Path) -> None:
+    parent = ServiceParent(env={}, cwd=tmp_path)
+    mine, theirs = socket.socketpair(socket.AF_UNIX, socket.SOCK_SEQPACKET)
+    ended = subprocess.Popen([sys.executable, "-c", "pass"])
+    ended.wait()
+    parent.channel, parent.proc = mine, ended
+
+    parent.close()
+    theirs.close()
+
+    assert parent.channel is None and mine.fileno() == -1
