@@ -12,6 +12,7 @@ from __future__ import annotations
 import contextlib
 import json
 import os
+import select
 import signal
 import socket
 import subprocess
@@ -54,11 +55,27 @@ class ForkedProcess:
         return self.returncode
 
     def wait(self, timeout: float | None = None) -> int:
+        """Its exit code once it ended (woken by its pidfd where Linux has one, else looking
+        every POLL_S); TimeoutExpired after `timeout` seconds."""
         deadline = None if timeout is None else time.monotonic() + timeout
-        while (code := self.poll()) is None:
-            if deadline is not None and time.monotonic() >= deadline:
-                raise subprocess.TimeoutExpired(self.args, timeout or 0.0)
-            time.sleep(POLL_S)
+        if (code := self.poll()) is not None:
+            return code
+        try:
+            ended: int | None = os.pidfd_open(self.pid)
+        except (AttributeError, OSError):
+            ended = None
+        try:
+            while (code := self.poll()) is None:
+                left = None if deadline is None else deadline - time.monotonic()
+                if left is not None and left <= 0:
+                    raise subprocess.TimeoutExpired(self.args, timeout or 0.0)
+                if ended is not None:
+                    select.select([ended], [], [], left)
+                else:
+                    time.sleep(POLL_S if left is None else min(POLL_S, left))
+        finally:
+            if ended is not None:
+                os.close(ended)
         return code
 
     def send_signal(self, signum: int) -> None:

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import json
 import os
+import signal
 import socket
 import subprocess
 import sys
@@ -12,7 +13,7 @@ from pathlib import Path
 
 import pytest
 
-from runs.cli.forked import ParentUnavailable, ServiceParent
+from runs.cli.forked import ForkedProcess, ParentUnavailable, ServiceParent
 from runs.cli.serving import ROOT, services_env
 from runs.cli.supervision import Supervisor
 
@@ -128,3 +129,15 @@ def test_letting_go_of_a_parent_that_died_closes_its_socket(tmp_path: Path) -> N
     theirs.close()
 
     assert parent.channel is None and mine.fileno() == -1
+
+
+def test_a_forked_service_is_waited_for_until_its_end_or_the_timeout() -> None:
+    pid = os.posix_spawn(sys.executable, STAYS, dict(os.environ))
+    service = ForkedProcess(pid)
+
+    with pytest.raises(subprocess.TimeoutExpired):
+        service.wait(timeout=0.2)
+    service.kill()
+
+    assert service.wait(timeout=30) == -signal.SIGKILL
+    assert service.poll() == -signal.SIGKILL  # reaped once, kept
