@@ -17,6 +17,7 @@ import urllib.request
 from collections.abc import Iterator
 from pathlib import Path
 
+import psutil
 import pytest
 
 from tests.e2e.commands import ROOT, SIMRUN, clean_env
@@ -148,15 +149,26 @@ def test_a_full_disk_is_named_everywhere_and_the_run_goes_on_once_freed(
         )
         posted = api_post(served, "/api/runs/", {"workflow": workflow.read_text(), "sources": []})
         # full long enough for the controller to be late and for beat to send (and fail to
-        # write) its reconcile messages; looked at as often as follow looks, which shares the
-        # token and its rate limit (faster looks got follow a 429)
-        wait_for(
-            lambda: _controller_late(served, run_id),
-            timeout=90,
-            interval=0.5,
-            what="the controller late",
-        )
-        filler.unlink()
+        # write) its reconcile messages. The controller's passes fail on the full disk, but
+        # SQLite may still find room for a heartbeat in its journal's pages: the watcher and
+        # the worker (the two writers of heartbeats) are held meanwhile, so the controller is
+        # late whatever SQLite finds (serve judges no silence while a disk is full). Looked
+        # at as often as follow looks, which shares the token and its rate limit (faster
+        # looks got follow a 429).
+        held = _running(served, "watcher", "worker")  # one that exited on the full disk waits
+        for proc in held:
+            proc.suspend()
+        try:
+            wait_for(
+                lambda: _controller_late(served, run_id),
+                timeout=90,
+                interval=0.5,
+                what="the controller late",
+            )
+        finally:
+            filler.unlink()
+            for proc in held:
+                proc.resume()
         code = follow.wait(timeout=240)
         followed = (tmp_path / "follow.out").read_text()
         broker = served.data_dir / "broker"
@@ -188,6 +200,15 @@ def test_a_full_disk_is_named_everywhere_and_the_run_goes_on_once_freed(
     assert half_tables == []
     assert "restarting it" not in stderr, stderr
     assert not os.path.exists(filler)
+
+
+def _running(served: Serving, *names: str) -> list[psutil.Process]:
+    """The processes of those of the services `names` that are running now."""
+    found = []
+    for name in names:
+        with contextlib.suppress(StopIteration, psutil.Error):
+            found.append(served.service(name))
+    return found
 
 
 def _waits_for_room_or_gone(served: Serving) -> str | None:
