@@ -56,9 +56,9 @@ def small_disk(tmp_path: Path) -> Iterator[Path]:
         subprocess.run(["umount", "-l", str(disk)], check=False)
 
 
-def fill(disk: Path) -> Path:
+def fill(disk: Path, name: str = "filler") -> Path:
     """Write a file until the disk has no byte left; the file."""
-    filler = disk / "filler"
+    filler = disk / name
     chunk = b"\0" * 1024 * 1024
     with filler.open("wb", buffering=0) as out:
         while True:
@@ -141,12 +141,15 @@ def test_a_full_disk_is_named_everywhere_and_the_run_goes_on_once_freed(
             what="status naming the full disk",
         )
         detail_code, detail = api_get(served, f"/api/runs/{run_id}/")
+        # what the services freed meanwhile (a journal cut back after a checkpoint) taken too
+        topped = [fill(small_disk, "filler-2")]
         refused = served.simrun("submit", str(workflow), "--source", str(workflow.parent / "model"))
         said = wait_for(
             lambda: " is full: " in (t := (tmp_path / "follow.out").read_text()) and t,
             timeout=60,
             what="follow naming the full disk",
         )
+        topped.append(fill(small_disk, "filler-3"))
         posted = api_post(served, "/api/runs/", {"workflow": workflow.read_text(), "sources": []})
         # full long enough for the controller to be late and for beat to send (and fail to
         # write) its reconcile messages. The controller's passes fail on the full disk, but
@@ -166,7 +169,8 @@ def test_a_full_disk_is_named_everywhere_and_the_run_goes_on_once_freed(
                 what="the controller late",
             )
         finally:
-            filler.unlink()
+            for file in [filler, *topped]:
+                file.unlink()
             for proc in held:
                 proc.resume()
         code = follow.wait(timeout=240)
