@@ -133,3 +133,41 @@ def test_a_plugin_s_merge_is_given_every_unit_directory_in_unit_order(tmp_path: 
     assert list(UnitDirs(tmp_path / "units", 3)) == [paths.unit_dir(n) for n in unit_names(3)]
     with pytest.raises(IndexError):
         dirs[1_000_001]
+
+
+def test_a_unit_done_in_the_ledger_whose_output_is_gone_or_no_directory_is_not_done(
+    run_store: Store,
+) -> None:
+    """The ledger says done but the output is missing (u000001) or a plain file (u000002):
+    the merge counts both, names the first and publishes nothing."""
+    paths = run_store.write_task("sleep", {"units": 4, "seconds": 0})
+    assert run_store.run("simrun-worker", run_store.env("t-w0")) == EXIT_OK
+    shutil.rmtree(paths.unit_dir("u000001"))
+    shutil.rmtree(paths.unit_dir("u000002"))
+    paths.unit_dir("u000002").write_text("not a directory")
+    (paths.units / "u0000001").mkdir()  # a name of another width is not u000001
+
+    assert run_store.run("simrun-merge", _merge_env(run_store)) == EXIT_FAILED
+
+    assert not paths.out.exists()
+    report = run_store.report("t-merge")
+    assert report.error is not None
+    assert "2 of 4 units are not done (first: u000001)" in report.error.message
+
+
+def test_a_units_directory_replaced_by_a_link_gives_the_merge_no_input(
+    run_store: Store, tmp_path: Path
+) -> None:
+    """The whole `units/` made a link to a copy elsewhere: none of it is read."""
+    paths = run_store.write_task("sleep", {"units": 3, "seconds": 0})
+    assert run_store.run("simrun-worker", run_store.env("t-w0")) == EXIT_OK
+    outside = tmp_path / "outside"
+    shutil.move(paths.units, outside)
+    paths.units.symlink_to(outside)
+
+    assert run_store.run("simrun-merge", _merge_env(run_store)) == EXIT_FAILED
+
+    assert not paths.out.exists()
+    report = run_store.report("t-merge")
+    assert report.error is not None
+    assert "3 of 3 units are not done (first: u000000)" in report.error.message

@@ -8,6 +8,8 @@ published by `output.publish_output`, so a half merge is never taken for a whole
 from __future__ import annotations
 
 import logging
+import os
+import re
 from typing import NoReturn
 
 from simrun_harness import store_reads
@@ -61,17 +63,42 @@ def merge_output(
 
 def _not_done(paths: TaskPaths, names: UnitNames) -> tuple[int, str | None]:
     """How many units are not done, and the first: not in `done/`, or their output no
-    directory (one reached through a link, which a unit's code may make, is no input). The
-    done units are read as a bit each, the names made one at a time."""
+    directory (one reached through a link, which a unit's code may make, is no input).
+
+    Two listings, each read as a bit per unit (`done/`, and the directories of `units/`
+    named as the units are), then compared as whole numbers: no look per unit, which at
+    100,000 units was seconds of the coordinator's time with every core idle."""
     done, _, _ = unit_bits(paths.done)
-    root, missing, first = paths.store_root, 0, None
-    for index, name in enumerate(names):
-        byte = index >> 3
-        marked = byte < len(done) and done[byte] >> (index & 7) & 1
-        if not marked or not store_reads.is_dir(root, paths.unit_dir(name)):
-            missing += 1
-            first = first or name
-    return missing, first
+    both = int.from_bytes(done, "little") & int.from_bytes(_output_bits(paths, names), "little")
+    every = (1 << len(names)) - 1
+    absent = every & ~both
+    if not absent:
+        return 0, None
+    return absent.bit_count(), names[(absent & -absent).bit_length() - 1]
+
+
+def _output_bits(paths: TaskPaths, names: UnitNames) -> bytearray:
+    """A bit per unit whose output is a directory in `units/` (never a link), from one
+    listing of `units/` opened without following a link; none when it is no directory."""
+    bits = bytearray((len(names) + 7) // 8)
+    try:
+        with (
+            store_reads.directory(paths.store_root, paths.units) as fd,
+            os.scandir(fd) as entries,
+        ):
+            for entry in entries:
+                name = entry.name
+                if len(name) != names.width + 1 or not _UNIT.fullmatch(name):
+                    continue
+                index = int(name[1:])
+                if index < len(names) and entry.is_dir(follow_symlinks=False):
+                    bits[index >> 3] |= 1 << (index & 7)
+    except FileNotFoundError:  # no units/, or one that is a link (NotInStore)
+        pass
+    return bits
+
+
+_UNIT = re.compile(r"u[0-9]+")
 
 
 def _main() -> int:
