@@ -116,14 +116,28 @@ class CpuSampler:
         self._thread.start()
         return self
 
-    def stop(self) -> dict[str, float]:
-        """CPU seconds per part between `start` and now."""
+    def stop(self, *, ended_at: float | None = None) -> dict[str, float]:
+        """CPU seconds per part between `start` and now; with `ended_at` (time.time), of the
+        processes started before it only (what starts once the work ended, the next
+        standby importing, is not the work's)."""
         self._stop.set()
         self._thread.join()
         self._sample()
-        totals: dict[str, float] = defaultdict(float)
+        if ended_at is not None:
+            limit = (ended_at - time.time() + _uptime()) * TICKS  # in ticks since boot
+            self.seen = {key: value for key, value in self.seen.items() if key[1] <= limit}
+        # one process per (pid, start time): a name it took meanwhile (a standby handed its
+        # attempt renames itself) is the same process, whose CPU before `start` is not ours
+        latest: dict[tuple[int, int], tuple[str, float]] = {}
+        before: dict[tuple[int, int], float] = {}
         for key, (part, seconds) in self.seen.items():
-            totals[part] += seconds - self.before.get(key, 0.0)
+            if seconds >= latest.get(key[:2], ("", -1.0))[1]:
+                latest[key[:2]] = (part, seconds)
+        for key, seconds in self.before.items():
+            before[key[:2]] = min(seconds, before.get(key[:2], seconds))
+        totals: dict[str, float] = defaultdict(float)
+        for process, (part, seconds) in latest.items():
+            totals[part] += seconds - before.get(process, 0.0)
         totals["bench"] = time.process_time() - self._bench_start
         return {part: totals.get(part, 0.0) for part in PARTS}
 

@@ -33,7 +33,8 @@ or, with `--merge-pod`, a merge pod of its own:
     merge exit      → the merge's exit recorded
     reconcile       → the run's ended_at written by the watcher
 
-and the CPU seconds each part of the stack used meanwhile (`_cpu.py`), next to the CPU the
+and the CPU seconds each part of the stack used meanwhile (`_cpu.py`; the worker pod's main
+process and its units from its report, which counts them exactly), next to the CPU the
 rest of the machine used (other users of the shared cores, this script's own sampling and
 polling among them). Since those others come and go,
 each wall time is also reported corrected for them: the wall time less their CPU seconds over
@@ -180,7 +181,7 @@ def through_simrun(
     # polled once a second: the run's ended_at ends the wall time, and each poll's CPU (and
     # Postgres's) competes with the run, not with the bare pool
     ended, _ = wait_for_end(run.pk, timeout=900, every=1.0)
-    cpu = sampler.stop()
+    cpu = sampler.stop(ended_at=ended.ended_at.timestamp() if ended.ended_at else None)
     machine = _busy() - busy
     if ended.state != "succeeded":
         raise SystemExit(f"run {run.pk} ended {ended.state}: {ended.message}")
@@ -195,6 +196,10 @@ def through_simrun(
     assert len(done) == units and marker is not None, (len(done), marker)
     assert ledger is not None
     report = json.loads((store().run(run.pk).task("scan").reports / "scan-w0-0.json").read_text())
+    # the worker pod's own count (its rusage): a sample every 0.5 s misses each process's
+    # last moments, the whole units' part of them when the pool ends between two samples
+    cpu["pod"] = report["main_cpu_seconds"]
+    cpu["units"] = report["cpu_seconds"] - report["main_cpu_seconds"]
     marks = [called, w0.created, w0.started, ledger, done[0], done[-1]]
     names = SELF_MERGING_PHASES
     if plan["coordinator_merges"]:

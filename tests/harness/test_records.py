@@ -128,3 +128,18 @@ def test_a_report_takes_processes_memory_and_kills_from_the_cgroup(run_store: St
     assert report.peak_memory_gb == 0.5
     assert report.memory_limit_gb == 3.0
     assert report.oom_kills == 1 and report.harness_oom_kills == 0
+
+
+def test_a_report_gives_the_cpu_seconds_of_the_attempt_and_of_its_main_process(
+    run_store: Store,
+) -> None:
+    """Four units that each burn 0.1 CPU s: the attempt's CPU counts them (its pool
+    processes, ended and reaped), the main process's part is only the harness's."""
+    run_store.write_task("spin", {"units": 4, "seconds": 0.1})
+    assert run_store.run("simrun-worker", run_store.env("t-w0", processes=2)) == 0
+
+    report = run_store.report("t-w0")
+
+    assert report.cpu_seconds is not None and report.main_cpu_seconds is not None
+    assert report.cpu_seconds >= 0.4
+    assert 0 < report.main_cpu_seconds < report.cpu_seconds - 0.4

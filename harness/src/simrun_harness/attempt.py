@@ -8,6 +8,7 @@ kernel's (exit 137, counted in the report's `oom_kills` and `harness_oom_kills`)
 from __future__ import annotations
 
 import logging
+import resource
 import time
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
@@ -65,6 +66,7 @@ class Attempt:
     """The unit whose process was killed for memory (by the harness or the kernel)."""
     _next_sample: float = 0.0
     _limit_bytes: float | None = None
+    _cpu_at_start: tuple[float, float] = field(default_factory=lambda: _cpu_used())
 
     def __post_init__(self) -> None:
         root = self.config.cgroup_root or own_cgroup_dir()
@@ -185,6 +187,8 @@ class Attempt:
         """Write the report of this attempt; returns `exit_code`."""
         meter = self.meter
         per_process = to_gb(meter.peak_process) if meter.peak_process else None
+        main_start, children_start = self._cpu_at_start
+        main_now, children_now = _cpu_used()
         report = WorkerReport(
             task=self.task_id,
             worker=self.worker,
@@ -203,6 +207,8 @@ class Attempt:
             harness_oom_kills=self.harness_oom_kills,
             claims_lost=self.claims_lost,
             claims_returned=self.claims_returned,
+            cpu_seconds=round(main_now - main_start + children_now - children_start, 3),
+            main_cpu_seconds=round(main_now - main_start, 3),
             exit_code=exit_code,
             started_at=self.started_at,
             ended_at=datetime.now(UTC),
@@ -220,3 +226,10 @@ class Attempt:
             per_process or 0.0,
         )
         return exit_code
+
+
+def _cpu_used() -> tuple[float, float]:
+    """CPU seconds (user and system) of this process, and of its children that ended."""
+    own = resource.getrusage(resource.RUSAGE_SELF)
+    ended = resource.getrusage(resource.RUSAGE_CHILDREN)
+    return own.ru_utime + own.ru_stime, ended.ru_utime + ended.ru_stime

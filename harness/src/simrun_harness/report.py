@@ -78,6 +78,12 @@ class WorkerReport(BaseModel):
     claims_lost: int = Field(0, ge=0)
     """Units finished after their claim had been taken back (not counted)."""
     claims_returned: int = Field(0, ge=0)
+    cpu_seconds: float | None = None
+    """CPU seconds of the attempt: its main process from the attempt's start (a standby's
+    imports before are not the attempt's) and the processes it ran and saw end."""
+    main_cpu_seconds: float | None = None
+    """The main process's part of `cpu_seconds` (claims, commits, progress: the harness's
+    own cost besides the pool's)."""
     exit_code: int
     started_at: datetime
     ended_at: datetime
