@@ -84,7 +84,12 @@ def _harness(root: Path, units: int, seconds: float, processes: int) -> tuple[fl
         "SIMRUN_SCRATCH": str(root / "scratch"),
         "SIMRUN_LOG_LEVEL": "WARNING",
     }
-    return _timed([str(BIN / "simrun-worker")], env)
+    wall, cpu = _timed([str(BIN / "simrun-worker")], env)
+    _MAIN_CPU.append(json.loads(task.report("spin-w0", 0).read_text())["main_cpu_seconds"])
+    return wall, cpu
+
+
+_MAIN_CPU: list[float] = []  # the worker's main process's CPU of each `_harness`, from its report
 
 
 def _bare(units: int, seconds: float, processes: int, mode: str) -> tuple[float, float]:
@@ -155,14 +160,17 @@ def sweep(root: Path, repeats: int, counts: list[int], units: int, seconds: floa
     print(f"{units} units of {seconds * 1000:g} ms CPU, best of {repeats}:", flush=True)
     first: float | None = None
     for processes in counts:
+        _MAIN_CPU.clear()
         harness = [_harness(root / "store", units, seconds, processes) for _ in range(repeats)]
         bare = [_bare(units, seconds, processes, "map") for _ in range(repeats)]
         cpu_h, cpu_b = min(c for _, c in harness), min(c for _, c in bare)
         per_unit = (cpu_h - cpu_b) / units * 1e6
+        main = min(_MAIN_CPU) / units * 1e6
         first = per_unit if first is None else first
         print(
             f"  {processes:3d} processes: CPU harness {cpu_h:.2f} s, Pool.starmap {cpu_b:.2f} s; "
-            f"extra per unit {per_unit:.0f} µs ({per_unit / first:.2f}x that of {counts[0]}); "
+            f"extra per unit {per_unit:.0f} µs ({per_unit / first:.2f}x that of {counts[0]}), "
+            f"of which the main process {main:.0f} µs; "
             f"wall {min(w for w, _ in harness):.2f} s / {min(w for w, _ in bare):.2f} s",
             flush=True,
         )

@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import contextlib
 import ctypes
+import gc
 import multiprocessing
 import os
 import pickle
@@ -124,6 +125,10 @@ class ProcessPool:
 
     def start(self) -> None:
         context = multiprocessing.get_context("fork")
+        # What is loaded now (the harness, the task type, their imports) lives as long as
+        # the processes: kept out of every collection, so no process's first full
+        # collection walks it all (and writes to every page of it, copying them).
+        gc.freeze()
         self._ring = os.pipe()
         for fd in self._ring:
             os.set_blocking(fd, False)
