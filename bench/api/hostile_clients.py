@@ -264,12 +264,13 @@ def stalled_download(
     conn.connect(address)
     head = f"GET {path} HTTP/1.1\r\nHost: 127.0.0.1\r\nAuthorization: Bearer {token}\r\n\r\n"
     conn.sendall(head.encode())
+    deadline = start + 30
     while True:
         seen = conn.recv(65536, socket.MSG_PEEK)
         end = seen.find(b"\r\n\r\n")
-        if end >= 0 or not seen:
+        if end >= 0 or not seen or time.perf_counter() > deadline:
             break
-        time.sleep(0.001)  # more of the head on its way
+        time.sleep(0.001)  # more of the head on its way (a peek returns what is there)
     seconds = time.perf_counter() - start
     if end < 0:
         raise SystemExit(f"download closed before its head: {seen[-300:]!r}")

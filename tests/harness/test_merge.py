@@ -32,6 +32,15 @@ def _merge_env(run_store: Store) -> dict[str, str]:
     return env
 
 
+def _refused_merge(run_store: Store, paths: TaskPaths) -> str:
+    """Run `simrun-merge`, which must fail and publish nothing; the error its report gives."""
+    assert run_store.run("simrun-merge", _merge_env(run_store)) == EXIT_FAILED
+    assert not paths.out.exists()
+    report = run_store.report("t-merge")
+    assert report.error is not None
+    return report.error.message
+
+
 def test_a_merge_killed_half_way_and_run_again_gives_the_whole_output_marker_last(
     run_store: Store,
 ) -> None:
@@ -72,11 +81,9 @@ def test_a_merge_of_an_unfinished_ledger_fails_and_publishes_nothing(run_store: 
     assert run_store.run("simrun-worker", run_store.env("t-w0")) == EXIT_OK
     os.rename(paths.done / "u000002", paths.pending / "u000002")
 
-    assert run_store.run("simrun-merge", _merge_env(run_store)) == EXIT_FAILED
+    message = _refused_merge(run_store, paths)
 
-    assert not paths.out.exists()
-    report = run_store.report("t-merge")
-    assert report.error is not None and "1 of 3 units are not done" in report.error.message
+    assert "1 of 3 units are not done" in message
 
 
 def test_a_merge_missing_several_units_names_the_first_of_them(run_store: Store) -> None:
@@ -85,11 +92,9 @@ def test_a_merge_missing_several_units_names_the_first_of_them(run_store: Store)
     for name in ("u000000", "u000002"):
         os.rename(paths.done / name, paths.pending / name)
 
-    assert run_store.run("simrun-merge", _merge_env(run_store)) == EXIT_FAILED
+    message = _refused_merge(run_store, paths)
 
-    report = run_store.report("t-merge")
-    assert report.error is not None
-    assert "2 of 3 units are not done (first: u000000)" in report.error.message
+    assert "2 of 3 units are not done (first: u000000)" in message
 
 
 def test_a_unit_output_replaced_by_a_link_is_no_input_of_the_merge(
@@ -104,12 +109,9 @@ def test_a_unit_output_replaced_by_a_link_is_no_input_of_the_merge(
     shutil.rmtree(paths.unit_dir("u000001"))
     paths.unit_dir("u000001").symlink_to(outside)
 
-    assert run_store.run("simrun-merge", _merge_env(run_store)) == EXIT_FAILED
+    message = _refused_merge(run_store, paths)
 
-    assert not paths.out.exists()
-    report = run_store.report("t-merge")
-    assert report.error is not None
-    assert "1 of 3 units are not done (first: u000001)" in report.error.message
+    assert "1 of 3 units are not done (first: u000001)" in message
 
 
 def test_a_merge_job_of_a_million_units_names_their_directory_not_each_unit() -> None:
@@ -147,12 +149,9 @@ def test_a_unit_done_in_the_ledger_whose_output_is_gone_or_no_directory_is_not_d
     paths.unit_dir("u000002").write_text("not a directory")
     (paths.units / "u0000001").mkdir()  # a name of another width is not u000001
 
-    assert run_store.run("simrun-merge", _merge_env(run_store)) == EXIT_FAILED
+    message = _refused_merge(run_store, paths)
 
-    assert not paths.out.exists()
-    report = run_store.report("t-merge")
-    assert report.error is not None
-    assert "2 of 4 units are not done (first: u000001)" in report.error.message
+    assert "2 of 4 units are not done (first: u000001)" in message
 
 
 def test_a_units_directory_replaced_by_a_link_gives_the_merge_no_input(
@@ -165,9 +164,6 @@ def test_a_units_directory_replaced_by_a_link_gives_the_merge_no_input(
     shutil.move(paths.units, outside)
     paths.units.symlink_to(outside)
 
-    assert run_store.run("simrun-merge", _merge_env(run_store)) == EXIT_FAILED
+    message = _refused_merge(run_store, paths)
 
-    assert not paths.out.exists()
-    report = run_store.report("t-merge")
-    assert report.error is not None
-    assert "3 of 3 units are not done (first: u000000)" in report.error.message
+    assert "3 of 3 units are not done (first: u000000)" in message
