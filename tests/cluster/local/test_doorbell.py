@@ -10,7 +10,7 @@ from pathlib import Path
 
 from cluster.local.backend import LocalBackend
 from cluster.local.doorbell import Doorbell, ring
-from cluster.local.loop import QUIET_S, idle_wait
+from cluster.local.loop import CALM_S, QUIET_S, Loop, idle_wait
 from runs.ports import WorkflowPhase
 from tests.cluster.local.builders import command_task, launch
 from tests.waiting import wait_for
@@ -80,3 +80,45 @@ def test_with_no_live_run_the_loop_waits_for_a_ring_until_something_is_due() -> 
     assert idle_wait(poll_s=0.25, last_pass_s=0.01, quiet_s=float("inf")) == QUIET_S == 60.0
     assert idle_wait(poll_s=0.25, last_pass_s=0.01, quiet_s=3.0) == 3.0
     assert idle_wait(poll_s=0.25, last_pass_s=1.5, quiet_s=None) == 6.0
+
+
+def test_unasked_passes_that_find_nothing_new_space_out_up_to_the_calm_limit() -> None:
+    """A long scan's pods just compute: the loop does not read them four times a second."""
+    waits = [idle_wait(poll_s=0.25, last_pass_s=0.01, calm=calm) for calm in range(6)]
+    assert waits == [0.25, 0.5, 1.0, 2.0, 2.0, 2.0]
+    assert CALM_S == 2.0
+
+
+def test_an_interval_longer_than_the_calm_limit_stays_as_it_is() -> None:
+    assert idle_wait(poll_s=5.0, last_pass_s=0.01, calm=0) == 5.0
+    assert idle_wait(poll_s=5.0, last_pass_s=0.01, calm=4) == 5.0
+    assert idle_wait(poll_s=0.25, last_pass_s=1.5, calm=4) == 6.0  # long passes still rule
+
+
+class _Passes:
+    """A pass that finds nothing new unless told there is a change."""
+
+    def __init__(self) -> None:
+        self.count = 0
+        self.signature = 0
+
+    def __call__(self) -> tuple[bool, int]:
+        self.count += 1
+        return False, self.signature
+
+
+def test_a_ring_or_a_change_brings_the_calmed_loop_back_to_its_interval(tmp_path: Path) -> None:
+    passes = _Passes()
+    loop = Loop(passes, bell=tmp_path / "bell", poll_s=1.0)  # each wait is seen a second
+    loop.subscribe(lambda: None)
+    try:
+        wait_for(lambda: loop.next_wait_s == CALM_S, timeout=60)  # 1, then 2 for good
+
+        ring(tmp_path / "bell")  # the pass it brings finds nothing new, but it was asked for
+        wait_for(lambda: loop.next_wait_s == 1.0, timeout=10)
+
+        wait_for(lambda: loop.next_wait_s == CALM_S, timeout=60)
+        passes.signature += 1  # the next (unasked) pass sees something new
+        wait_for(lambda: loop.next_wait_s == 1.0, timeout=10)
+    finally:
+        loop.close()
