@@ -19,6 +19,7 @@ from simrun_harness.batching import (
     queue_depth,
     results_may_wait,
     ring_at,
+    wants_more,
 )
 from simrun_harness.exits import EXIT_OK
 from simrun_harness.jobs import Job, JobResult, JobRunner
@@ -41,12 +42,25 @@ def test_short_units_are_queued_in_batches_long_ones_one_at_a_time_and_fairly_at
 
 def test_results_wait_unread_only_while_every_busy_process_holds_a_queue_that_rings() -> None:
     assert ring_at(1) is None and ring_at(12) == 11  # rings where it is topped up
-    assert results_may_wait([(24, True), (12, True)], low=12) == LINGER_MAX_S
-    assert results_may_wait([(24, True), (0, False)], low=12) == LINGER_MAX_S  # one idle
-    assert results_may_wait([(24, True), (11, True)], low=12) == 0  # one low: the last units
-    assert results_may_wait([(24, True), (12, False)], low=12) == 0  # a queue that never rings
-    assert results_may_wait([(1, False), (1, False)], low=1) == 0  # no batches: each at once
-    assert results_may_wait([(0, False)], low=12) == 0
+    assert results_may_wait([(24, 11), (12, 11)], low=12) == LINGER_MAX_S
+    assert results_may_wait([(24, 11), (0, None)], low=12) == LINGER_MAX_S  # one idle
+    assert results_may_wait([(24, 11), (11, 11)], low=12) == 0  # one low: the last units
+    assert results_may_wait([(24, 11), (12, None)], low=12) == 0  # a queue that never rings
+    assert results_may_wait([(1, None), (1, None)], low=1) == 0  # no batches: each at once
+    assert results_may_wait([(0, None)], low=12) == 0
+
+
+def test_a_process_that_rang_is_topped_up_even_where_the_refill_point_fell_below_it() -> None:
+    """Sent to ring with 12 left (the refill point was 13), it rang; the units' mean time rose
+    meanwhile and the point is 12 now. The ring is its call for more: it is topped up, and
+    no result is left to wait on a ring that already came."""
+    point = ring_at(13)
+    assert point == 12
+    assert wants_more(12, point, low=12), "rang: topped up at once"
+    assert not wants_more(13, point, low=12), "its ring is still to come"
+    assert wants_more(11, None, low=12), "below the refill point"
+    assert results_may_wait([(12, point), (20, 11)], low=12) == 0
+    assert results_may_wait([(13, point), (20, 11)], low=12) == LINGER_MAX_S
 
 
 class _Gated(SplitTaskType):
@@ -88,6 +102,34 @@ def test_results_wait_unread_until_their_process_runs_low_and_rings(tmp_path: Pa
         pool.shutdown(kill=True)
     names = [e.job.name for e in events if isinstance(e, JobResult)]
     assert names[:3] == ["u0", "u1", "u2"], names
+
+
+def test_a_pool_process_that_rang_is_due_for_more_though_it_holds_the_refill_point(
+    tmp_path: Path,
+) -> None:
+    """A batch of 4 sent to ring with 2 left (refill point 3); the point fell to 2 before the
+    ring. Once it rings, its process is the one to top up and its results are not left to
+    wait: else it would run its last two units and sit idle until the worker's linger ran
+    out."""
+    units = tmp_path / "units"
+    units.mkdir()
+    context = TaskContext(task_id="t", settings=NoSettings(), scratch=tmp_path / "scratch")
+    pool = ProcessPool(JobRunner(_Gated(), context, units, "t-w0@0"), 1)
+    pool.start()
+    try:
+        values = ["ok", "ok", "gate", "ok"]
+        slot = pool.slots[0]
+        pool.submit(slot, *(Job("unit", f"u{i}", v) for i, v in enumerate(values)), ring_at=2)
+        assert pool.due_slot(2) is None, "four held, no ring yet"
+
+        events = pool.wait(600, linger=600)  # ended by the ring, two results in
+
+        assert [e.job.name for e in events if isinstance(e, JobResult)] == ["u0", "u1"]
+        assert pool.due_slot(2) is slot
+        assert results_may_wait(pool.queues(), low=2) == 0
+        (units / "go").touch()
+    finally:
+        pool.shutdown(kill=True)
 
 
 def test_a_running_worker_s_progress_lines_appear_as_its_units_are_done(

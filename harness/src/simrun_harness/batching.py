@@ -38,17 +38,32 @@ def ring_at(low: int) -> int | None:
     return low - 1 if low > 1 else None
 
 
-def results_may_wait(queues: Iterable[tuple[int, bool]], *, low: int) -> float:
+def ring_to_come(held: int, ring_point: int | None) -> bool:
+    """Whether a process holding `held` jobs will still ring: its last batch was sent to ring
+    at `ring_point` jobs left (`ring_at`; None: never) and it holds more than that."""
+    return ring_point is not None and held > ring_point
+
+
+def wants_more(held: int, ring_point: int | None, *, low: int) -> bool:
+    """Whether the worker tops up a process holding `held` jobs: below `low`, or once it has
+    rung. The ring is its call for more whatever `low` is now: `low` moves with the units'
+    mean time and with what is left, and a process that rang at the point its batch was sent
+    with, above today's `low`, would otherwise run dry with nobody awake to feed it."""
+    return held < low or (ring_point is not None and held <= ring_point)
+
+
+def results_may_wait(queues: Iterable[tuple[int, int | None]], *, low: int) -> float:
     """Seconds the worker may leave its processes' results unread (0: read each at once).
 
-    `queues`: (jobs held, whether its last batch rings) of each live process. Results may
-    wait while every busy process holds at least `low` jobs and rings when it falls below
-    (`ring_at`): the ring wakes the worker to top it up, with half its queue still there,
-    whatever its units' times. Never longer than LINGER_MAX_S, so progress moves on; at
-    once while there are no batches (`low` 1), or once a process is low (the last units:
-    the worker's part ends with them).
+    `queues`: (jobs held, where its last batch rings: `ring_at`) of each live process.
+    Results may wait while every busy process holds at least `low` jobs and has a ring still
+    to come (`ring_to_come`): the ring wakes the worker to top it up, with half its queue
+    still there, whatever its units' times. Never longer than LINGER_MAX_S, so progress
+    moves on; at once while there are no batches (`low` 1), once a process is low (the last
+    units: the worker's part ends with them), or once a ring is spent (nothing else would
+    wake the worker before that process runs dry).
     """
-    held = [(n, rings) for n, rings in queues if n > 0]
-    if low <= 1 or not held or any(n < low or not rings for n, rings in held):
+    held = [(n, point) for n, point in queues if n > 0]
+    if low <= 1 or not held or any(n < low or not ring_to_come(n, p) for n, p in held):
         return 0.0
     return LINGER_MAX_S

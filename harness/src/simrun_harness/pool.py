@@ -32,6 +32,7 @@ from dataclasses import dataclass, field
 from multiprocessing.connection import Connection
 from multiprocessing.process import BaseProcess
 
+from simrun_harness.batching import wants_more
 from simrun_harness.jobs import Job, JobResult, JobRunner, Outcome, run_job
 
 _PR_SET_PDEATHSIG = 1
@@ -96,8 +97,9 @@ class Slot:
     conn: Connection
     outstanding: deque[Job] = field(default_factory=deque)
     ended: bool = False
-    rings: bool = False
-    """Its last batch rings when the process runs low (`ProcessPool.submit`)."""
+    ring_point: int | None = None
+    """Jobs left in its last batch when the process rings (`ProcessPool.submit`); None: no
+    ring (to come, or spent and let go: `ProcessPool.unring`)."""
     fd: int = -1  # the parent's end of its pipe: read raw, every result there at once
     sentinel: int = -1
     unread: bytearray = field(default_factory=bytearray)  # a result read in part
@@ -167,10 +169,10 @@ class ProcessPool:
     def busy(self) -> int:
         return sum(len(slot.outstanding) for slot in self.slots)
 
-    def queues(self) -> list[tuple[int, bool]]:
-        """(jobs held, the running one included; whether its last batch rings) of each live
-        process."""
-        return [(len(slot.outstanding), slot.rings) for slot in self.slots if not slot.ended]
+    def queues(self) -> list[tuple[int, int | None]]:
+        """(jobs held, the running one included; jobs left in its last batch when it rings)
+        of each live process."""
+        return [(len(slot.outstanding), slot.ring_point) for slot in self.slots if not slot.ended]
 
     def pids(self) -> list[int]:
         return [slot.pid for slot in self.slots if not slot.ended]
@@ -183,6 +185,21 @@ class ProcessPool:
         slot = min(live, key=lambda s: len(s.outstanding))
         return slot if len(slot.outstanding) < depth else None
 
+    def due_slot(self, low: int) -> Slot | None:
+        """The live process with the fewest outstanding jobs of those the worker tops up:
+        below `low`, or rung (`batching.wants_more`)."""
+        due = [
+            slot
+            for slot in self.slots
+            if not slot.ended and wants_more(len(slot.outstanding), slot.ring_point, low=low)
+        ]
+        return min(due, key=lambda s: len(s.outstanding), default=None)
+
+    def unring(self, slot: Slot) -> None:
+        """Forget a spent ring: the process rang, but holds enough still (the depth fell), so
+        its results are read as they come until it is low."""
+        slot.ring_point = None
+
     def submit(self, slot: Slot, *jobs: Job, ring_at: int | None = None) -> None:
         """Send jobs to a process in one message; it runs them in order.
 
@@ -190,7 +207,7 @@ class ProcessPool:
         fall to `ring_at`: that ends a `wait` that lets results wait (`linger`).
         """
         slot.outstanding.extend(jobs)
-        slot.rings = ring_at is not None
+        slot.ring_point = ring_at
         with contextlib.suppress(OSError):  # a dead process: its sentinel reports the death
             slot.conn.send((jobs, ring_at))
 

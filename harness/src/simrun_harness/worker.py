@@ -241,7 +241,7 @@ class Worker:
             self._mean_s, left=ledger.candidates_left(), processes=pool.processes
         )
         self._low = low
-        while not self._exhausted and (slot := pool.free_slot(low)) is not None:
+        while not self._exhausted and (slot := pool.due_slot(low)) is not None:
             batch: list[Job] = []
             while len(slot.outstanding) + len(batch) < depth:
                 name = ledger.claim()
@@ -252,6 +252,8 @@ class Worker:
                 batch.append(Job("unit", name, self._units[unit_index(name)]))
             if batch:
                 pool.submit(slot, *batch, ring_at=ring_at(low))
+            elif not self._exhausted:  # it rang, but the depth fell below what it holds
+                pool.unring(slot)
 
     def _idle(
         self, task: LoadedTask, ledger: Ledger, pool: ProcessPool, total: int, *, polled: bool
