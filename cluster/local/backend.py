@@ -134,8 +134,15 @@ class LocalBackend:
         return Standbys(self.state / "standby", count=count, bin_of=bin_of, idle_s=idle_s)
 
     def tick(self) -> bool:
-        """Advance every live run and admit what can start; whether anything changed."""
-        return self._passes.run()[0]
+        """Advance every live run and admit what can start; whether anything changed.
+
+        A change made here (a pod started after `unreserve`, a lost attempt found by a
+        status read) rings the doorbell: the loop of another process (the watcher's) hears
+        of it at once, not at its next unasked pass, up to `loop.CALM_S` away."""
+        changed = self._passes.run()[0]
+        if changed:
+            ring(self.state / BELL_FILE)
+        return changed
 
     def _pass(self) -> tuple[bool, Hashable]:
         """A pass of the loop: a tick, then the standbys kept (only the loop starts them)."""
@@ -149,7 +156,8 @@ class LocalBackend:
         return found
 
     def quiet_s(self) -> float | None:
-        """After a pass: None while runs are live (the loop passes every `poll_s`), else how
+        """After a pass: None while runs are live (the loop passes every `poll_s`, spaced
+        out up to `loop.CALM_S` while its passes find nothing new), else how
         long the loop may wait for a ring: while standbys are kept, `STANDBY_LOOK_S` at most
         (one that died is replaced, one whose environment went idle ends), else for good
         (`loop.QUIET_S`)."""

@@ -31,8 +31,9 @@ Pass = Callable[[], tuple[bool, Hashable]]
 IDLE_FACTOR = 4.0
 QUIET_S = 60.0
 CALM_S = 2.0
-"""The longest wait between unasked passes that keep finding nothing new while runs are live:
-what rings nobody (a supervisor killed with its pod) is seen within this."""
+"""The longest the calming adds between unasked passes that keep finding nothing new while
+runs are live: what rings nobody (a supervisor killed with its pod) is seen within this, or
+within `poll_s` or `IDLE_FACTOR` times the last pass when either is longer."""
 
 
 def idle_wait(

@@ -132,6 +132,47 @@ def test_a_pool_process_that_rang_is_due_for_more_though_it_holds_the_refill_poi
         pool.shutdown(kill=True)
 
 
+class _WaitsFor(SplitTaskType):
+    """A unit's value names a file beside the units that it runs until it exists."""
+
+    name: ClassVar[str] = "waits-for"
+    settings_model: ClassVar[type[BaseModel]] = NoSettings
+
+    def run_unit(self, ctx: TaskContext, unit: Any, out: Path) -> None:
+        while not (out.parent / unit).exists():
+            time.sleep(0.01)
+
+
+def test_a_batch_no_longer_than_its_ring_point_rings_as_its_process_takes_it(
+    tmp_path: Path,
+) -> None:
+    """A process that rang holding more than today's refill point gets a short top-up: with
+    one job, sent to ring at 2, it rings as it takes it, not once it has run it and sits
+    empty while the worker sleeps."""
+    units = tmp_path / "units"
+    units.mkdir()
+    context = TaskContext(task_id="t", settings=NoSettings(), scratch=tmp_path / "scratch")
+    pool = ProcessPool(JobRunner(_WaitsFor(), context, units, "t-w0@0"), 1)
+    pool.start()
+    events: list[PoolEvent] = []
+    waiting = threading.Thread(
+        target=lambda: events.extend(pool.wait(600, linger=600)), daemon=True
+    )
+    try:
+        slot = pool.slots[0]
+        pool.submit(slot, Job("unit", "u0", "go0"))  # what it holds, no ring asked
+        pool.submit(slot, Job("unit", "u1", "go1"), ring_at=2)  # the top-up
+        waiting.start()
+        (units / "go0").touch()
+        wait_for(lambda: not waiting.is_alive(), timeout=30, what="the ring, u1 still running")
+        assert any(n.startswith(".u1.") for n in os.listdir(units)), "u1 runs"
+        assert not (units / "u1").exists()
+        (units / "go1").touch()
+    finally:
+        pool.shutdown(kill=True)
+    assert [e.job.name for e in events if isinstance(e, JobResult)] == ["u0"]
+
+
 def test_a_running_worker_s_progress_lines_appear_as_its_units_are_done(
     run_store: Store,
 ) -> None:

@@ -79,13 +79,16 @@ def _child_main(
         if message is None:
             return
         batch, ring_at = message
-        for done, job in enumerate(batch, start=1):
-            # at once: a death names its own job; plain pickle of a tuple of plain values
-            conn.send_bytes(pickle.dumps(run_job(runner, job), pickle.HIGHEST_PROTOCOL))
-            if ring_at is not None and len(batch) - done <= ring_at:
-                ring_at = None  # once: running low, wake the parent (it may let results wait)
+        # The batches before this one are done: its jobs are all this process holds.
+        for left, job in zip(range(len(batch), 0, -1), batch, strict=True):
+            if ring_at is not None and left <= ring_at:
+                # Once, before the job (a batch of no more than `ring_at` rings as it comes):
+                # running low, wake the parent, which may let results wait.
+                ring_at = None
                 with contextlib.suppress(BlockingIOError):
                     os.write(ring[1], b"r")
+            # at once: a death names its own job; plain pickle of a tuple of plain values
+            conn.send_bytes(pickle.dumps(run_job(runner, job), pickle.HIGHEST_PROTOCOL))
 
 
 @dataclass
@@ -98,8 +101,9 @@ class Slot:
     outstanding: deque[Job] = field(default_factory=deque)
     ended: bool = False
     ring_point: int | None = None
-    """Jobs left in its last batch when the process rings (`ProcessPool.submit`); None: no
-    ring (to come, or spent and let go: `ProcessPool.unring`)."""
+    """The jobs it holds when it rings for its last batch (`ProcessPool.submit`): it has rung
+    once it holds no more. None: no ring was asked for, or the worker let a spent one go
+    (`ProcessPool.unring`)."""
     fd: int = -1  # the parent's end of its pipe: read raw, every result there at once
     sentinel: int = -1
     unread: bytearray = field(default_factory=bytearray)  # a result read in part
@@ -204,7 +208,8 @@ class ProcessPool:
         """Send jobs to a process in one message; it runs them in order.
 
         With `ring_at`, the process rings once the jobs of this batch it has left to run
-        fall to `ring_at`: that ends a `wait` that lets results wait (`linger`).
+        fall to `ring_at` (as it takes the batch, if the batch is no longer): that ends a
+        `wait` that lets results wait (`linger`).
         """
         slot.outstanding.extend(jobs)
         slot.ring_point = ring_at

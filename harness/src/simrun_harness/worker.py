@@ -233,9 +233,11 @@ class Worker:
         """Claim units for processes whose queue ran low, and send each its batch at once.
 
         A process is topped up to its depth once half of it is left (never while a long unit
-        runs: the depth is then 1), so short units go out in batches of claims, one message
-        per batch rather than per unit. Near the end no process queues more than its share
-        of what is left, so none idles while another works through a long queue.
+        runs: the depth is then 1), or once it rang, whatever half is by then, so short units
+        go out in batches of claims, one message per batch rather than per unit. Near the end
+        no process queues more than its share of what is left, so none idles while another
+        works through a long queue; a process that rang but holds that share already has its
+        ring let go (`ProcessPool.unring`): its results are read as they come until it is low.
         """
         low, depth = queue_depth(
             self._mean_s, left=ledger.candidates_left(), processes=pool.processes

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import os
 import subprocess
 import sys
 import threading
@@ -9,10 +10,10 @@ from collections.abc import Callable
 from pathlib import Path
 
 from cluster.local.backend import LocalBackend
-from cluster.local.doorbell import Doorbell, ring
+from cluster.local.doorbell import BELL_FILE, Doorbell, ring
 from cluster.local.loop import CALM_S, QUIET_S, Loop, idle_wait
 from runs.ports import WorkflowPhase
-from tests.cluster.local.builders import command_task, launch
+from tests.cluster.local.builders import NODE, command_task, launch
 from tests.waiting import wait_for
 
 AN_HOUR = 3600.0
@@ -122,3 +123,38 @@ def test_a_ring_or_a_change_brings_the_calmed_loop_back_to_its_interval(tmp_path
         wait_for(lambda: loop.next_wait_s == 1.0, timeout=10)
     finally:
         loop.close()
+
+
+def _listening(bell: Path) -> bool:
+    """Whether a loop holds the bell open (a FIFO opens for writing only with a reader)."""
+    try:
+        os.close(os.open(bell, os.O_WRONLY | os.O_NONBLOCK))
+    except OSError:
+        return False
+    return True
+
+
+def test_a_pod_started_by_another_process_s_pass_is_rung_to_the_loop(
+    make_backend: Callable[..., LocalBackend], tmp_path: Path
+) -> None:
+    """The loop here would pass unasked only once an hour. Another process's backend (the
+    web's, the worker's) starts a pod in its own pass, after `unreserve`: that pass rings,
+    so the loop's subscribers hear of the pod at once."""
+    elsewhere = make_backend(poll_s=AN_HOUR)  # no subscriber: no loop of its own
+    elsewhere.reserve(NODE, "another-run")
+    release = tmp_path / "release"
+    program = (
+        f"import pathlib, time\nwhile not pathlib.Path({str(release)!r}).exists(): time.sleep(0.02)"
+    )
+    name = elsewhere.submit(launch("r1", command_task("t", program)))  # waits: node reserved
+    looping = make_backend(poll_s=AN_HOUR)
+    told: list[int] = []
+    looping.subscribe(lambda: told.append(1))
+    wait_for(lambda: _listening(looping.state / BELL_FILE), timeout=30)
+    assert not told, "nothing rang: the loop has not passed"
+
+    elsewhere.unreserve(NODE, "another-run")  # its pass starts the pod
+
+    wait_for(lambda: told, timeout=30, what="the loop to hear of the pod")
+    release.touch()
+    wait_for(lambda: looping.status(name).phase is WorkflowPhase.SUCCEEDED, timeout=60)
