@@ -104,7 +104,8 @@ def test_a_restarted_controller_resumes_a_dead_submission_and_leaves_one_in_flig
 
     tick(restarted, seen=Seen())
 
-    assert Run.objects.get(pk=dead.pk).state in ("queued", "running")  # then derived
+    # then derived in the same tick: its one command (`true`) may be done by then
+    assert Run.objects.get(pk=dead.pk).state in ("queued", "running", "succeeded")
     assert has_workflow(restarted, dead)
     left = Run.objects.get(pk=in_flight.pk)
     assert (left.state, left.submit_lease_until) == ("submitting", in_flight.submit_lease_until)
