@@ -63,6 +63,22 @@ def test_a_process_that_rang_is_topped_up_even_where_the_refill_point_fell_below
     assert results_may_wait([(13, point), (20, 11)], low=12) == LINGER_MAX_S
 
 
+def _one_process_pool(tmp_path: Path, task_type: SplitTaskType) -> tuple[ProcessPool, Path]:
+    """A started pool of one process running `task_type`'s units into `tmp_path/units`."""
+    units = tmp_path / "units"
+    units.mkdir()
+    context = TaskContext(task_id="t", settings=NoSettings(), scratch=tmp_path / "scratch")
+    pool = ProcessPool(JobRunner(task_type, context, units, "t-w0@0"), 1)
+    pool.start()
+    return pool, units
+
+
+def _lingering_wait(pool: ProcessPool, events: list[PoolEvent]) -> threading.Thread:
+    """A worker's wait that lets results wait (for up to 600 s), into `events` once it
+    ends; not started."""
+    return threading.Thread(target=lambda: events.extend(pool.wait(600, linger=600)), daemon=True)
+
+
 class _Gated(SplitTaskType):
     """Unit "gate" runs until a file `go` is beside the units; any other writes nothing."""
 
@@ -77,15 +93,9 @@ class _Gated(SplitTaskType):
 def test_results_wait_unread_until_their_process_runs_low_and_rings(tmp_path: Path) -> None:
     """A batch of 4 that rings with 1 left: the results of its first two units do not end a
     wait that lets results wait; the third, leaving 1, rings and ends it at once."""
-    units = tmp_path / "units"
-    units.mkdir()
-    context = TaskContext(task_id="t", settings=NoSettings(), scratch=tmp_path / "scratch")
-    pool = ProcessPool(JobRunner(_Gated(), context, units, "t-w0@0"), 1)
-    pool.start()
+    pool, units = _one_process_pool(tmp_path, _Gated())
     events: list[PoolEvent] = []
-    waiting = threading.Thread(
-        target=lambda: events.extend(pool.wait(600, linger=600)), daemon=True
-    )
+    waiting = _lingering_wait(pool, events)
     try:
         values = ["ok", "ok", "gate", "ok"]
         pool.submit(
@@ -111,11 +121,7 @@ def test_a_pool_process_that_rang_is_due_for_more_though_it_holds_the_refill_poi
     ring. Once it rings, its process is the one to top up and its results are not left to
     wait: else it would run its last two units and sit idle until the worker's linger ran
     out."""
-    units = tmp_path / "units"
-    units.mkdir()
-    context = TaskContext(task_id="t", settings=NoSettings(), scratch=tmp_path / "scratch")
-    pool = ProcessPool(JobRunner(_Gated(), context, units, "t-w0@0"), 1)
-    pool.start()
+    pool, units = _one_process_pool(tmp_path, _Gated())
     try:
         values = ["ok", "ok", "gate", "ok"]
         slot = pool.slots[0]
@@ -149,15 +155,9 @@ def test_a_batch_no_longer_than_its_ring_point_rings_as_its_process_takes_it(
     """A process that rang holding more than today's refill point gets a short top-up: with
     one job, sent to ring at 2, it rings as it takes it, not once it has run it and sits
     empty while the worker sleeps."""
-    units = tmp_path / "units"
-    units.mkdir()
-    context = TaskContext(task_id="t", settings=NoSettings(), scratch=tmp_path / "scratch")
-    pool = ProcessPool(JobRunner(_WaitsFor(), context, units, "t-w0@0"), 1)
-    pool.start()
+    pool, units = _one_process_pool(tmp_path, _WaitsFor())
     events: list[PoolEvent] = []
-    waiting = threading.Thread(
-        target=lambda: events.extend(pool.wait(600, linger=600)), daemon=True
-    )
+    waiting = _lingering_wait(pool, events)
     try:
         slot = pool.slots[0]
         pool.submit(slot, Job("unit", "u0", "go0"))  # what it holds, no ring asked
@@ -202,11 +202,7 @@ class _Dies(SplitTaskType):
 def test_a_death_inside_a_batch_names_its_own_unit_after_the_results_before_it(
     tmp_path: Path,
 ) -> None:
-    units = tmp_path / "units"
-    units.mkdir()
-    context = TaskContext(task_id="t", settings=NoSettings(), scratch=tmp_path / "scratch")
-    pool = ProcessPool(JobRunner(_Dies(), context, units, "t-w0@0"), 1)
-    pool.start()
+    pool, units = _one_process_pool(tmp_path, _Dies())
     try:
         slot = pool.free_slot(1)
         assert slot is not None
