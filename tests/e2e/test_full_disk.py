@@ -12,6 +12,7 @@ import json
 import os
 import re
 import subprocess
+import threading
 import urllib.error
 import urllib.request
 from collections.abc import Iterator
@@ -71,6 +72,30 @@ def fill(disk: Path, name: str = "filler") -> Path:
             while out.write(b"\0" * 4096):
                 pass
     return filler
+
+
+@contextlib.contextmanager
+def kept_full(disk: Path, name: str) -> Iterator[Path]:
+    """Fill the disk and, every few milliseconds until the block ends, take whatever the
+    services free on it (SQLite deletes its journal when its last connection closes), so a
+    check made meanwhile finds it full; the file (removed by the caller)."""
+    filler = fill(disk, name)
+    done = threading.Event()
+
+    def take() -> None:
+        with filler.open("ab", buffering=0) as out:
+            while not done.wait(0.005):
+                with contextlib.suppress(OSError):  # full again: the next look
+                    while out.write(b"\0" * 65536):
+                        pass
+
+    taker = threading.Thread(target=take, daemon=True)
+    taker.start()
+    try:
+        yield filler
+    finally:
+        done.set()
+        taker.join(timeout=30)
 
 
 def api_get(served: Serving, path: str) -> tuple[int, dict[str, object]]:
@@ -141,16 +166,20 @@ def test_a_full_disk_is_named_everywhere_and_the_run_goes_on_once_freed(
             what="status naming the full disk",
         )
         detail_code, detail = api_get(served, f"/api/runs/{run_id}/")
-        # what the services freed meanwhile (a journal cut back after a checkpoint) taken too
-        topped = [fill(small_disk, "filler-2")]
-        refused = served.simrun("submit", str(workflow), "--source", str(workflow.parent / "model"))
-        said = wait_for(
-            lambda: " is full: " in (t := (tmp_path / "follow.out").read_text()) and t,
-            timeout=60,
-            what="follow naming the full disk",
-        )
-        topped.append(fill(small_disk, "filler-3"))
-        posted = api_post(served, "/api/runs/", {"workflow": workflow.read_text(), "sources": []})
+        # what the services free meanwhile (a journal deleted) taken too, as it is freed
+        with kept_full(small_disk, "filler-2") as topped:
+            refused = served.simrun(
+                "submit", str(workflow), "--source", str(workflow.parent / "model")
+            )
+            said = wait_for(
+                lambda: " is full: " in (t := (tmp_path / "follow.out").read_text()) and t,
+                timeout=60,
+                what="follow naming the full disk",
+            )
+            posted = api_post(
+                served, "/api/runs/", {"workflow": workflow.read_text(), "sources": []}
+            )
+        topped_again = fill(small_disk, "filler-3")
         # full long enough for the controller to be late and for beat to send (and fail to
         # write) its reconcile messages. The controller's passes fail on the full disk, but
         # SQLite may still find room for a heartbeat in its journal's pages: the watcher and
@@ -169,7 +198,7 @@ def test_a_full_disk_is_named_everywhere_and_the_run_goes_on_once_freed(
                 what="the controller late",
             )
         finally:
-            for file in [filler, *topped]:
+            for file in [filler, topped, topped_again]:
                 file.unlink()
             for proc in held:
                 proc.resume()
