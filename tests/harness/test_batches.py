@@ -79,25 +79,26 @@ def _lingering_wait(pool: ProcessPool, events: list[PoolEvent]) -> threading.Thr
     return threading.Thread(target=lambda: events.extend(pool.wait(600, linger=600)), daemon=True)
 
 
-class _Gated(SplitTaskType):
-    """Unit "gate" runs until a file `go` is beside the units; any other writes nothing."""
+class _WaitsFor(SplitTaskType):
+    """A unit whose value names a file runs until that file is beside the units; a unit of
+    None writes nothing."""
 
-    name: ClassVar[str] = "gated"
+    name: ClassVar[str] = "waits-for"
     settings_model: ClassVar[type[BaseModel]] = NoSettings
 
     def run_unit(self, ctx: TaskContext, unit: Any, out: Path) -> None:
-        while unit == "gate" and not (out.parent / "go").exists():
-            time.sleep(0.01)
+        while unit is not None and not (out.parent / unit).exists():
+            time.sleep(0.01)  # the unit's own work: it runs until released
 
 
 def test_results_wait_unread_until_their_process_runs_low_and_rings(tmp_path: Path) -> None:
     """A batch of 4 that rings with 1 left: the results of its first two units do not end a
     wait that lets results wait; the third, leaving 1, rings and ends it at once."""
-    pool, units = _one_process_pool(tmp_path, _Gated())
+    pool, units = _one_process_pool(tmp_path, _WaitsFor())
     events: list[PoolEvent] = []
     waiting = _lingering_wait(pool, events)
     try:
-        values = ["ok", "ok", "gate", "ok"]
+        values = [None, None, "go", None]
         pool.submit(
             pool.slots[0], *(Job("unit", f"u{i}", v) for i, v in enumerate(values)), ring_at=1
         )
@@ -121,9 +122,9 @@ def test_a_pool_process_that_rang_is_due_for_more_though_it_holds_the_refill_poi
     ring. Once it rings, its process is the one to top up and its results are not left to
     wait: else it would run its last two units and sit idle until the worker's linger ran
     out."""
-    pool, units = _one_process_pool(tmp_path, _Gated())
+    pool, units = _one_process_pool(tmp_path, _WaitsFor())
     try:
-        values = ["ok", "ok", "gate", "ok"]
+        values = [None, None, "go", None]
         slot = pool.slots[0]
         pool.submit(slot, *(Job("unit", f"u{i}", v) for i, v in enumerate(values)), ring_at=2)
         assert pool.due_slot(2) is None, "four held, no ring yet"
@@ -136,17 +137,6 @@ def test_a_pool_process_that_rang_is_due_for_more_though_it_holds_the_refill_poi
         (units / "go").touch()
     finally:
         pool.shutdown(kill=True)
-
-
-class _WaitsFor(SplitTaskType):
-    """A unit's value names a file beside the units that it runs until it exists."""
-
-    name: ClassVar[str] = "waits-for"
-    settings_model: ClassVar[type[BaseModel]] = NoSettings
-
-    def run_unit(self, ctx: TaskContext, unit: Any, out: Path) -> None:
-        while not (out.parent / unit).exists():
-            time.sleep(0.01)
 
 
 def test_a_batch_no_longer_than_its_ring_point_rings_as_its_process_takes_it(

@@ -33,3 +33,8 @@ def fake_environment(store: Path, name: str, scripts: dict[str, str]) -> str:
         path.write_text(f"#!{PY}\n" + textwrap.dedent(body))
         path.chmod(0o755)
     return name
+
+
+def released_by(path: Path) -> str:
+    """A pod's program that runs until `path` exists (the test releases it)."""
+    return f"import pathlib, time\nwhile not pathlib.Path({str(path)!r}).exists(): time.sleep(0.02)"

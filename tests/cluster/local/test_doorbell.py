@@ -13,7 +13,7 @@ from cluster.local.backend import LocalBackend
 from cluster.local.doorbell import BELL_FILE, Doorbell, ring
 from cluster.local.loop import CALM_S, QUIET_S, Loop, idle_wait
 from runs.ports import WorkflowPhase
-from tests.cluster.local.builders import NODE, command_task, launch
+from tests.cluster.local.builders import NODE, command_task, launch, released_by
 from tests.waiting import wait_for
 
 AN_HOUR = 3600.0
@@ -143,10 +143,8 @@ def test_a_pod_started_by_another_process_s_pass_is_rung_to_the_loop(
     elsewhere = make_backend(poll_s=AN_HOUR)  # no subscriber: no loop of its own
     elsewhere.reserve(NODE, "another-run")
     release = tmp_path / "release"
-    program = (
-        f"import pathlib, time\nwhile not pathlib.Path({str(release)!r}).exists(): time.sleep(0.02)"
-    )
-    name = elsewhere.submit(launch("r1", command_task("t", program)))  # waits: node reserved
+    # waits: the node is reserved for another run
+    name = elsewhere.submit(launch("r1", command_task("t", released_by(release))))
     looping = make_backend(poll_s=AN_HOUR)
     told: list[int] = []
     looping.subscribe(lambda: told.append(1))
